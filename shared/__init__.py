@@ -1,0 +1,1 @@
+"""baton's shared package: the room state machine and its adapters, imported by functions/."""

@@ -1,0 +1,114 @@
+"""The one place that reads baton's configuration from the environment.
+
+Every setting has a default that works on the local emulator stack (`make up`);
+in the cloud, Terraform (infra/) sets each of them on the functions. Secrets
+(`WHATSAPP_ACCESS_TOKEN`, `WHATSAPP_APP_SECRET`, `WHATSAPP_VERIFY_TOKEN`) come
+from Secret Manager as secret environment variables, never plain ones.
+
+The Google client libraries read `FIRESTORE_EMULATOR_HOST` and
+`PUBSUB_EMULATOR_HOST` themselves; baton reads `CLOUD_TASKS_EMULATOR_HOST`
+because the Cloud Tasks client has no emulator switch of its own.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, fields
+
+# Names of every environment variable the code reads, with its default and what
+# it means. infra/ and the README's configuration table are checked against it.
+ENV_VARS: dict[str, tuple[str, str]] = {
+    "GOOGLE_CLOUD_PROJECT": ("baton-local", "GCP project id (Firestore, Pub/Sub, Cloud Tasks)"),
+    "FIRESTORE_DATABASE": ("(default)", "Firestore database id"),
+    "CLOUD_TASKS_EMULATOR_HOST": ("", "host:port of gcloud-tasks-emulator; empty in the cloud"),
+    "TASKS_LOCATION": ("us-central1", "Cloud Tasks location of the ack-timeout queues"),
+    "TASKS_QUEUE_PREFIX": ("baton-ack-timeouts", "queue name prefix; queues are PREFIX-0 .. PREFIX-(N-1)"),
+    "TASKS_QUEUE_COUNT": ("1", "number of ack-timeout queues, rooms spread over them by hash (500 dispatches/s each)"),
+    "TIMEOUT_URL": ("http://127.0.0.1:8082/", "URL of the `timeout` function that Cloud Tasks calls"),
+    "TASKS_SERVICE_ACCOUNT": ("", "service account whose OIDC token Cloud Tasks attaches; empty locally"),
+    "ACK_TIMEOUT_MS": ("3000", "ms after a send with no ack before the message counts as timed out"),
+    "MAX_SEND_ATTEMPTS": ("5", "send attempts of one message before it is dead-lettered"),
+    "SEND_RETRY_BASE_MS": ("1000", "ms before the first resend after a transient platform error; x4 per attempt"),
+    "DEDUP_WINDOW": ("1000", "message ids remembered per room for de-duplication"),
+    "MAX_PENDING_BYTES": ("600000", "bytes of queued messages per room before enqueue pushes back (503)"),
+    "RETENTION_HOURS": ("48", "hours after its last change that a document's TTL field points to"),
+    "WHATSAPP_API_BASE": ("http://127.0.0.1:8090", "base URL of the WhatsApp Cloud API (https://graph.facebook.com)"),
+    "WHATSAPP_API_VERSION": ("v21.0", "Graph API version in the send path"),
+    "WHATSAPP_PHONE_NUMBER_ID": ("100000000000001", "sending phone-number id"),
+    "WHATSAPP_ACCESS_TOKEN": ("local-access-token", "secret: bearer token for the send call"),
+    "WHATSAPP_APP_SECRET": ("local-app-secret", "secret: HMAC-SHA256 key of X-Hub-Signature-256"),
+    "WHATSAPP_VERIFY_TOKEN": ("local-verify-token", "secret: token of the GET hub.verify_token handshake"),
+    "SEND_TIMEOUT_MS": ("10000", "ms the HTTP send call to the platform may take"),
+    "EVENT_LOG_PATH": ("", "file the delivery event lines are appended to as well as stdout; empty: stdout only"),
+    "METRICS_LOG_PATH": ("", "file the per-invocation cost lines are appended to; empty: stdout only"),
+    "PUBSUB_TOPIC": ("baton-outbound", "topic producers publish outbound messages to"),
+}
+
+# Read by the code but meaningful only on the local stack: Terraform sets none.
+LOCAL_ONLY_ENV_VARS = frozenset({"CLOUD_TASKS_EMULATOR_HOST", "EVENT_LOG_PATH", "METRICS_LOG_PATH"})
+# Set from Secret Manager as secret environment variables, never plain ones.
+SECRET_ENV_VARS = frozenset({"WHATSAPP_ACCESS_TOKEN", "WHATSAPP_APP_SECRET", "WHATSAPP_VERIFY_TOKEN"})
+
+
+def _env(name: str) -> str:
+    return os.environ.get(name, ENV_VARS[name][0])
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Typed view of the environment. Durations are in ms, as their names say."""
+
+    project: str
+    firestore_database: str
+    tasks_emulator_host: str
+    tasks_location: str
+    tasks_queue_prefix: str
+    tasks_queue_count: int
+    timeout_url: str
+    tasks_service_account: str
+    ack_timeout_ms: int
+    max_send_attempts: int
+    send_retry_base_ms: int
+    dedup_window: int
+    max_pending_bytes: int
+    retention_hours: int
+    whatsapp_api_base: str
+    whatsapp_api_version: str
+    whatsapp_phone_number_id: str
+    whatsapp_access_token: str
+    whatsapp_app_secret: str
+    whatsapp_verify_token: str
+    send_timeout_ms: int
+    event_log_path: str
+    metrics_log_path: str
+    pubsub_topic: str
+
+
+_FIELD_TO_ENV = {
+    "project": "GOOGLE_CLOUD_PROJECT",
+    "tasks_emulator_host": "CLOUD_TASKS_EMULATOR_HOST",
+    "tasks_service_account": "TASKS_SERVICE_ACCOUNT",
+}
+
+
+def load() -> Settings:
+    """Read every setting from the environment.
+
+    Raises:
+        ValueError: a numeric setting is not a whole number, or is below 1.
+    """
+    values: dict[str, object] = {}
+    for f in fields(Settings):
+        name = _FIELD_TO_ENV.get(f.name, f.name.upper())
+        raw = _env(name)
+        if f.type == "int":
+            try:
+                number = int(raw)
+            except ValueError:
+                raise ValueError(f"{name}={raw!r} is not a whole number") from None
+            if number < 1:
+                raise ValueError(f"{name}={raw!r} must be at least 1")
+            values[f.name] = number
+        else:
+            values[f.name] = raw
+    return Settings(**values)  # type: ignore[arg-type]

@@ -1,0 +1,197 @@
+"""The delivery event log: one JSON line per room transition.
+
+This module is the schema's single definition. The functions write these lines
+to stdout, where Cloud Functions turns each into a structured LogEntry (the
+line's keys land under `jsonPayload`; `severity` and `message` are special, see
+https://cloud.google.com/functions/docs/monitoring/logging#writing_structured_logs).
+A Logging sink routes the entries with `jsonPayload.log_type="baton.delivery"`
+to Cloud Storage, and the PySpark pipeline (pipeline/) reads exactly these
+fields. Locally the same lines are appended to `EVENT_LOG_PATH` too.
+
+The message text is never logged, nor the recipient's phone number.
+
+Line shape (keys always present, `null` where a field does not apply)::
+
+    {"severity": "INFO", "message": "acked room-7#3.1",
+     "log_type": "baton.delivery", "schema_version": 1,
+     "event": "acked", "ts": "2026-11-22T11:25:17.123456Z", "component": "webhook",
+     "room_id": "room-7", "seq": 3, "attempt": 1, "message_id": "m-...",
+     "provider": "whatsapp", "delivery_id": "3.1.1763810717123.room-7",
+     "provider_message_id": "wamid....", "status": "delivered",
+     "trigger": null, "reason": null, "error_code": null, "error_title": null,
+     "published_at": null, "publish_to_send_ms": null,
+     "send_to_ack_ms": 84.2, "trigger_to_send_ms": null}
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import threading
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
+from enum import StrEnum
+from typing import Any
+
+LOG_TYPE = "baton.delivery"
+METRICS_LOG_TYPE = "baton.invocation"
+SCHEMA_VERSION = 1
+
+
+class EventType(StrEnum):
+    """Every kind of delivery event. Terminal ones end a message for good."""
+
+    ENQUEUED = "enqueued"  # accepted and queued in its room, seq assigned
+    DUPLICATE_IGNORED = "duplicate_ignored"  # a push redelivery of a known message_id
+    REJECTED = "rejected"  # a push that can never be valid, kept with its reason
+    SENT = "sent"  # the platform accepted a send call (attempt >= 1)
+    SEND_FAILED = "send_failed"  # one send call failed; a retry or an end follows
+    ACKED = "acked"  # terminal: delivered/read status for the in-flight message
+    FAILED = "failed"  # terminal: the platform reported the message failed
+    TIMED_OUT = "timed_out"  # terminal: no ack within ACK_TIMEOUT_MS
+    DEAD_LETTERED = "dead_lettered"  # terminal: baton gave up (reason says why)
+    STATUS_IGNORED = "status_ignored"  # a status changing nothing: late, duplicate, `sent`
+    STATUS_UNKNOWN = "status_unknown"  # a status for a delivery baton does not know
+    TIMEOUT_IGNORED = "timeout_ignored"  # a timeout task for an attempt no longer in flight
+
+
+TERMINAL_EVENTS = frozenset(
+    {EventType.ACKED, EventType.FAILED, EventType.TIMED_OUT, EventType.DEAD_LETTERED}
+)
+
+_SEVERITY = {
+    EventType.REJECTED: "WARNING",
+    EventType.SEND_FAILED: "WARNING",
+    EventType.FAILED: "WARNING",
+    EventType.DEAD_LETTERED: "ERROR",
+    EventType.STATUS_UNKNOWN: "WARNING",
+}
+
+
+@dataclass(frozen=True)
+class DeliveryEvent:
+    """One transition of one room, as logged.
+
+    Times: `ts` and `published_at` are RFC 3339 UTC strings with microseconds;
+    every `*_ms` field is a duration in milliseconds (float).
+
+    - `seq`: the message's position in its room, from 1, in publish order.
+    - `attempt`: the send attempt, from 1; it is the fencing token of a send.
+    - `delivery_id`: our id of one attempt, sent to the platform as
+      `biz_opaque_callback_data` and echoed in its status webhooks.
+    - `trigger`: on `sent`, what started the send (`enqueue`, `ack`, `failed`,
+      `timed_out`, `dead_lettered`, `retry`, `resend`).
+    - `publish_to_send_ms`: Pub/Sub publish time to this send call (on `sent`).
+    - `send_to_ack_ms`: this attempt's send to the status that acked it (on
+      `acked`, and on `status_ignored` with reason `late_ack`).
+    - `trigger_to_send_ms`: arrival of the request that freed the room to this
+      send call (on `sent`): the head-of-line hand-over delay.
+    """
+
+    event: EventType
+    ts: str
+    component: str
+    room_id: str | None
+    seq: int | None = None
+    attempt: int | None = None
+    message_id: str | None = None
+    provider: str | None = None
+    delivery_id: str | None = None
+    provider_message_id: str | None = None
+    status: str | None = None
+    trigger: str | None = None
+    reason: str | None = None
+    error_code: int | None = None
+    error_title: str | None = None
+    published_at: str | None = None
+    publish_to_send_ms: float | None = None
+    send_to_ack_ms: float | None = None
+    trigger_to_send_ms: float | None = None
+
+    def to_record(self) -> dict[str, Any]:
+        """The JSON object written for this event (see the module docstring)."""
+        body = asdict(self)
+        body["event"] = str(self.event)
+        label = f"{self.event} {self.room_id}"
+        if self.seq is not None:
+            label += f"#{self.seq}.{self.attempt}" if self.attempt else f"#{self.seq}"
+        if self.reason:
+            label += f" ({self.reason})"
+        return {
+            "severity": _SEVERITY.get(self.event, "INFO"),
+            "message": label,
+            "log_type": LOG_TYPE,
+            "schema_version": SCHEMA_VERSION,
+            **body,
+        }
+
+
+# Field name -> JSON type, for readers that declare the schema (pipeline/).
+EVENT_FIELDS: dict[str, str] = {
+    "severity": "string",
+    "message": "string",
+    "log_type": "string",
+    "schema_version": "integer",
+    "event": "string",
+    "ts": "string",
+    "component": "string",
+    "room_id": "string",
+    "seq": "integer",
+    "attempt": "integer",
+    "message_id": "string",
+    "provider": "string",
+    "delivery_id": "string",
+    "provider_message_id": "string",
+    "status": "string",
+    "trigger": "string",
+    "reason": "string",
+    "error_code": "integer",
+    "error_title": "string",
+    "published_at": "string",
+    "publish_to_send_ms": "number",
+    "send_to_ack_ms": "number",
+    "trigger_to_send_ms": "number",
+}
+
+
+def utc_iso(epoch_us: int) -> str:
+    """RFC 3339 UTC timestamp with microseconds, from epoch microseconds."""
+    return datetime.fromtimestamp(epoch_us / 1_000_000, tz=UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+class JsonLineWriter:
+    """Writes JSON lines to stdout and, if a path is given, appends them to a file.
+
+    Each line is written with a single `write` on a file opened with O_APPEND,
+    so several processes can append to one local file without interleaving.
+    """
+
+    def __init__(self, path: str = "") -> None:
+        self._path = path
+        self._lock = threading.Lock()
+        self._fd: int | None = None
+
+    def write(self, record: dict[str, Any]) -> None:
+        line = json.dumps(record, separators=(",", ":"), ensure_ascii=False) + "\n"
+        with self._lock:
+            sys.stdout.write(line)
+            sys.stdout.flush()
+            if self._path:
+                if self._fd is None:
+                    self._fd = os.open(self._path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+                os.write(self._fd, line.encode())
+
+
+class EventLog:
+    """Sink for delivery events; `events` keeps them when `keep=True` (tests)."""
+
+    def __init__(self, path: str = "", keep: bool = False) -> None:
+        self._writer = JsonLineWriter(path)
+        self._keep = keep
+        self.events: list[DeliveryEvent] = []
+
+    def emit(self, event: DeliveryEvent) -> None:
+        if self._keep:
+            self.events.append(event)
+        self._writer.write(event.to_record())
