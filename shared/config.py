@@ -38,9 +38,9 @@ ENV_VARS: dict[str, tuple[str, str]] = {
     "WHATSAPP_ACCESS_TOKEN": ("local-access-token", "secret: bearer token for the send call"),
     "WHATSAPP_APP_SECRET": ("local-app-secret", "secret: HMAC-SHA256 key of X-Hub-Signature-256"),
     "WHATSAPP_VERIFY_TOKEN": ("local-verify-token", "secret: token of the GET hub.verify_token handshake"),
-    "SEND_TIMEOUT_MS": ("10000", "ms the HTTP send call to the platform may take"),
+    "SEND_TIMEOUT_MS": ("2000", "ms the HTTP send call to the platform may take; below ACK_TIMEOUT_MS"),
     "EVENT_LOG_PATH": ("", "file the delivery event lines are appended to as well as stdout; empty: stdout only"),
-    "METRICS_LOG_PATH": ("", "file the per-invocation cost lines are appended to; empty: stdout only"),
+    "METRICS_LOG_PATH": ("", "file the per-invocation operation counts are appended to (benchmarks); empty: not written"),
     "PUBSUB_TOPIC": ("baton-outbound", "topic producers publish outbound messages to"),
 }
 
@@ -95,7 +95,8 @@ def load() -> Settings:
     """Read every setting from the environment.
 
     Raises:
-        ValueError: a numeric setting is not a whole number, or is below 1.
+        ValueError: a numeric setting is not a whole number, or is below 1;
+            SEND_TIMEOUT_MS is not below ACK_TIMEOUT_MS.
     """
     values: dict[str, object] = {}
     for f in fields(Settings):
@@ -111,4 +112,9 @@ def load() -> Settings:
             values[f.name] = number
         else:
             values[f.name] = raw
-    return Settings(**values)  # type: ignore[arg-type]
+    settings = Settings(**values)  # type: ignore[arg-type]
+    if settings.send_timeout_ms >= settings.ack_timeout_ms:
+        # A send still under way when its ack timeout fires could land after
+        # the next message's send: the order would break.
+        raise ValueError("SEND_TIMEOUT_MS must be below ACK_TIMEOUT_MS")
+    return settings

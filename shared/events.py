@@ -161,22 +161,25 @@ def utc_iso(epoch_us: int) -> str:
 
 
 class JsonLineWriter:
-    """Writes JSON lines to stdout and, if a path is given, appends them to a file.
+    """Writes JSON lines to stdout (unless `stdout=False`) and, if a path is
+    given, appends them to a file.
 
     Each line is written with a single `write` on a file opened with O_APPEND,
     so several processes can append to one local file without interleaving.
     """
 
-    def __init__(self, path: str = "") -> None:
+    def __init__(self, path: str = "", stdout: bool = True) -> None:
         self._path = path
+        self._stdout = stdout
         self._lock = threading.Lock()
         self._fd: int | None = None
 
     def write(self, record: dict[str, Any]) -> None:
         line = json.dumps(record, separators=(",", ":"), ensure_ascii=False) + "\n"
         with self._lock:
-            sys.stdout.write(line)
-            sys.stdout.flush()
+            if self._stdout:
+                sys.stdout.write(line)
+                sys.stdout.flush()
             if self._path:
                 if self._fd is None:
                     self._fd = os.open(self._path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)

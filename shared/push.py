@@ -1,0 +1,117 @@
+"""Parsing the Pub/Sub push envelope into a room event, or a reason to reject.
+
+Envelope (https://cloud.google.com/pubsub/docs/push#receive_push):
+`{"message": {"data": base64, "attributes": {...}, "messageId", "publishTime"},
+"subscription"}`. The emulator's envelope has no `orderingKey`, so the room id
+travels as the `room_id` attribute as well as the ordering key.
+
+Producer contract: attributes `room_id`, `provider`, `recipient`, `message_id`
+(the idempotency key); data = JSON `{"type": "text", "text": "..."}`.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import json
+import re
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from shared.providers import KNOWN_PROVIDERS
+from shared.room import Enqueue
+
+# Firestore document ids may not contain '/', and ids of the form __x__ are
+# reserved (https://firebase.google.com/docs/firestore/quotas#collections_documents_and_fields).
+ROOM_ID = re.compile(r"^(?!__.*__$)[A-Za-z0-9_.:@+=-]{1,256}$")
+MESSAGE_ID = re.compile(r"^[\x21-\x7e]{1,256}$")
+RECIPIENT = re.compile(r"^\+?[0-9]{5,20}$")
+# WhatsApp's limit on a text message body, in characters
+# (https://developers.facebook.com/docs/whatsapp/cloud-api/reference/messages#text-object).
+MAX_TEXT_CHARS = 4096
+
+
+@dataclass(frozen=True)
+class Rejected:
+    """A push that can never become a valid message: kept under `key` with
+    `reason` and the raw `record`, then acked so it blocks nothing."""
+
+    key: str
+    reason: str
+    record: dict[str, Any]
+    room_id: str | None = None
+    message_id: str | None = None
+
+
+@dataclass(frozen=True)
+class Accepted:
+    room_id: str
+    event: Enqueue
+
+
+def _parse_time_us(value: Any) -> int | None:
+    if not isinstance(value, str):
+        return None
+    try:
+        # Pub/Sub gives nanoseconds, e.g. 2026-11-22T11:25:17.123456789Z.
+        head, _, frac = value.rstrip("Z").partition(".")
+        dt = datetime.fromisoformat(head + "+00:00")
+        return int(dt.timestamp()) * 1_000_000 + int((frac + "000000")[:6])
+    except ValueError:
+        return None
+
+
+def parse_push(body: bytes, now_us: int) -> Accepted | Rejected:
+    """Validate one push request.
+
+    Returns `Accepted` with the `Enqueue` event, or `Rejected` with the reason
+    (never raises: every bad input is kept, see `Rejected`).
+    """
+    body_key = "body-" + hashlib.sha256(body).hexdigest()[:32]
+    try:
+        envelope = json.loads(body)
+    except (ValueError, UnicodeDecodeError):
+        return Rejected(body_key, "push body is not JSON", {"raw": body[:65536].decode(errors="replace")})
+    message = envelope.get("message") if isinstance(envelope, dict) else None
+    if not isinstance(message, dict):
+        return Rejected(body_key, "push body has no `message` object", {"raw": body[:65536].decode(errors="replace")})
+    pubsub_id = message.get("messageId") or message.get("message_id")
+    key = f"pubsub-{pubsub_id}" if isinstance(pubsub_id, str) and pubsub_id.isalnum() else body_key
+    attrs = message.get("attributes") or {}
+    raw_data = message.get("data", "")
+    record = {"pubsub_message_id": pubsub_id, "attributes": attrs if isinstance(attrs, dict) else str(attrs),
+              "data": raw_data[:65536] if isinstance(raw_data, str) else None,
+              "publish_time": message.get("publishTime")}
+
+    def reject(reason: str) -> Rejected:
+        room = attrs.get("room_id") if isinstance(attrs, dict) and isinstance(attrs.get("room_id"), str) else None
+        mid = attrs.get("message_id") if isinstance(attrs, dict) and isinstance(attrs.get("message_id"), str) else None
+        return Rejected(key, reason, record, room, mid)
+
+    if not isinstance(attrs, dict):
+        return reject("`attributes` is not an object")
+    room_id = attrs.get("room_id") or message.get("orderingKey")
+    if not isinstance(room_id, str) or not ROOM_ID.match(room_id):
+        return reject("missing or invalid `room_id` attribute")
+    message_id = attrs.get("message_id")
+    if not isinstance(message_id, str) or not MESSAGE_ID.match(message_id):
+        return reject("missing or invalid `message_id` attribute")
+    provider = attrs.get("provider")
+    if provider not in KNOWN_PROVIDERS:
+        return reject(f"unknown `provider` {provider!r}; known: {sorted(KNOWN_PROVIDERS)}")
+    recipient = attrs.get("recipient")
+    if not isinstance(recipient, str) or not RECIPIENT.match(recipient):
+        return reject("missing or invalid `recipient` attribute (a phone number)")
+    try:
+        data = json.loads(base64.b64decode(raw_data, validate=True)) if isinstance(raw_data, str) else None
+    except (binascii.Error, ValueError, UnicodeDecodeError):
+        return reject("`data` is not base64-encoded JSON")
+    if not isinstance(data, dict) or data.get("type", "text") != "text" or not isinstance(data.get("text"), str):
+        return reject('`data` must be {"type": "text", "text": "..."}')
+    text = data["text"]
+    if not text.strip() or len(text) > MAX_TEXT_CHARS:
+        return reject(f"`text` must have 1 to {MAX_TEXT_CHARS} characters")
+    published_at_us = _parse_time_us(message.get("publishTime")) or now_us
+    return Accepted(room_id, Enqueue(message_id, provider, recipient, text, published_at_us, now_us))

@@ -1,0 +1,121 @@
+"""Cloud Tasks adapter: the room timers (ack timeouts and send retries).
+
+A timer is an HTTP task to the `timeout` function, due at the timer's time,
+with the JSON body `{"room_id", "seq", "attempt", "kind"}`. Rooms are spread
+over `TASKS_QUEUE_COUNT` queues by a stable hash of the room id, because one
+queue dispatches at most 500 tasks/s
+(https://cloud.google.com/tasks/docs/quotas).
+
+Task names are derived from (room, seq, attempt, kind), so arming the same
+timer twice is refused by the real service as ALREADY_EXISTS, which counts as
+success here. The emulator accepts duplicates instead; either way the
+`timeout` function applies a timer only to the exact attempt it was made for,
+so correctness depends on neither. The id starts with a hash, as Google asks
+for task names (https://cloud.google.com/tasks/docs/reference/rest/v2/projects.locations.queues.tasks#Task).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+import grpc
+from google.api_core import exceptions as gexc
+from google.cloud import tasks_v2
+from google.cloud.tasks_v2.services.cloud_tasks.transports import CloudTasksGrpcTransport
+from google.protobuf import timestamp_pb2
+
+from shared.config import Settings
+from shared.room import ScheduleTimer
+from shared.store import op_counts
+
+
+def _room_hash(room_id: str) -> str:
+    return hashlib.sha256(room_id.encode()).hexdigest()
+
+
+def queue_index(room_id: str, queue_count: int) -> int:
+    """Which of the `queue_count` queues a room's timers go to (stable)."""
+    return int(_room_hash(room_id)[:8], 16) % queue_count
+
+
+def task_id(timer: ScheduleTimer) -> str:
+    """Task id of a timer: `{hash16}-{seq}-{attempt}-{kind}` (letters, digits,
+    `-` and `_` only, as Cloud Tasks requires)."""
+    return f"{_room_hash(timer.room_id)[:16]}-{timer.seq}-{timer.attempt}-{timer.kind.replace('_', '-')}"
+
+
+def timer_body(timer: ScheduleTimer) -> dict[str, object]:
+    """The JSON body the `timeout` function receives."""
+    return {"room_id": timer.room_id, "seq": timer.seq, "attempt": timer.attempt, "kind": str(timer.kind)}
+
+
+def make_client(settings: Settings) -> tasks_v2.CloudTasksClient:
+    """A Cloud Tasks client; on the local stack, bound to the emulator over an
+    insecure gRPC channel (CLOUD_TASKS_EMULATOR_HOST)."""
+    if settings.tasks_emulator_host:
+        channel = grpc.insecure_channel(settings.tasks_emulator_host)
+        return tasks_v2.CloudTasksClient(transport=CloudTasksGrpcTransport(channel=channel))
+    return tasks_v2.CloudTasksClient()
+
+
+class TimerScheduler:
+    """Arms room timers as Cloud Tasks.
+
+    Args:
+        client: a `tasks_v2.CloudTasksClient`.
+        settings: project, location, queue prefix and count, the `timeout`
+            function's URL, and the service account for the OIDC token.
+    """
+
+    def __init__(self, client: tasks_v2.CloudTasksClient, settings: Settings) -> None:
+        self._client = client
+        self._s = settings
+
+    def queue_path(self, room_id: str) -> str:
+        index = queue_index(room_id, self._s.tasks_queue_count)
+        return self._client.queue_path(self._s.project, self._s.tasks_location, f"{self._s.tasks_queue_prefix}-{index}")
+
+    def all_queue_paths(self) -> list[str]:
+        return [
+            self._client.queue_path(self._s.project, self._s.tasks_location, f"{self._s.tasks_queue_prefix}-{i}")
+            for i in range(self._s.tasks_queue_count)
+        ]
+
+    def schedule(self, timer: ScheduleTimer) -> None:
+        """Create the task of `timer`; an existing task of that name is fine.
+
+        Raises:
+            google.api_core.exceptions.GoogleAPICallError: Cloud Tasks refused
+                or was unreachable (the caller answers 5xx; its redelivery
+                re-arms the timer).
+        """
+        parent = self.queue_path(timer.room_id)
+        due = timestamp_pb2.Timestamp()
+        due.FromMicroseconds(timer.due_at_us)
+        http_request: dict[str, object] = {
+            "http_method": tasks_v2.HttpMethod.POST,
+            "url": self._s.timeout_url,
+            "headers": {"Content-Type": "application/json"},
+            "body": json.dumps(timer_body(timer)).encode(),
+        }
+        if self._s.tasks_service_account:
+            http_request["oidc_token"] = {
+                "service_account_email": self._s.tasks_service_account,
+                "audience": self._s.timeout_url,
+            }
+        task = {"name": f"{parent}/tasks/{task_id(timer)}", "schedule_time": due, "http_request": http_request}
+        try:
+            self._client.create_task(parent=parent, task=task, timeout=10.0)
+        except gexc.AlreadyExists:
+            pass
+        op_counts().tasks_created += 1
+
+    def ensure_queues(self) -> None:
+        """Create the queues if missing (local stack only; Terraform owns them in the cloud)."""
+        for path in self.all_queue_paths():
+            location = path.rsplit("/queues/", 1)[0]
+            try:
+                self._client.create_queue(parent=location, queue={"name": path})
+            except gexc.AlreadyExists:
+                pass
