@@ -21,13 +21,13 @@ from shared.events import EventLog
 from shared.providers import make_senders
 from shared.room import policy_from_settings
 from shared.service import Baton, Reply, start_request
-from shared.store import RoomStore
+from shared.store import ContentionError, RoomStore
 from shared.tasks import TimerScheduler, make_client
 
 # Errors that mean "try again later": Firestore or Cloud Tasks unreachable or
-# overloaded, or a transaction that lost to contention too often (ValueError
-# from google-cloud-firestore's retry loop). The caller's redelivery retries.
-TRANSIENT = (gexc.GoogleAPICallError, gexc.RetryError, ValueError, ConnectionError, TimeoutError)
+# overloaded, or a room that kept changing under the request. The caller's
+# redelivery (Pub/Sub, Meta, Cloud Tasks) retries.
+TRANSIENT = (gexc.GoogleAPICallError, gexc.RetryError, ContentionError, ConnectionError, TimeoutError)
 
 
 @functools.cache
@@ -75,3 +75,7 @@ def webhook(request: Request) -> Response:
 def timeout(request: Request) -> Response:
     """Cloud Tasks timer endpoint (POST, JSON timer body)."""
     return _answer("timeout", baton().handle_timer, request.get_data())
+
+
+# Build the clients while the instance starts, not on its first request.
+baton()

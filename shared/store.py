@@ -15,19 +15,22 @@ policies that infra/ sets; TTL deletes within about 24 h of it):
   with their reason and raw content.
 - `dead_letters/{room_id}:{seq}`: messages baton gave up on, with their body.
 
-Only transactions touch `rooms/{room_id}`; nothing with a side effect runs in
-the transaction function (it may run several times, see
-https://cloud.google.com/firestore/docs/manage-data/transactions).
+`rooms/{room_id}` changes only through `RoomStore.apply`, an optimistic
+transaction (read, decide, write if unchanged since the read); nothing with a
+side effect runs inside it, since it may run several times.
 """
 
 from __future__ import annotations
 
+import random
+import time
 from collections.abc import Callable
 from contextvars import ContextVar
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from google.api_core import exceptions as gexc
 from google.cloud import firestore
 
 from shared.room import (
@@ -36,7 +39,6 @@ from shared.room import (
     KeepDeadLetter,
     Phase,
     QueuedMessage,
-    RoomEvent,
     RoomState,
 )
 
@@ -44,6 +46,10 @@ ROOMS = "rooms"
 SENDS = "sends"
 REJECTED = "rejected_messages"
 DEAD_LETTERS = "dead_letters"
+
+
+class ContentionError(RuntimeError):
+    """A room's document kept changing while a request tried to update it."""
 
 
 @dataclass
@@ -157,11 +163,10 @@ class RoomStore:
         client: a `google.cloud.firestore.Client` (FIRESTORE_EMULATOR_HOST
             points it at the emulator).
         retention_hours: how far ahead `expire_at` is set on every write.
-        max_attempts: transaction attempts before Firestore's contention error
-            is raised (the client's default is 5).
+        max_attempts: read-decide-write attempts before `ContentionError`.
     """
 
-    def __init__(self, client: firestore.Client, retention_hours: int, max_attempts: int = 5) -> None:
+    def __init__(self, client: firestore.Client, retention_hours: int, max_attempts: int = 10) -> None:
         self._db = client
         self._retention = timedelta(hours=retention_hours)
         self._max_attempts = max_attempts
@@ -173,45 +178,54 @@ class RoomStore:
         return self._db.collection(ROOMS).document(room_id)
 
     def apply(self, room_id: str, decide_fn: Callable[[RoomState], Decision]) -> Decision:
-        """Run `decide_fn` on the room's state in one transaction and commit
-        what it decides.
+        """Run `decide_fn` on the room's state and commit what it decides, as
+        one optimistic transaction: read the document without a lock, decide,
+        then write on the condition that the document has not changed since
+        (`last_update_time` precondition; `create` for a new room). If another
+        request changed it first, read again and decide again.
 
-        `decide_fn` may run several times (contention retries) and must be pure.
-        Returns the decision of the attempt that committed.
+        Why not a locking transaction: Firestore's server client libraries
+        lock the documents a transaction reads (pessimistic concurrency), and
+        on the emulator two overlapping transactions on one document cost
+        2 s (measured, DESIGN.md); an ack and an enqueue of the same room meet
+        often. Conditional writes keep the same atomicity without locks.
+        A decision that changes nothing writes nothing (one read).
+
+        `decide_fn` may run several times and must not have side effects.
+        Returns the decision that was committed.
 
         Raises:
+            ContentionError: the room changed under us `max_attempts` times.
             google.api_core.exceptions.GoogleAPICallError: Firestore refused or
                 was unreachable (the caller answers 5xx so the request is retried).
-            ValueError: the transaction failed after `max_attempts` attempts.
         """
         ref = self.room_ref(room_id)
         counts = op_counts()
-        outcome: list[Decision] = []
-
-        @firestore.transactional
-        def run(txn: firestore.Transaction) -> None:
-            outcome.clear()
-            snap = ref.get(transaction=txn)
+        for attempt in range(self._max_attempts):
+            snap = ref.get()
             counts.firestore_reads += 1
             decision = decide_fn(room_from_doc(room_id, snap.to_dict() if snap.exists else None))
-            if decision.state is not None:
-                expire_at = self._expire_at()
-                txn.set(ref, {**room_to_doc(decision.state), "expire_at": expire_at})
-                for effect in decision.effects:
-                    if isinstance(effect, KeepDeadLetter):
-                        # Data, not a side effect: kept in the same transaction.
-                        txn.set(self._dead_letter_ref(effect), self._dead_letter_doc(effect, expire_at))
-            outcome.append(decision)
-
-        run(self._db.transaction(max_attempts=self._max_attempts))
-        decision = outcome[0]
-        if decision.state is not None:
-            counts.firestore_writes += 1 + sum(isinstance(e, KeepDeadLetter) for e in decision.effects)
-        return decision
-
-    def apply_event(self, room_id: str, event: RoomEvent, decide_fn: Callable[[RoomState, RoomEvent], Decision]) -> Decision:
-        """`apply` for a fixed event: `decide_fn(state, event)`."""
-        return self.apply(room_id, lambda state: decide_fn(state, event))
+            if decision.state is None:
+                return decision
+            expire_at = self._expire_at()
+            doc = {**room_to_doc(decision.state), "expire_at": expire_at}
+            batch = self._db.batch()
+            if snap.exists:
+                batch.update(ref, doc, option=self._db.write_option(last_update_time=snap.update_time))
+            else:
+                batch.create(ref, doc)
+            dead_letters = [e for e in decision.effects if isinstance(e, KeepDeadLetter)]
+            for effect in dead_letters:
+                # Data, not a side effect: committed atomically with the room.
+                batch.set(self._dead_letter_ref(effect), self._dead_letter_doc(effect, expire_at))
+            try:
+                batch.commit()
+            except (gexc.FailedPrecondition, gexc.AlreadyExists, gexc.Aborted):
+                time.sleep(random.uniform(0, 0.005 * 2**attempt))
+                continue
+            counts.firestore_writes += 1 + len(dead_letters)
+            return decision
+        raise ContentionError(f"room {room_id!r} changed under {self._max_attempts} attempts in a row")
 
     # -- send receipts
 

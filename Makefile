@@ -1,0 +1,68 @@
+# baton: ordered per-room delivery. `make demo` and `make test` do all the set-up.
+SHELL := /bin/bash
+PYTHON ?= python3.11
+VENV := .venv
+PY := $(VENV)/bin/python
+TASKS_VENV := .venv-tasks
+ROOMS ?= 1000
+MESSAGES ?= 5
+RUN_DIR ?= run/local
+
+.PHONY: help venv up down demo test test-unit test-integration test-e2e lint bench-core clean
+.DEFAULT_GOAL := help
+
+help:
+	@echo "make demo     run the delivery path end to end on the local emulator stack (ROOMS=$(ROOMS) MESSAGES=$(MESSAGES))"
+	@echo "make test     unit, integration (emulators), end-to-end, infra and pipeline tests"
+	@echo "make up/down  start/stop the local stack in $(RUN_DIR)"
+	@echo "make bench-core, make bench-pipeline, make report, make package"
+
+# The main virtualenv: runtime, dev and pipeline requirements. The Cloud Tasks
+# emulator gets its own (it pins protobuf<5).
+$(VENV)/.installed: requirements.txt requirements-dev.txt $(wildcard requirements-pipeline.txt)
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -r requirements-dev.txt $(if $(wildcard requirements-pipeline.txt),-r requirements-pipeline.txt)
+	touch $@
+
+$(TASKS_VENV)/.installed: requirements-tasks-emulator.txt
+	test -x $(TASKS_VENV)/bin/python || $(PYTHON) -m venv $(TASKS_VENV)
+	$(TASKS_VENV)/bin/pip install -q -r requirements-tasks-emulator.txt
+	touch $@
+
+venv: $(VENV)/.installed $(TASKS_VENV)/.installed
+
+up: venv
+	$(PY) -m tools.stack up --run-dir $(RUN_DIR)
+
+down:
+	$(PY) -m tools.stack down --run-dir $(RUN_DIR)
+
+demo: venv
+	$(PY) -m tools.demo --rooms $(ROOMS) --messages $(MESSAGES)
+
+lint: venv
+	$(VENV)/bin/ruff check .
+
+test-unit: venv
+	$(PY) -m pytest tests/unit -q
+
+test-integration: venv
+	$(PY) -m pytest tests/integration -q
+
+test-e2e: venv
+	$(PY) -m pytest tests/e2e -q
+
+# Everything: lint, the delivery path's tests, then the infra and pipeline checks.
+test: venv lint
+	$(PY) -m pytest tests/unit tests/integration tests/e2e -q
+	$(MAKE) --no-print-directory test-infra
+	$(MAKE) --no-print-directory test-pipeline
+
+bench-core: venv
+	$(PY) -m tools.bench_core
+
+clean:
+	rm -rf run out dist .pytest_cache
+
+-include mk/*.mk

@@ -1,0 +1,352 @@
+"""The fake platform: a local HTTP server speaking the WhatsApp Cloud API wire format.
+
+The only home-made server of the project. It answers the send call
+(`POST /{version}/{phone-number-id}/messages`) with a `wamid`, then posts
+signed status webhooks (`X-Hub-Signature-256`) to the webhook URL, the way
+Meta does: `sent` at once, then `delivered` and maybe `read` after a
+log-normal delivery latency, for a share of messages only (the rest never get
+an ack); sometimes `failed`, `read` without `delivered`, duplicated or
+reordered webhooks; retried with backoff when the webhook does not answer 200.
+
+Each recipient is a device that "receives" a message at its delivery time.
+Messages waiting for the same device are delivered independently, so a burst
+can arrive in any order (as Meta documents). The device log is how the demo
+and the tests judge ordering: `GET /_fake/stats`.
+
+Run: `python -m tools.fake_whatsapp --port 8090 --webhook-url http://127.0.0.1:8081/`.
+Change behaviour at run time: `POST /_fake/config` with a JSON subset of
+`FakeConfig`; `POST /_fake/reset` clears the records.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import heapq
+import hmac
+import itertools
+import json
+import math
+import random
+import re
+import signal
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field, fields
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import requests
+
+SEND_PATH = re.compile(r"^/v[0-9.]+/(?P<phone>[^/]+)/messages$")
+
+
+@dataclass
+class FakeConfig:
+    """How the fake platform behaves. Probabilities are shares in [0, 1];
+    times in ms."""
+
+    ack_prob: float = 0.87  # messages that ever get a delivered/read webhook
+    ack_median_ms: float = 80.0  # log-normal delivery latency, median
+    ack_sigma: float = 1.0  # log-normal shape: the long tail
+    read_prob: float = 0.5  # acked messages that are also read
+    read_delay_ms: float = 400.0  # median delay from delivered to read
+    read_without_delivered_prob: float = 0.03  # acks that come as `read` only
+    fail_prob: float = 0.01  # messages that end with a `failed` webhook
+    duplicate_prob: float = 0.05  # webhooks posted twice
+    reorder_prob: float = 0.05  # webhooks whose statuses come in swapped order
+    send_latency_ms: float = 0.0  # time the send call takes to answer
+    silent_recipients: list[str] = field(default_factory=list)  # never ack these
+    slow_recipients: dict[str, float] = field(default_factory=dict)  # recipient -> fixed ack latency ms
+    send_errors: dict[str, list[int]] = field(default_factory=dict)  # recipient -> error codes for its next sends
+    seed: int = 7
+
+
+@dataclass
+class SendRecord:
+    recipient: str
+    wamid: str
+    callback: str
+    at: float  # epoch s
+
+
+class FakeWhatsApp:
+    """State and behaviour of the fake platform (thread-safe)."""
+
+    def __init__(self, webhook_url: str, app_secret: str, access_token: str, config: FakeConfig) -> None:
+        self.webhook_url = webhook_url
+        self.app_secret = app_secret.encode()
+        self.access_token = access_token
+        self.config = config
+        self.rng = random.Random(config.seed)
+        self.lock = threading.Lock()
+        self.counter = itertools.count(1)
+        self.timeline: list[tuple[float, int, Any]] = []
+        self.wake = threading.Condition(self.lock)
+        self.pool = ThreadPoolExecutor(max_workers=24, thread_name_prefix="webhook")
+        self.local = threading.local()
+        self.stopping = False
+        self.reset()
+        threading.Thread(target=self._scheduler, daemon=True, name="fake-scheduler").start()
+
+    def reset(self) -> None:
+        with self.lock:
+            self.sends: list[SendRecord] = []
+            self.device: dict[str, list[dict[str, Any]]] = {}
+            self.acked: set[str] = set()  # wamids whose ack webhook was posted
+            self.last_send: dict[str, SendRecord] = {}
+            self.ack_posted_at: dict[str, float] = {}  # recipient -> first ack post of its latest send
+            self.ack_to_next_send_ms: list[float] = []
+            self.webhooks_posted = 0
+            self.webhooks_failed = 0
+            self.send_errors_returned = 0
+
+    # ------------------------------------------------------------ timeline
+
+    def at(self, when: float, action: Any) -> None:
+        with self.lock:
+            heapq.heappush(self.timeline, (when, next(self.counter), action))
+            self.wake.notify()
+
+    def _scheduler(self) -> None:
+        while True:
+            with self.lock:
+                while not self.timeline or self.timeline[0][0] > time.time():
+                    if self.stopping:
+                        return
+                    timeout = None if not self.timeline else max(0.0, self.timeline[0][0] - time.time())
+                    self.wake.wait(timeout if timeout is not None else 0.5)
+                _, _, action = heapq.heappop(self.timeline)
+            self.pool.submit(action)
+
+    # ------------------------------------------------------------ sends
+
+    def handle_send(self, phone_id: str, auth: str | None, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        if auth != f"Bearer {self.access_token}":
+            return 401, _error(190, "Invalid OAuth access token.", "OAuthException")
+        if body.get("messaging_product") != "whatsapp" or body.get("type") != "text":
+            return 400, _error(100, "Invalid parameter", "OAuthException")
+        recipient, text = body.get("to"), (body.get("text") or {}).get("body")
+        if not isinstance(recipient, str) or not isinstance(text, str) or not text:
+            return 400, _error(131008, "Required parameter is missing", "OAuthException")
+        cfg = self.config
+        with self.lock:
+            queued_errors = cfg.send_errors.get(recipient)
+            if queued_errors:
+                code = queued_errors.pop(0)
+                self.send_errors_returned += 1
+                return 400, _error(code, f"simulated error {code}", "OAuthException")
+        if cfg.send_latency_ms:
+            time.sleep(cfg.send_latency_ms / 1000)
+        now = time.time()
+        wamid = "wamid." + hashlib.sha1(f"{now}{next(self.counter)}".encode()).hexdigest()[:24].upper()
+        record = SendRecord(recipient, wamid, str(body.get("biz_opaque_callback_data", "")), now)
+        with self.lock:
+            self.sends.append(record)
+            posted = self.ack_posted_at.pop(recipient, None)
+            previous = self.last_send.get(recipient)
+            if posted is not None and previous is not None and previous.callback != record.callback:
+                self.ack_to_next_send_ms.append((now - posted) * 1000)
+            self.last_send[recipient] = record
+            plan = self._plan(record)
+        for when, action in plan:
+            self.at(when, action)
+        return 200, {
+            "messaging_product": "whatsapp",
+            "contacts": [{"input": recipient, "wa_id": recipient.lstrip("+")}],
+            "messages": [{"id": wamid}],
+        }
+
+    def _plan(self, rec: SendRecord) -> list[tuple[float, Any]]:
+        """Decide this message's fate: when the device receives it and which
+        webhooks are posted when. Called with the lock held."""
+        cfg, rng = self.config, self.rng
+        t0 = rec.at
+        fixed = cfg.slow_recipients.get(rec.recipient)
+        latency_ms = fixed if fixed is not None else cfg.ack_median_ms * math.exp(cfg.ack_sigma * rng.gauss(0, 1))
+        plan: list[tuple[float, Any]] = [(t0 + 0.005, lambda: self.post(rec, "sent"))]
+        if rng.random() < cfg.fail_prob:
+            plan.append((t0 + latency_ms / 1000, lambda: self.post(rec, "failed")))
+            return plan
+        plan.append((t0 + latency_ms / 1000, lambda: self.receive(rec)))
+        if rec.recipient in cfg.silent_recipients or rng.random() >= cfg.ack_prob:
+            return plan
+        statuses = []
+        if rng.random() < cfg.read_without_delivered_prob:
+            statuses.append((latency_ms, "read"))
+        else:
+            statuses.append((latency_ms, "delivered"))
+            if rng.random() < cfg.read_prob:
+                statuses.append((latency_ms + cfg.read_delay_ms * math.exp(0.5 * rng.gauss(0, 1)), "read"))
+        if len(statuses) == 2 and rng.random() < cfg.reorder_prob:
+            (t1, s1), (t2, s2) = statuses
+            statuses = [(t1, s2), (t2, s1)]
+        for delay_ms, status in statuses:
+            plan.append((t0 + delay_ms / 1000, lambda s=status: self.post(rec, s)))
+            if rng.random() < cfg.duplicate_prob:
+                plan.append((t0 + (delay_ms + 50) / 1000, lambda s=status: self.post(rec, s)))
+        return plan
+
+    def receive(self, rec: SendRecord) -> None:
+        with self.lock:
+            self.device.setdefault(rec.recipient, []).append(
+                {"wamid": rec.wamid, "callback": rec.callback, "at": time.time()}
+            )
+
+    # ------------------------------------------------------------ webhooks
+
+    def status_payload(self, rec: SendRecord, status: str) -> dict[str, Any]:
+        st: dict[str, Any] = {
+            "id": rec.wamid,
+            "status": status,
+            "timestamp": str(int(time.time())),
+            "recipient_id": rec.recipient.lstrip("+"),
+            "biz_opaque_callback_data": rec.callback,
+        }
+        if status == "failed":
+            st["errors"] = [{"code": 131026, "title": "Message undeliverable", "message": "Message undeliverable",
+                             "error_data": {"details": "Message Undeliverable."}}]
+        else:
+            st["conversation"] = {"id": "conv-" + rec.recipient, "origin": {"type": "service"}}
+            st["pricing"] = {"billable": True, "pricing_model": "PMP", "category": "service"}
+        return {
+            "object": "whatsapp_business_account",
+            "entry": [{"id": "102290129340398", "changes": [{"field": "messages", "value": {
+                "messaging_product": "whatsapp",
+                "metadata": {"display_phone_number": "15550000000", "phone_number_id": "100000000000001"},
+                "statuses": [st]}}]}],
+        }
+
+    def post(self, rec: SendRecord, status: str, attempt: int = 1) -> None:
+        raw = json.dumps(self.status_payload(rec, status)).encode()
+        signature = "sha256=" + hmac.new(self.app_secret, raw, hashlib.sha256).hexdigest()
+        if status in ("delivered", "read") and attempt == 1:
+            with self.lock:
+                latest = self.last_send.get(rec.recipient)
+                if rec.wamid not in self.acked and latest is rec:
+                    self.ack_posted_at[rec.recipient] = time.time()
+                self.acked.add(rec.wamid)
+        session = getattr(self.local, "session", None)
+        if session is None:
+            session = self.local.session = requests.Session()
+        try:
+            ok = session.post(self.webhook_url, data=raw, timeout=10,
+                              headers={"Content-Type": "application/json", "X-Hub-Signature-256": signature}).status_code == 200
+        except requests.RequestException:
+            ok = False
+        with self.lock:
+            self.webhooks_posted += 1
+            self.webhooks_failed += 0 if ok else 1
+        if not ok and attempt < 8 and not self.stopping:
+            # Meta retries failed webhooks with backoff (for up to 7 days).
+            self.at(time.time() + 0.2 * 2 ** (attempt - 1), lambda: self.post(rec, status, attempt + 1))
+
+    # ------------------------------------------------------------ stats
+
+    def stats(self) -> dict[str, Any]:
+        with self.lock:
+            return {
+                "sends": [asdict(s) for s in self.sends],
+                "device": self.device,
+                "acked_wamids": sorted(self.acked),
+                "ack_to_next_send_ms": list(self.ack_to_next_send_ms),
+                "webhooks_posted": self.webhooks_posted,
+                "webhooks_failed": self.webhooks_failed,
+                "send_errors_returned": self.send_errors_returned,
+                "pending_actions": len(self.timeline),
+            }
+
+    def update_config(self, changes: dict[str, Any]) -> None:
+        known = {f.name for f in fields(FakeConfig)}
+        unknown = set(changes) - known
+        if unknown:
+            raise ValueError(f"unknown config keys {sorted(unknown)}")
+        with self.lock:
+            for key, value in changes.items():
+                setattr(self.config, key, value)
+            if "seed" in changes:
+                self.rng = random.Random(changes["seed"])
+
+
+def _error(code: int, message: str, kind: str) -> dict[str, Any]:
+    return {"error": {"message": message, "type": kind, "code": code,
+                      "error_data": {"messaging_product": "whatsapp", "details": message},
+                      "fbtrace_id": "A" + hashlib.md5(message.encode()).hexdigest()[:22]}}
+
+
+def make_handler(fake: FakeWhatsApp) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - quiet access log
+            pass
+
+        def _json(self, status: int, body: Any) -> None:
+            raw = json.dumps(body).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(raw)))
+            self.end_headers()
+            self.wfile.write(raw)
+
+        def _body(self) -> Any:
+            length = int(self.headers.get("Content-Length") or 0)
+            return json.loads(self.rfile.read(length) or b"{}")
+
+        def do_GET(self) -> None:
+            if self.path == "/_fake/stats":
+                return self._json(200, fake.stats())
+            if self.path == "/_fake/health":
+                return self._json(200, {"ok": True})
+            self._json(404, _error(100, "Unknown path", "GraphMethodException"))
+
+        def do_POST(self) -> None:
+            try:
+                body = self._body()
+            except ValueError:
+                return self._json(400, _error(100, "Invalid JSON", "OAuthException"))
+            if self.path == "/_fake/config":
+                try:
+                    fake.update_config(body)
+                except ValueError as exc:
+                    return self._json(400, {"error": str(exc)})
+                return self._json(200, asdict(fake.config))
+            if self.path == "/_fake/reset":
+                fake.reset()
+                return self._json(200, {"ok": True})
+            match = SEND_PATH.match(self.path)
+            if not match:
+                return self._json(404, _error(100, "Unknown path", "GraphMethodException"))
+            status, answer = fake.handle_send(match["phone"], self.headers.get("Authorization"), body)
+            self._json(status, answer)
+
+    return Handler
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=8090)
+    parser.add_argument("--webhook-url", required=True)
+    parser.add_argument("--app-secret", default="local-app-secret")
+    parser.add_argument("--access-token", default="local-access-token")
+    parser.add_argument("--config", default="{}", help="JSON object: FakeConfig fields to override")
+    args = parser.parse_args()
+    config = FakeConfig()
+    fake = FakeWhatsApp(args.webhook_url, args.app_secret, args.access_token, config)
+    fake.update_config(json.loads(args.config))
+    server = ThreadingHTTPServer((args.host, args.port), make_handler(fake))
+    server.daemon_threads = True
+
+    def stop(*_: Any) -> None:
+        fake.stopping = True
+        threading.Thread(target=server.shutdown, daemon=True).start()
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    server.serve_forever()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,287 @@
+"""The local stack: emulators, the three functions and the fake platform.
+
+`python -m tools.stack up [--run-dir run/local]` starts, in their own process
+groups, on free ports chosen at start (so parallel runs never collide):
+
+- the Firestore emulator and the Pub/Sub emulator (gcloud, Java 17);
+- gcloud-tasks-emulator, from its own virtualenv `.venv-tasks` (it pins
+  protobuf<5, which the current Google clients cannot share);
+- the fake WhatsApp platform (tools/fake_whatsapp.py);
+- `enqueue`, `webhook` and `timeout` under functions-framework;
+
+then creates the topic, the ordered push subscription to `enqueue` and the
+Cloud Tasks queues, and writes `RUN_DIR/stack.json` (ports, process group ids,
+the environment for clients). `python -m tools.stack down` stops every group
+by its id and checks that each port is free again. Logs: `RUN_DIR/*.log`.
+
+The same `Stack` class is what the tests, the demo and the benchmark use.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import requests
+
+ROOT = Path(__file__).resolve().parent.parent
+PROJECT = "baton-local"
+TOPIC = "baton-outbound"
+SUBSCRIPTION = "baton-enqueue-push"
+FUNCTIONS = ("enqueue", "webhook", "timeout")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def port_open(port: int) -> bool:
+    with socket.socket() as s:
+        s.settimeout(0.2)
+        return s.connect_ex(("127.0.0.1", port)) == 0
+
+
+def wait_until(predicate, timeout_s: float, what: str) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            if predicate():
+                return
+        except (OSError, requests.RequestException):
+            pass
+        time.sleep(0.2)
+    raise TimeoutError(f"{what} not ready after {timeout_s:.0f} s")
+
+
+@dataclass
+class Stack:
+    """One local stack in `run_dir`.
+
+    Args:
+        run_dir: where logs, the event log and stack.json go.
+        env: extra environment for the functions (e.g. ACK_TIMEOUT_MS).
+        fake_config: FakeConfig overrides for the fake platform.
+        event_log: path of the delivery event log (default RUN_DIR/events.jsonl).
+    """
+
+    run_dir: Path
+    env: dict[str, str] = field(default_factory=dict)
+    fake_config: dict[str, Any] = field(default_factory=dict)
+    event_log: Path | None = None
+    ports: dict[str, int] = field(default_factory=dict)
+    pids: dict[str, int] = field(default_factory=dict)
+
+    # ------------------------------------------------------------ lifecycle
+
+    def _spawn(self, name: str, argv: list[str], env: dict[str, str] | None = None) -> None:
+        log = open(self.run_dir / f"{name}.log", "ab")  # noqa: SIM115 - handed to the child
+        proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                env={**os.environ, **(env or {})}, cwd=ROOT, start_new_session=True)
+        self.pids[name] = proc.pid
+        self._save()
+
+    def _save(self) -> None:
+        (self.run_dir / "stack.json").write_text(json.dumps(
+            {"ports": self.ports, "pids": self.pids, "client_env": self.client_env(),
+             "function_env": self.function_env(), "event_log": str(self.event_log)}, indent=2))
+
+    def start(self) -> Stack:
+        """Start everything; on any failure, stop what was started and raise."""
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        if self.event_log is None:
+            self.event_log = self.run_dir / "events.jsonl"
+        self.event_log.parent.mkdir(parents=True, exist_ok=True)
+        (self.run_dir / "invocations.jsonl").unlink(missing_ok=True)
+        for name in ("firestore", "pubsub", "tasks", "fake", *FUNCTIONS):
+            self.ports[name] = free_port()
+        try:
+            self._start_all()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def _start_all(self) -> None:
+        p = self.ports
+        self._spawn("firestore", ["gcloud", "emulators", "firestore", "start", f"--host-port=127.0.0.1:{p['firestore']}",
+                                  f"--project={PROJECT}", "--quiet"])
+        self._spawn("pubsub", ["gcloud", "beta", "emulators", "pubsub", "start", f"--host-port=127.0.0.1:{p['pubsub']}",
+                               f"--project={PROJECT}", "--quiet"])
+        tasks_bin = ROOT / ".venv-tasks" / "bin" / "gcloud-tasks-emulator"
+        self._spawn("tasks", [str(tasks_bin), "start", "-p", str(p["tasks"]), "-q"])
+        py = sys.executable
+        self._spawn("fake", [py, "-m", "tools.fake_whatsapp", "--port", str(p["fake"]),
+                             "--webhook-url", f"http://127.0.0.1:{p['webhook']}/",
+                             "--config", json.dumps(self.fake_config)])
+        ff = str(Path(py).parent / "functions-framework")
+        for fn in FUNCTIONS:
+            self._spawn(fn, [ff, "--source", "functions/main.py", "--target", fn, "--host", "127.0.0.1",
+                             "--port", str(p[fn])], env=self.function_env())
+        wait_until(lambda: requests.get(f"http://127.0.0.1:{p['firestore']}/", timeout=1).ok, 60, "Firestore emulator")
+        wait_until(lambda: requests.get(f"http://127.0.0.1:{p['pubsub']}/", timeout=1).ok, 60, "Pub/Sub emulator")
+        for name in ("tasks", "fake", *FUNCTIONS):
+            wait_until(lambda n=name: port_open(p[n]), 60, name)
+        self._provision()
+
+    def _provision(self) -> None:
+        """Topic, ordered push subscription, Cloud Tasks queues."""
+        os.environ.update(self.client_env())
+        from google.api_core import exceptions as gexc
+        from google.cloud import pubsub_v1
+
+        from shared import config
+        from shared.tasks import TimerScheduler, make_client
+
+        publisher = pubsub_v1.PublisherClient()
+        topic = publisher.topic_path(PROJECT, TOPIC)
+        try:
+            publisher.create_topic(name=topic)
+        except gexc.AlreadyExists:
+            pass
+        subscriber = pubsub_v1.SubscriberClient()
+        sub = subscriber.subscription_path(PROJECT, SUBSCRIPTION)
+        try:
+            subscriber.create_subscription(request={
+                "name": sub, "topic": topic, "ack_deadline_seconds": 30, "enable_message_ordering": True,
+                "push_config": {"push_endpoint": f"http://127.0.0.1:{self.ports['enqueue']}/"},
+            })
+        except gexc.AlreadyExists:
+            pass
+        settings = _settings_from(self.function_env(), config)
+        TimerScheduler(make_client(settings), settings).ensure_queues()
+
+    def stop(self) -> None:
+        """Stop every process group by its id, then check the ports are free."""
+        for name, pid in list(self.pids.items()):
+            _kill_group(pid)
+            self.pids.pop(name)
+        self._save()
+        busy = [n for n, port in self.ports.items() if port_open(port)]
+        for _ in range(50):
+            if not busy:
+                break
+            time.sleep(0.1)
+            busy = [n for n, port in self.ports.items() if port_open(port)]
+        if busy:
+            raise RuntimeError(f"ports still in use after stop: {busy}")
+
+    # ------------------------------------------------------------ environment
+
+    def function_env(self) -> dict[str, str]:
+        p = self.ports
+        if not p:
+            return {}
+        return {
+            "PYTHONPATH": str(ROOT),
+            "GOOGLE_CLOUD_PROJECT": PROJECT,
+            "FIRESTORE_EMULATOR_HOST": f"127.0.0.1:{p['firestore']}",
+            "PUBSUB_EMULATOR_HOST": f"127.0.0.1:{p['pubsub']}",
+            "CLOUD_TASKS_EMULATOR_HOST": f"127.0.0.1:{p['tasks']}",
+            # The emulator dispatches a queue's tasks one at a time: spread them.
+            "TASKS_QUEUE_COUNT": "4",
+            "TIMEOUT_URL": f"http://127.0.0.1:{p['timeout']}/",
+            "WHATSAPP_API_BASE": f"http://127.0.0.1:{p['fake']}",
+            "EVENT_LOG_PATH": str(self.event_log),
+            "METRICS_LOG_PATH": str(self.run_dir / "invocations.jsonl"),
+            **self.env,
+        }
+
+    def client_env(self) -> dict[str, str]:
+        """Environment a client process (publisher, tests) needs."""
+        p = self.ports
+        if not p:
+            return {}
+        return {
+            "GOOGLE_CLOUD_PROJECT": PROJECT,
+            "FIRESTORE_EMULATOR_HOST": f"127.0.0.1:{p['firestore']}",
+            "PUBSUB_EMULATOR_HOST": f"127.0.0.1:{p['pubsub']}",
+            "CLOUD_TASKS_EMULATOR_HOST": f"127.0.0.1:{p['tasks']}",
+            "PUBSUB_TOPIC": TOPIC,
+        }
+
+    @property
+    def fake_url(self) -> str:
+        return f"http://127.0.0.1:{self.ports['fake']}"
+
+    def url(self, function: str) -> str:
+        return f"http://127.0.0.1:{self.ports[function]}/"
+
+    @classmethod
+    def load(cls, run_dir: Path) -> Stack:
+        data = json.loads((run_dir / "stack.json").read_text())
+        return cls(run_dir=run_dir, ports=data["ports"], pids=data["pids"], event_log=Path(data["event_log"]))
+
+
+def _settings_from(env: dict[str, str], config_module: Any) -> Any:
+    saved = dict(os.environ)
+    try:
+        os.environ.update(env)
+        return config_module.load()
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+
+
+def _kill_group(pgid: int, grace_s: float = 10.0) -> None:
+    try:
+        os.killpg(pgid, signal.SIGTERM)
+    except ProcessLookupError:
+        return
+    deadline = time.monotonic() + grace_s
+    while time.monotonic() < deadline:
+        try:
+            os.killpg(pgid, 0)
+        except ProcessLookupError:
+            break
+        _reap(pgid)
+        time.sleep(0.1)
+    else:
+        try:
+            os.killpg(pgid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    _reap(pgid)
+
+
+def _reap(pid: int) -> None:
+    try:
+        os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        pass
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description="Start or stop the local baton stack.")
+    parser.add_argument("action", choices=["up", "down", "env"])
+    parser.add_argument("--run-dir", default=str(ROOT / "run" / "local"))
+    args = parser.parse_args()
+    run_dir = Path(args.run_dir)
+    if args.action == "up":
+        if (run_dir / "stack.json").exists() and Stack.load(run_dir).pids:
+            sys.exit(f"a stack is already up in {run_dir}; run `make down` first")
+        stack = Stack(run_dir).start()
+        print(json.dumps({"ports": stack.ports, "run_dir": str(run_dir)}, indent=2))
+        print("export " + " ".join(f"{k}={v}" for k, v in stack.client_env().items()))
+    elif args.action == "down":
+        if not (run_dir / "stack.json").exists():
+            print(f"no stack in {run_dir}")
+            return
+        Stack.load(run_dir).stop()
+        print(f"stopped the stack in {run_dir}")
+    else:
+        print("export " + " ".join(f"{k}={v}" for k, v in Stack.load(run_dir).client_env().items()))
+
+
+if __name__ == "__main__":
+    main()
