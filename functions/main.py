@@ -10,6 +10,8 @@ from __future__ import annotations
 import functools
 import json
 import sys
+from collections.abc import Callable
+from typing import Any
 
 import functions_framework
 from flask import Request, Response
@@ -40,9 +42,10 @@ def baton() -> Baton:
                  EventLog(settings.event_log_path))
 
 
-def _answer(function: str, handler, *args) -> Response:
+def respond(app: Baton, function: str, handler: Callable[..., Reply], *args: Any) -> Response:
+    """Run one handler of `app` and turn its `Reply` (or a transient failure:
+    503, so the caller redelivers) into an HTTP response."""
     started = start_request()
-    app = baton()
     try:
         reply: Reply = handler(*args)
     except TRANSIENT as exc:
@@ -56,7 +59,8 @@ def _answer(function: str, handler, *args) -> Response:
 @functions_framework.http
 def enqueue(request: Request) -> Response:
     """Pub/Sub ordered push endpoint (POST, push envelope JSON)."""
-    return _answer("enqueue", baton().handle_push, request.get_data())
+    app = baton()
+    return respond(app, "enqueue", app.handle_push, request.get_data())
 
 
 @functions_framework.http
@@ -67,14 +71,16 @@ def webhook(request: Request) -> Response:
         if reply.status == 200:
             return Response(reply.body["challenge"], status=200, mimetype="text/plain")
         return Response(json.dumps(reply.body), status=reply.status, mimetype="application/json")
-    return _answer("webhook", baton().handle_status_webhook, request.get_data(),
+    app = baton()
+    return respond(app, "webhook", app.handle_status_webhook, request.get_data(),
                    request.headers.get("X-Hub-Signature-256"))
 
 
 @functions_framework.http
 def timeout(request: Request) -> Response:
     """Cloud Tasks timer endpoint (POST, JSON timer body)."""
-    return _answer("timeout", baton().handle_timer, request.get_data())
+    app = baton()
+    return respond(app, "timeout", app.handle_timer, request.get_data())
 
 
 # Build the clients while the instance starts, not on its first request.

@@ -31,6 +31,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from google.api_core import exceptions as gexc
+from google.api_core.retry import Retry, if_transient_error
 from google.cloud import firestore
 
 from shared.room import (
@@ -164,12 +165,18 @@ class RoomStore:
             points it at the emulator).
         retention_hours: how far ahead `expire_at` is set on every write.
         max_attempts: read-decide-write attempts before `ContentionError`.
+        deadline_s: how long one Firestore call may retry transient errors, in
+            s, before it raises (the caller then answers 5xx and is redelivered).
     """
 
-    def __init__(self, client: firestore.Client, retention_hours: int, max_attempts: int = 10) -> None:
+    def __init__(self, client: firestore.Client, retention_hours: int, max_attempts: int = 10,
+                 deadline_s: float = 10.0) -> None:
         self._db = client
         self._retention = timedelta(hours=retention_hours)
         self._max_attempts = max_attempts
+        self._call = {"retry": Retry(initial=0.05, maximum=1.0, multiplier=2.0, timeout=deadline_s,
+                                     predicate=if_transient_error),
+                      "timeout": deadline_s}
 
     def _expire_at(self) -> datetime:
         return datetime.now(UTC) + self._retention
@@ -202,7 +209,7 @@ class RoomStore:
         ref = self.room_ref(room_id)
         counts = op_counts()
         for attempt in range(self._max_attempts):
-            snap = ref.get()
+            snap = ref.get(**self._call)
             counts.firestore_reads += 1
             decision = decide_fn(room_from_doc(room_id, snap.to_dict() if snap.exists else None))
             if decision.state is None:
@@ -219,7 +226,7 @@ class RoomStore:
                 # Data, not a side effect: committed atomically with the room.
                 batch.set(self._dead_letter_ref(effect), self._dead_letter_doc(effect, expire_at))
             try:
-                batch.commit()
+                batch.commit(**self._call)
             except (gexc.FailedPrecondition, gexc.AlreadyExists, gexc.Aborted):
                 time.sleep(random.uniform(0, 0.005 * 2**attempt))
                 continue
@@ -235,13 +242,14 @@ class RoomStore:
     def write_receipt(self, room_id: str, seq: int, attempt: int, provider_message_id: str, sent_at: datetime) -> None:
         """Record that the platform accepted (seq, attempt). A blind write."""
         self._receipt_ref(room_id, seq, attempt).set(
-            {"provider_message_id": provider_message_id, "sent_at": sent_at, "expire_at": self._expire_at()}
+            {"provider_message_id": provider_message_id, "sent_at": sent_at, "expire_at": self._expire_at()},
+            **self._call,
         )
         op_counts().firestore_writes += 1
 
     def has_receipt(self, room_id: str, seq: int, attempt: int) -> bool:
         """Whether (seq, attempt) has a send receipt."""
-        snap = self._receipt_ref(room_id, seq, attempt).get()
+        snap = self._receipt_ref(room_id, seq, attempt).get(**self._call)
         op_counts().firestore_reads += 1
         return snap.exists
 
@@ -264,7 +272,8 @@ class RoomStore:
     def keep_rejected(self, key: str, reason: str, record: dict[str, Any]) -> None:
         """Keep a push that can never be valid, under `rejected_messages/{key}`."""
         self._db.collection(REJECTED).document(key).set(
-            {**record, "reason": reason, "rejected_at": datetime.now(UTC), "expire_at": self._expire_at()}
+            {**record, "reason": reason, "rejected_at": datetime.now(UTC), "expire_at": self._expire_at()},
+            **self._call,
         )
         op_counts().firestore_writes += 1
 

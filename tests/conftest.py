@@ -1,0 +1,77 @@
+"""Fixtures shared by the integration and end-to-end tests.
+
+One local stack per test session (`tools.stack.Stack`): the real Firestore,
+Pub/Sub and Cloud Tasks emulators, the three functions under
+functions-framework and the fake WhatsApp platform, on free ports, stopped by
+process group at the end. Tests isolate themselves with unique room ids.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import requests
+
+# Short timeouts keep the suite fast; SEND_TIMEOUT_MS must stay below ACK_TIMEOUT_MS.
+TEST_ENV = {"ACK_TIMEOUT_MS": "1500", "SEND_TIMEOUT_MS": "1000", "SEND_RETRY_BASE_MS": "300"}
+
+
+@pytest.fixture(scope="session")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    from tools.stack import Stack
+
+    run_dir = Path(tmp_path_factory.mktemp("stack"))
+    # Deterministic platform: no random losses; tests ask for what they need.
+    fake = {"ack_prob": 1.0, "fail_prob": 0.0, "duplicate_prob": 0.0, "reorder_prob": 0.0,
+            "read_without_delivered_prob": 0.0, "ack_median_ms": 40.0, "ack_sigma": 0.3}
+    s = Stack(run_dir, env=TEST_ENV, fake_config=fake).start()
+    saved = dict(os.environ)
+    os.environ.update(s.client_env())
+    os.environ.update(TEST_ENV)
+    try:
+        yield s
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+        s.stop()
+
+
+@pytest.fixture
+def room_id() -> str:
+    return f"t-{uuid.uuid4().hex[:12]}"
+
+
+@pytest.fixture
+def fake_config(stack: Any) -> Iterator[Callable[[dict[str, Any]], None]]:
+    """Change the fake platform's behaviour for one test; restored after."""
+    original = requests.post(f"{stack.fake_url}/_fake/config", json={}, timeout=5).json()
+
+    def change(values: dict[str, Any]) -> None:
+        r = requests.post(f"{stack.fake_url}/_fake/config", json=values, timeout=5)
+        r.raise_for_status()
+
+    yield change
+    requests.post(f"{stack.fake_url}/_fake/config", json=original, timeout=5).raise_for_status()
+
+
+def wait_for(predicate: Callable[[], Any], timeout_s: float = 20.0, what: str = "condition") -> Any:
+    """Poll `predicate` until it returns something truthy; fail after `timeout_s` s."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.1)
+    raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
+
+
+def room_events(stack: Any, room: str) -> list[dict[str, Any]]:
+    from tools.audit import read_events
+
+    return [e for e in read_events(stack.event_log) if e["room_id"] == room]
