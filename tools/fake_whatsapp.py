@@ -95,9 +95,6 @@ class FakeWhatsApp:
             self.sends: list[SendRecord] = []
             self.device: dict[str, list[dict[str, Any]]] = {}
             self.acked: set[str] = set()  # wamids whose ack webhook was posted
-            self.last_send: dict[str, SendRecord] = {}
-            self.ack_posted_at: dict[str, float] = {}  # recipient -> first ack post of its latest send
-            self.ack_to_next_send_ms: list[float] = []
             self.webhooks_posted = 0
             self.webhooks_failed = 0
             self.send_errors_returned = 0
@@ -144,11 +141,6 @@ class FakeWhatsApp:
         record = SendRecord(recipient, wamid, str(body.get("biz_opaque_callback_data", "")), now)
         with self.lock:
             self.sends.append(record)
-            posted = self.ack_posted_at.pop(recipient, None)
-            previous = self.last_send.get(recipient)
-            if posted is not None and previous is not None and previous.callback != record.callback:
-                self.ack_to_next_send_ms.append((now - posted) * 1000)
-            self.last_send[recipient] = record
             plan = self._plan(record)
         for when, action in plan:
             self.at(when, action)
@@ -221,11 +213,8 @@ class FakeWhatsApp:
     def post(self, rec: SendRecord, status: str, attempt: int = 1) -> None:
         raw = json.dumps(self.status_payload(rec, status)).encode()
         signature = "sha256=" + hmac.new(self.app_secret, raw, hashlib.sha256).hexdigest()
-        if status in ("delivered", "read") and attempt == 1:
+        if status in ("delivered", "read"):
             with self.lock:
-                latest = self.last_send.get(rec.recipient)
-                if rec.wamid not in self.acked and latest is rec:
-                    self.ack_posted_at[rec.recipient] = time.time()
                 self.acked.add(rec.wamid)
         session = getattr(self.local, "session", None)
         if session is None:
@@ -250,7 +239,6 @@ class FakeWhatsApp:
                 "sends": [asdict(s) for s in self.sends],
                 "device": self.device,
                 "acked_wamids": sorted(self.acked),
-                "ack_to_next_send_ms": list(self.ack_to_next_send_ms),
                 "webhooks_posted": self.webhooks_posted,
                 "webhooks_failed": self.webhooks_failed,
                 "send_errors_returned": self.send_errors_returned,
