@@ -1,10 +1,10 @@
 """The pure state machine of one room: `decide(state, event, policy) -> Decision`.
 
-No I/O happens here. The store adapter (shared/store.py) loads a room's state in
-a Firestore transaction, calls `decide`, writes the new state in the same
-transaction, and only after the commit runs the effects (schedule a timer, send
-a message, log events). A transaction function may run several times, so
-effects are data until then.
+No I/O happens here. The store adapter (shared/store.py) reads a room's state,
+calls `decide`, and commits the new state with a conditional write (an
+optimistic transaction); only after the commit does the service run the
+effects (arm a timer, send a message, log events). The read-decide-write loop
+may run several times, so effects are data until then.
 
 The baton: a room has at most one message in flight (sent or being sent, not
 yet ended). Its queue (`pending`) holds the later messages in publish order.

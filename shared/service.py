@@ -1,13 +1,14 @@
 """The three request handlers, between the entry points and the room.
 
-Each handler: parse the request, run the room's transaction (shared/store.py
-calling shared/room.py's `decide`), then, after the commit, log the events and
-run the effects in order: arm the timer first, then send, so a send that dies
-half-way is still covered by its ack timeout. A send's outcome is recorded
-(receipt on success; a `SendFailed` room event on failure), which may start
-the next message.
+Each handler: parse the request, run the room's optimistic transaction
+(shared/store.py calling shared/room.py's `decide`), then, after the commit,
+log the events and run the effects in order: arm the timer first, then send,
+so a send that dies half-way is still covered by its ack timeout. A send's
+outcome is recorded (receipt on success; a `SendFailed` room event on
+failure), which may start the next message.
 
-Handlers return `(http_status, body)`; the entry points only translate.
+Handlers return a `Reply` (HTTP status, JSON body); the entry points only
+translate it.
 """
 
 from __future__ import annotations
