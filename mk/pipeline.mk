@@ -1,0 +1,74 @@
+# Delivery analytics (pipeline/): included by the main Makefile, which defines
+# VENV, PY and the `venv` target (installs requirements-pipeline.txt too).
+
+EVENTS ?= out/demo/events.jsonl
+REPORT_DIR ?= out/report
+TARGET_SHARE ?= 0.99
+# Local Spark: the driver is the only executor; 2 cores here.
+SPARK_MASTER ?= local[*]
+SPARK_DRIVER_MEMORY ?= 4g
+PIPELINE_ARGS ?=
+
+# make bench-pipeline BENCH_SIZES=200000 for a quick run
+BENCH_SIZES ?= 1000000,10000000,30000000
+BENCH_ROOMS ?= 25000
+BENCH_DIR ?= out/bench
+BENCH_ARGS ?=
+
+# make report-cloud: Dataproc Serverless. Runtime 3.0 = Spark 4.0 (pyspark pin).
+GCP_PROJECT ?= $(shell gcloud config get-value project 2>/dev/null)
+GCP_REGION ?= europe-west1
+DATAPROC_RUNTIME ?= 3.0
+# The bucket the Logging sink writes to, and the log's folder in it
+# (Cloud Functions 2nd gen: stdout of the Cloud Run service).
+LOG_BUCKET ?=
+LOG_ID ?= run.googleapis.com/stdout
+# A directory, read recursively: the whole export, or narrow it to one day,
+# e.g. CLOUD_EVENTS=gs://BUCKET/run.googleapis.com/stdout/2026/11/22/
+CLOUD_EVENTS ?= gs://$(LOG_BUCKET)/$(LOG_ID)/
+# Where the job writes tables and the report, and where gcloud stages the code.
+REPORT_BUCKET ?=
+CLOUD_RUN_ID ?= $(shell date -u +%Y%m%d-%H%M%S)
+CLOUD_RUN_ID := $(CLOUD_RUN_ID)
+CLOUD_REPORT_DIR ?= gs://$(REPORT_BUCKET)/reports/$(CLOUD_RUN_ID)
+DATAPROC_SA ?=
+DATAPROC_SUBNET ?=
+PIPELINE_ZIP := out/pipeline-src.zip
+
+.PHONY: report report-cloud bench-pipeline test-pipeline pipeline-zip
+
+report: venv
+	@test -e "$(EVENTS)" || { echo "no event log at $(EVENTS): run 'make demo' first, or pass EVENTS=path-or-glob"; exit 2; }
+	$(PY) -m pipeline.job --input $(EVENTS) --output $(REPORT_DIR) --target-share $(TARGET_SHARE) \
+		--master '$(SPARK_MASTER)' --driver-memory $(SPARK_DRIVER_MEMORY) $(PIPELINE_ARGS)
+	@echo "report: $(REPORT_DIR)/report.html (tables: $(REPORT_DIR)/*/ as Parquet, key chart: $(REPORT_DIR)/timeout_tradeoff.png)"
+
+# The job's code as one zip for --py-files: pipeline/ and the schema module it imports.
+pipeline-zip: venv
+	@mkdir -p $(dir $(PIPELINE_ZIP))
+	$(PY) -c "import zipfile, pathlib; z = zipfile.ZipFile('$(PIPELINE_ZIP)', 'w', zipfile.ZIP_DEFLATED); \
+		[z.write(p) for p in sorted(pathlib.Path('pipeline').glob('*.py'))]; \
+		[z.write(p) for p in ('shared/__init__.py', 'shared/events.py')]; z.close()"
+
+report-cloud: pipeline-zip
+	@test -n "$(GCP_PROJECT)" || { echo "set GCP_PROJECT"; exit 2; }
+	@test -n "$(LOG_BUCKET)" || { echo "set LOG_BUCKET (the Logging sink's bucket)"; exit 2; }
+	@test -n "$(REPORT_BUCKET)" || { echo "set REPORT_BUCKET (output and staging bucket)"; exit 2; }
+	gcloud dataproc batches submit pyspark pipeline/job.py \
+		--project=$(GCP_PROJECT) --region=$(GCP_REGION) \
+		--version=$(DATAPROC_RUNTIME) \
+		--batch=baton-analytics-$(CLOUD_RUN_ID) \
+		--py-files=$(PIPELINE_ZIP) \
+		--deps-bucket=gs://$(REPORT_BUCKET) \
+		$(if $(DATAPROC_SA),--service-account=$(DATAPROC_SA)) \
+		$(if $(DATAPROC_SUBNET),--subnet=$(DATAPROC_SUBNET)) \
+		--labels=app=baton,component=analytics \
+		-- --input $(CLOUD_EVENTS) --output $(CLOUD_REPORT_DIR) --target-share $(TARGET_SHARE) \
+		--master cluster --shuffle-partitions 0 $(PIPELINE_ARGS)
+	@echo "report: $(CLOUD_REPORT_DIR)/report.html (gcloud storage cp it to open it)"
+
+bench-pipeline: venv
+	$(PY) -m pipeline.bench --sizes $(BENCH_SIZES) --rooms $(BENCH_ROOMS) --dir $(BENCH_DIR) $(BENCH_ARGS)
+
+test-pipeline: venv
+	$(PY) -m pytest tests/pipeline -q

@@ -1,0 +1,300 @@
+"""The delivery-analytics job: extract -> transform -> load, then the report.
+
+    python -m pipeline.job --input out/demo/events.jsonl --output out/report
+    python -m pipeline.job --input gs://LOGS/run.googleapis.com/stdout/ --output gs://REPORTS/run-1 --master cluster
+
+Writes under `--output`: Parquet tables `messages/`, `rooms/`, `audit/`,
+`hourly/`, `providers/`, `timeout_tradeoff/`, `rejects/`; `summary.json`;
+`report.html` (self-contained) and `timeout_tradeoff.png`. Logs each stage
+with row counts to stderr and prints a summary table at the end.
+Exit status: 0 on success (bad lines included), 2 on bad arguments.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+import time
+from datetime import UTC, datetime
+from typing import Any
+
+from pyspark import StorageLevel
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from pipeline import advice as adv
+from pipeline import transforms as tf
+from pipeline.extract import read_lines
+from pipeline.load import join_path, write_bytes, write_table
+from pipeline.session import build_session
+
+log = logging.getLogger("pipeline")
+
+BUCKETS_S = (1, 5, 10, 30, 60, 300, 600, 900, 1800, 3600, 3 * 3600, 6 * 3600, 86400)
+CHECKS = ("sends_in_order", "single_in_flight", "none_lost", "no_gaps", "one_end_each")
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m pipeline.job", description=__doc__.split("\n")[0])
+    p.add_argument("--input", required=True, nargs="+", help="event log file(s), directory or glob; gs:// on Dataproc")
+    p.add_argument("--output", required=True, help="output directory (local or gs://)")
+    p.add_argument("--target-share", type=float, default=0.99, help="share of arriving acks X must let in (0..1)")
+    p.add_argument("--confidence", type=float, default=0.95, help="confidence of the interval on X (0..1)")
+    p.add_argument("--master", default="local[*]", help="Spark master, or 'cluster' to take the cluster's (Dataproc)")
+    p.add_argument("--driver-memory", default="4g", help="local driver (= executor) memory")
+    p.add_argument("--shuffle-partitions", type=int, default=8, help="0 keeps Spark's default")
+    p.add_argument("--no-report", action="store_true", help="tables only: skip the HTML/PNG report")
+    args = p.parse_args(argv)
+    if not 0 < args.target_share < 1 or not 0 < args.confidence < 1:
+        p.error("--target-share and --confidence must be between 0 and 1")
+    return args
+
+
+class Stage:
+    """Logs a stage's start, its end and its duration (s)."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __enter__(self) -> Stage:
+        self.t0 = time.perf_counter()
+        log.info("stage %s ...", self.name)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        log.info("stage %s done in %.1f s", self.name, time.perf_counter() - self.t0)
+
+
+def _rows(df: DataFrame) -> list[dict[str, Any]]:
+    return [r.asDict() for r in df.collect()]
+
+
+def pick_bucket_s(span_s: float, max_buckets: int = 60) -> int:
+    """The smallest standard bucket width (s) giving at most `max_buckets` buckets over `span_s` seconds."""
+    for b in BUCKETS_S:
+        if span_s / b <= max_buckets:
+            return b
+    return BUCKETS_S[-1]
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    """Run the job; returns the summary figures (also written to summary.json)."""
+    t_start = time.perf_counter()
+    master = None if args.master in ("", "cluster") else args.master
+    spark = build_session(master, args.driver_memory, args.shuffle_partitions or None)
+    out = args.output
+
+    with Stage("extract+parse"):
+        parsed = tf.parse_lines(read_lines(spark, args.input)).persist(StorageLevel.MEMORY_AND_DISK)
+        by_reason = {r["reject_reason"]: r["count"] for r in parsed.groupBy("reject_reason").count().collect()}
+        lines = sum(by_reason.values())
+        events_n = by_reason.pop(None, 0)
+        rejects_n = sum(by_reason.values())
+        log.info("lines=%d valid events=%d rejected=%d %s", lines, events_n, rejects_n, dict(sorted(by_reason.items())))
+        events = tf.valid_events(parsed)
+        rejects = tf.rejected_lines(parsed)
+        write_table(rejects, join_path(out, "rejects"), files=1)
+
+    with Stage("messages"):
+        messages = tf.message_lifecycle(events).persist(StorageLevel.MEMORY_AND_DISK)
+        write_table(messages, join_path(out, "messages"))
+        outcome_counts = {r["outcome"]: r["count"] for r in messages.groupBy("outcome").count().collect()}
+        messages_n = sum(outcome_counts.values())
+        log.info("messages=%d %s", messages_n, outcome_counts)
+    parsed.unpersist()
+
+    with Stage("audit+rooms"):
+        audit = tf.ordering_audit(messages)
+        rooms = tf.room_summary(messages, audit).persist(StorageLevel.MEMORY_AND_DISK)
+        write_table(rooms, join_path(out, "rooms"), files=1)
+        write_table(
+            rooms.select("room_id", *[c for c in audit.columns if c != "room_id"]), join_path(out, "audit"), files=1
+        )
+        agg = rooms.agg(
+            F.count("*").alias("rooms"),
+            *[F.count(F.when(~F.col(c), 1)).alias(c) for c in CHECKS],
+            F.sum("duplicates_sent").alias("duplicates_sent"),
+            F.sum("ordering_violations").alias("ordering_violations"),
+            F.sum("in_flight_violations").alias("in_flight_violations"),
+            F.sum("gaps").alias("gaps"),
+            F.max("longest_head_of_line_wait_ms").alias("longest_head_of_line_wait_ms"),
+            F.percentile_approx("messages_per_s", 0.5, 10000).alias("room_messages_per_s_p50"),
+            F.min("first_sent_at").alias("first"),
+            F.max("last_ended_at").alias("last"),
+        ).first()
+        audit_checks = {c: int(agg[c]) for c in CHECKS}
+        log.info("rooms=%d failing checks %s", agg["rooms"], audit_checks)
+
+    with Stage("totals"):
+        hourly = tf.totals_by_time(messages, 3600)
+        providers = tf.totals_by_provider(messages)
+        write_table(hourly, join_path(out, "hourly"), files=1)
+        write_table(providers, join_path(out, "providers"), files=1)
+
+    with Stage("timeout advice"):
+        advice = adv.recommend_timeout(messages, args.target_share, args.confidence)
+        tradeoff = tf.timeout_tradeoff(messages, adv.candidate_timeouts(advice)).persist()
+        write_table(tradeoff, join_path(out, "timeout_tradeoff"), files=1)
+        log.info("advice %s", advice.as_dict())
+
+    acked = outcome_counts.get("acked", 0)
+    summary: dict[str, Any] = {
+        "lines": lines,
+        "valid_events": events_n,
+        "rejected_lines": rejects_n,
+        "rooms": int(agg["rooms"]),
+        "messages": messages_n,
+        **{o: outcome_counts.get(o, 0) for o in tf.OUTCOMES},
+        "acked_share": acked / messages_n if messages_n else None,
+        "late_acks": None,
+        "duplicates_sent": int(agg["duplicates_sent"] or 0),
+        "ordering_violations": int(agg["ordering_violations"] or 0),
+        "in_flight_violations": int(agg["in_flight_violations"] or 0),
+        "gaps": int(agg["gaps"] or 0),
+        "rooms_failing_audit": {k: v for k, v in audit_checks.items()},
+        "longest_head_of_line_wait_ms": agg["longest_head_of_line_wait_ms"],
+        "room_messages_per_s_p50": agg["room_messages_per_s_p50"],
+        "advice": advice.as_dict(),
+    }
+    summary["late_acks"] = messages.where((F.col("outcome") == "timed_out") & F.col("late_ack_ms").isNotNull()).count()
+
+    if not args.no_report:
+        with Stage("report"):
+            try:
+                from pipeline.report import build_report
+            except ImportError as e:  # matplotlib missing on the cluster: the tables are written all the same
+                log.warning("no HTML report: %s", e)
+            else:
+                data = _report_data(
+                    args,
+                    summary,
+                    audit_checks,
+                    advice,
+                    messages,
+                    rooms,
+                    tradeoff,
+                    hourly,
+                    providers,
+                    rejects,
+                    by_reason,
+                    agg,
+                )
+                html_text, png = build_report(data)
+                write_bytes(spark, join_path(out, "report.html"), html_text.encode())
+                write_bytes(spark, join_path(out, "timeout_tradeoff.png"), png)
+
+    summary["elapsed_s"] = round(time.perf_counter() - t_start, 2)
+    write_bytes(spark, join_path(out, "summary.json"), json.dumps(summary, indent=2, default=str).encode())
+    for df in (messages, rooms, tradeoff):
+        df.unpersist()
+    return summary
+
+
+def _report_data(
+    args, summary, audit_checks, advice, messages, rooms, tradeoff, hourly, providers, rejects, by_reason, agg
+):
+    from pipeline.report import ReportData
+
+    probs = [i / 200 for i in range(1, 200)] + [0.995, 0.999]
+    cdf_x = adv.ack_latency_quantiles(messages, probs)
+    cdf = [(x, p) for x, p in zip(cdf_x, probs, strict=True) if x is not None]
+    span = (agg["last"] - agg["first"]).total_seconds() if agg["first"] and agg["last"] else 3600
+    bucket = pick_bucket_s(span)
+    timeline = _rows(tf.totals_by_time(messages, bucket).select("bucket_start", "messages", *tf.OUTCOMES))
+    rates = [r[0] for r in rooms.where(F.col("messages_per_s").isNotNull()).select("messages_per_s").collect()]
+    top = (
+        rooms.where(F.col("longest_head_of_line_wait_ms").isNotNull())
+        .orderBy(F.desc("longest_head_of_line_wait_ms"))
+        .limit(20)
+    )
+    top_hol = [(r["room_id"], r["longest_head_of_line_wait_ms"]) for r in top.collect()]
+    failing = _rows(
+        rooms.where(~F.col("audit_ok"))
+        .orderBy(F.desc("ordering_violations"), F.desc("in_flight_violations"), F.desc("lost"), "room_id")
+        .select(
+            "room_id",
+            "messages",
+            "ordering_violations",
+            "max_in_flight",
+            "in_flight_violations",
+            "lost",
+            "gaps",
+            "multiple_ends",
+        )
+        .limit(20)
+    )
+    samples = _rows(rejects.select("reject_reason", F.substring("line", 1, 160).alias("line"), "source").limit(10))
+    flat = {k: v for k, v in summary.items() if not isinstance(v, dict)}
+    return ReportData(
+        summary=flat,
+        audit_checks=audit_checks,
+        advice=advice.as_dict(),
+        cdf=cdf,
+        timeline=timeline,
+        timeline_bucket_s=bucket,
+        room_rates=rates,
+        top_hol=top_hol,
+        tradeoff=_rows(tradeoff),
+        providers=_rows(providers),
+        hourly=_rows(hourly),
+        failing_rooms=failing,
+        reject_reasons=dict(sorted(by_reason.items())),
+        reject_samples=samples,
+        generated_at=datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S UTC"),
+        input_desc=" ".join(args.input),
+    )
+
+
+def print_summary(summary: dict[str, Any], output: str) -> None:
+    """A short table of the key figures on stdout (rich if installed, else plain)."""
+    a = summary["advice"]
+    failing = summary["rooms_failing_audit"]
+
+    def ms(v: Any) -> str:
+        return "–" if v is None else f"{v:,.0f} ms"
+
+    ci = f"[{ms(a['ci_low_ms'])}, {ms(a['ci_high_ms'])}] at {a['confidence']:.0%}"
+    rows = [
+        ("lines read / rejected", f"{summary['lines']:,} / {summary['rejected_lines']:,}"),
+        ("rooms / messages", f"{summary['rooms']:,} / {summary['messages']:,}"),
+        ("acked / timed out / failed", f"{summary['acked']:,} / {summary['timed_out']:,} / {summary['failed']:,}"),
+        ("dead-lettered / lost", f"{summary['dead_lettered']:,} / {summary['lost']:,}"),
+        ("acked share", "–" if summary["acked_share"] is None else f"{summary['acked_share']:.1%}"),
+        ("late acks / duplicates sent", f"{summary['late_acks']:,} / {summary['duplicates_sent']:,}"),
+        ("audit: rooms out of order", f"{failing['sends_in_order']:,} ({summary['ordering_violations']:,} sends)"),
+        ("audit: rooms >1 in flight", f"{failing['single_in_flight']:,} ({summary['in_flight_violations']:,} sends)"),
+        ("audit: rooms with lost / gaps", f"{failing['none_lost']:,} / {failing['no_gaps']:,}"),
+        ("longest head-of-line wait", ms(summary["longest_head_of_line_wait_ms"])),
+        ("X in force (observed)", ms(a["observed_timeout_ms"])),
+        (f"recommended X ({a['target_share']:.1%} of acks)", f"{ms(a['recommended_ms'])} {ci}"),
+        ("elapsed", f"{summary['elapsed_s']:.1f} s"),
+    ]
+    try:
+        from rich.console import Console
+        from rich.table import Table
+    except ImportError:
+        width = max(len(k) for k, _ in rows)
+        print("\n".join(f"{k:<{width}}  {v}" for k, v in rows))
+        print(f"report: {join_path(output, 'report.html')}")
+        return
+    t = Table(title="baton delivery analytics", show_header=False)
+    t.add_column(style="bold")
+    t.add_column()
+    for k, v in rows:
+        t.add_row(k, v)
+    Console().print(t)
+    print(f"report: {join_path(output, 'report.html')}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s", stream=sys.stderr)
+    summary = run(args)
+    print_summary(summary, args.output)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

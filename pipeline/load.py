@@ -1,0 +1,47 @@
+"""Load: write tables as Parquet and files (HTML, PNG, JSON) next to them.
+
+Local paths and Hadoop file systems (`gs://` on Dataproc) both work.
+"""
+
+from __future__ import annotations
+
+import os
+
+from pyspark.sql import DataFrame, SparkSession
+
+
+def _is_local(path: str) -> bool:
+    return "://" not in path or path.startswith("file://")
+
+
+def join_path(base: str, *parts: str) -> str:
+    """`base/part/...` for a local path or a URI such as `gs://bucket/dir`."""
+    return "/".join([base.rstrip("/"), *parts])
+
+
+def write_table(df: DataFrame, path: str, files: int | None = None) -> None:
+    """Write `df` as Parquet at `path` (a directory, replaced if it exists).
+    `files`: coalesce to that many files first (1 for small tables), else
+    Spark's partitioning decides. Raises what Spark raises on I/O errors."""
+    if files:
+        df = df.coalesce(files)
+    df.write.mode("overwrite").parquet(path)
+
+
+def write_bytes(spark: SparkSession, path: str, data: bytes) -> None:
+    """Write one file: with plain I/O for a local path, through Hadoop's
+    FileSystem for a URI (`gs://...`), so the report lands beside the tables."""
+    if _is_local(path):
+        local = path.removeprefix("file://")
+        os.makedirs(os.path.dirname(local) or ".", exist_ok=True)
+        with open(local, "wb") as fh:
+            fh.write(data)
+        return
+    jvm = spark.sparkContext._jvm
+    hpath = jvm.org.apache.hadoop.fs.Path(path)
+    fs = hpath.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())
+    out = fs.create(hpath, True)
+    try:
+        out.write(bytearray(data))
+    finally:
+        out.close()

@@ -1,0 +1,504 @@
+"""Pure transforms of the delivery event log: DataFrame in, DataFrame out.
+
+None of these functions reads or writes anything or triggers a Spark action;
+`pipeline.job` chains them and `pipeline.load` writes the results. Units:
+every `*_ms` column is milliseconds (double), every `*_s` column seconds
+(double), every `*_at` column a UTC timestamp.
+
+Terms, as the delivery path uses them:
+
+- a *message* is one `(room_id, seq)`; `seq` is its position in the room, from 1,
+  in publish order;
+- a message is *in flight* from its first `sent` to its terminal event
+  (`acked`, `failed`, `timed_out`, `dead_lettered`);
+- its *head-of-line wait* is from `enqueued` to its first `sent`: the time it
+  waited behind the earlier messages of its room;
+- a *late ack* is a `status_ignored` event with reason `late_ack`: the ack came
+  after the timeout had already ended the message;
+- a message with no terminal event in the log is *lost*.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from pipeline.schema import (
+    CORRUPT_COLUMN,
+    EVENT_COLUMNS,
+    INTEGER_FIELDS,
+    KNOWN_EVENTS,
+    LINE_SCHEMA,
+    LOG_TYPE,
+    MESSAGE_EVENTS,
+    SCHEMA_VERSION,
+    TERMINAL,
+)
+
+OUTCOMES = ("acked", "timed_out", "failed", "dead_lettered", "lost")
+LATE_ACK = "late_ack"
+
+
+def _ms_between(later: Column, earlier: Column) -> Column:
+    """Milliseconds (double) from `earlier` to `later`, both timestamps."""
+    return (F.unix_micros(later) - F.unix_micros(earlier)) / F.lit(1000.0)
+
+
+# --------------------------------------------------------------------------- parse
+
+
+def parse_lines(lines: DataFrame) -> DataFrame:
+    """Parse raw log lines of either format into typed events plus a verdict.
+
+    Input: `value` (string, one line) and `source` (string, the file it came
+    from), as `pipeline.extract.read_lines` gives them.
+
+    Output: one row per input line with every field of `shared.events`
+    (`ts`, `published_at` as UTC timestamps; integer fields as long; `*_ms` as
+    double, milliseconds), plus `source`, `line` (the raw text) and
+    `reject_reason` (null for a valid event, else one of `empty_line`,
+    `not_json`, `wrong_type`, `wrong_type:<field>`, `missing_field:<field>`,
+    `wrong_log_type`, `unsupported_schema_version`, `unknown_event`,
+    `bad_timestamp`). Bad lines never raise: they get a reason.
+
+    A line is a LogEntry (Cloud Logging's export) when it has a `jsonPayload`
+    object; its event is that payload, and the entry's `timestamp` stands in
+    for a missing `ts`. `severity` may live on the entry only (Logging lifts
+    it out of the payload).
+    """
+    opts = {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": CORRUPT_COLUMN}
+    j = F.from_json(F.col("value"), LINE_SCHEMA, opts)
+    df = lines.select("source", F.col("value").alias("line"), j.alias("j"))
+    entry = F.col("j.jsonPayload").isNotNull()
+
+    def field(name: str) -> Column:
+        payload = F.col(f"j.jsonPayload.{name}")
+        top = F.col(f"j.{name}")
+        if name == "severity":
+            return F.when(entry, F.coalesce(payload, top)).otherwise(top)
+        if name == "ts":
+            return F.when(entry, F.coalesce(payload, F.col("j.timestamp"))).otherwise(top)
+        return F.when(entry, payload).otherwise(top)
+
+    raw = {name: field(name) for name in EVENT_COLUMNS}
+    ts = F.try_to_timestamp(raw["ts"])
+    published = F.try_to_timestamp(raw["published_at"])
+    non_integral = [
+        F.when(raw[k].isNotNull() & (raw[k] != F.floor(raw[k])), F.lit(f"wrong_type:{k}")) for k in INTEGER_FIELDS
+    ]
+    event = raw["event"]
+    is_message_event = event.isin(*MESSAGE_EVENTS)
+    is_late_ack = (event == "status_ignored") & (raw["reason"] == LATE_ACK)
+    corrupt = F.col("j").isNull() | F.col(f"j.{CORRUPT_COLUMN}").isNotNull()
+    reason = F.coalesce(
+        F.when(F.trim(F.col("line")) == "", F.lit("empty_line")),
+        F.when(
+            corrupt,
+            # only evaluated for corrupt lines: was it JSON at all?
+            F.when(F.expr("json_object_keys(line)").isNull(), F.lit("not_json")).otherwise(F.lit("wrong_type")),
+        ),
+        F.when(raw["log_type"].isNull(), F.lit("missing_field:log_type")),
+        F.when(raw["log_type"] != LOG_TYPE, F.lit("wrong_log_type")),
+        F.when(raw["schema_version"] != SCHEMA_VERSION, F.lit("unsupported_schema_version")),
+        F.when(event.isNull(), F.lit("missing_field:event")),
+        F.when(~event.isin(*KNOWN_EVENTS), F.lit("unknown_event")),
+        F.when(raw["ts"].isNull(), F.lit("missing_field:ts")),
+        F.when(ts.isNull(), F.lit("bad_timestamp")),
+        *non_integral,
+        F.when((is_message_event | is_late_ack) & raw["room_id"].isNull(), F.lit("missing_field:room_id")),
+        F.when((is_message_event | is_late_ack) & raw["seq"].isNull(), F.lit("missing_field:seq")),
+        F.when((event == "sent") & raw["attempt"].isNull(), F.lit("missing_field:attempt")),
+        F.when(is_late_ack & raw["send_to_ack_ms"].isNull(), F.lit("missing_field:send_to_ack_ms")),
+    )
+    typed = []
+    for name in EVENT_COLUMNS:
+        if name == "ts":
+            col = ts
+        elif name == "published_at":
+            col = published
+        elif name in INTEGER_FIELDS:
+            # a huge or fractional number was rejected above; keep the cast safe anyway
+            col = F.when(F.abs(raw[name]) < F.lit(9.0e18), raw[name].cast(T.LongType()))
+        else:
+            col = raw[name]
+        typed.append(col.alias(name))
+    return df.select(*typed, "source", "line", reason.alias("reject_reason"))
+
+
+def valid_events(parsed: DataFrame) -> DataFrame:
+    """The valid events of `parse_lines`' output: the `shared.events` fields
+    plus `source`; no `line`, no `reject_reason`."""
+    return parsed.where(F.col("reject_reason").isNull()).select(*EVENT_COLUMNS, "source")
+
+
+def rejected_lines(parsed: DataFrame) -> DataFrame:
+    """The rejected lines of `parse_lines`' output: `source`, `line` (raw text)
+    and `reject_reason` (never null)."""
+    return parsed.where(F.col("reject_reason").isNotNull()).select("source", "line", "reject_reason")
+
+
+# --------------------------------------------------------------------------- messages
+
+
+def message_lifecycle(events: DataFrame) -> DataFrame:
+    """One row per message `(room_id, seq)`: how it went from enqueue to its end.
+
+    Input: valid events (`valid_events`). Only message events (`enqueued`,
+    `sent`, `send_failed`, the terminal ones) and late acks count here.
+
+    Output columns: `room_id`, `seq`, `message_id`, `provider`,
+    `enqueued_at`, `published_at`, `first_sent_at`, `last_sent_at`,
+    `ended_at` (first terminal event; null if none), `outcome` (`acked`,
+    `timed_out`, `failed`, `dead_lettered`, or `lost` when no terminal event
+    is in the log), `enqueues`, `sends`, `attempts` (highest attempt sent),
+    `resends` (sends beyond the first: duplicates sent), `send_failures`,
+    `terminal_events`, `first_send_trigger`, `publish_to_send_ms` and
+    `trigger_to_send_ms` (of the first send), `head_of_line_wait_ms`
+    (enqueued to first sent), `in_flight_ms` (first sent to end),
+    `send_to_ack_ms` (on `acked`), `late_ack_ms` (earliest late ack),
+    `ack_latency_ms` (the ack that arrived, in time or late), `error_code`,
+    `error_title` (platform's, on `failed`), `dead_letter_reason`.
+    All `*_ms` in milliseconds.
+    """
+    ev = F.col("event")
+    is_sent = ev == "sent"
+    is_terminal = ev.isin(*TERMINAL)
+    is_late = (ev == "status_ignored") & (F.col("reason") == LATE_ACK)
+    relevant = events.where(
+        F.col("room_id").isNotNull() & F.col("seq").isNotNull() & (ev.isin(*MESSAGE_EVENTS) | is_late)
+    )
+    first_send = F.min(F.when(is_sent, F.struct("ts", "publish_to_send_ms", "trigger_to_send_ms", "trigger")))
+    first_end = F.min(F.when(is_terminal, F.struct("ts", "event")))
+    agg = relevant.groupBy("room_id", "seq").agg(
+        F.max("message_id").alias("message_id"),
+        F.max("provider").alias("provider"),
+        F.min(F.when(ev == "enqueued", F.col("ts"))).alias("enqueued_at"),
+        F.max("published_at").alias("published_at"),
+        first_send.alias("_first_send"),
+        F.max(F.when(is_sent, F.col("ts"))).alias("last_sent_at"),
+        first_end.alias("_first_end"),
+        F.count(F.when(ev == "enqueued", 1)).alias("enqueues"),
+        F.count(F.when(is_sent, 1)).alias("sends"),
+        F.max(F.when(is_sent, F.col("attempt"))).alias("attempts"),
+        F.count(F.when(ev == "send_failed", 1)).alias("send_failures"),
+        F.count(F.when(is_terminal, 1)).alias("terminal_events"),
+        F.max(F.when(ev == "acked", F.col("send_to_ack_ms"))).alias("send_to_ack_ms"),
+        F.min(F.when(is_late, F.col("send_to_ack_ms"))).alias("late_ack_ms"),
+        F.max(F.when(ev == "failed", F.col("error_code"))).alias("error_code"),
+        F.max(F.when(ev == "failed", F.col("error_title"))).alias("error_title"),
+        F.max(F.when(ev == "dead_lettered", F.col("reason"))).alias("dead_letter_reason"),
+    )
+    first_sent_at = F.col("_first_send.ts")
+    ended_at = F.col("_first_end.ts")
+    return agg.select(
+        "room_id",
+        "seq",
+        "message_id",
+        "provider",
+        "enqueued_at",
+        "published_at",
+        first_sent_at.alias("first_sent_at"),
+        "last_sent_at",
+        ended_at.alias("ended_at"),
+        F.coalesce(F.col("_first_end.event"), F.lit("lost")).alias("outcome"),
+        "enqueues",
+        "sends",
+        "attempts",
+        F.greatest(F.col("sends") - 1, F.lit(0)).alias("resends"),
+        "send_failures",
+        "terminal_events",
+        F.col("_first_send.trigger").alias("first_send_trigger"),
+        F.col("_first_send.publish_to_send_ms").alias("publish_to_send_ms"),
+        F.col("_first_send.trigger_to_send_ms").alias("trigger_to_send_ms"),
+        _ms_between(first_sent_at, F.col("enqueued_at")).alias("head_of_line_wait_ms"),
+        _ms_between(ended_at, first_sent_at).alias("in_flight_ms"),
+        "send_to_ack_ms",
+        "late_ack_ms",
+        F.coalesce(F.col("send_to_ack_ms"), F.col("late_ack_ms")).alias("ack_latency_ms"),
+        "error_code",
+        "error_title",
+        "dead_letter_reason",
+    )
+
+
+# --------------------------------------------------------------------------- audit
+
+
+def ordering_audit(messages: DataFrame) -> DataFrame:
+    """Per room, the ordering invariants checked from the log alone.
+
+    Input: `message_lifecycle` rows. Output, one row per room:
+
+    - `messages_sent`: messages with at least one `sent`;
+    - `ordering_violations`: first sends of a seq lower than a seq already
+      sent in that room (0 when sends went 1, 2, 3, ... in time order);
+    - `max_in_flight`: the most messages in flight at once (a message is in
+      flight from its first `sent` to its first terminal event, or to the end
+      of the log if it has none); an end and a send at the same microsecond
+      count as end first;
+    - `in_flight_violations`: sends made while another message was in flight;
+    - `gaps`: seq numbers in 1..max(enqueued seq) with no `enqueued` event;
+    - `lost`: messages with no terminal event; `multiple_ends`: messages with
+      more than one terminal event;
+    - `sends_in_order`, `single_in_flight`, `none_lost`, `no_gaps`,
+      `one_end_each` (booleans) and `audit_ok` (all of them).
+    """
+    sent = messages.where(F.col("first_sent_at").isNotNull())
+    prior = Window.partitionBy("room_id").orderBy("first_sent_at", "seq").rowsBetween(Window.unboundedPreceding, -1)
+    order = (
+        sent.select("room_id", (F.col("seq") < F.max("seq").over(prior)).alias("_late"))
+        .groupBy("room_id")
+        .agg(F.count("*").alias("messages_sent"), F.count(F.when(F.col("_late"), 1)).alias("ordering_violations"))
+    )
+
+    starts = sent.select("room_id", F.col("first_sent_at").alias("t"), F.lit(1).alias("delta"))
+    ends = sent.where(F.col("ended_at").isNotNull()).select(
+        "room_id", F.greatest("ended_at", "first_sent_at").alias("t"), F.lit(-1).alias("delta")
+    )
+    running = Window.partitionBy("room_id").orderBy("t", "delta").rowsBetween(Window.unboundedPreceding, 0)
+    flight = (
+        starts.unionByName(ends)
+        .select("room_id", "delta", F.sum("delta").over(running).alias("in_flight"))
+        .groupBy("room_id")
+        .agg(
+            F.max("in_flight").alias("max_in_flight"),
+            F.count(F.when((F.col("delta") == 1) & (F.col("in_flight") > 1), 1)).alias("in_flight_violations"),
+        )
+    )
+
+    ends_check = messages.groupBy("room_id").agg(
+        (
+            F.coalesce(F.max(F.when(F.col("enqueued_at").isNotNull(), F.col("seq"))), F.lit(0))
+            - F.count(F.when(F.col("enqueued_at").isNotNull(), 1))
+        ).alias("gaps"),
+        F.count(F.when(F.col("terminal_events") == 0, 1)).alias("lost"),
+        F.count(F.when(F.col("terminal_events") > 1, 1)).alias("multiple_ends"),
+    )
+    out = (
+        ends_check.join(order, "room_id", "left")
+        .join(flight, "room_id", "left")
+        .select(
+            "room_id",
+            F.coalesce("messages_sent", F.lit(0)).alias("messages_sent"),
+            F.coalesce("ordering_violations", F.lit(0)).alias("ordering_violations"),
+            F.coalesce("max_in_flight", F.lit(0)).alias("max_in_flight"),
+            F.coalesce("in_flight_violations", F.lit(0)).alias("in_flight_violations"),
+            "gaps",
+            "lost",
+            "multiple_ends",
+        )
+    )
+    checks = {
+        "sends_in_order": F.col("ordering_violations") == 0,
+        "single_in_flight": F.col("max_in_flight") <= 1,
+        "none_lost": F.col("lost") == 0,
+        "no_gaps": F.col("gaps") == 0,
+        "one_end_each": F.col("multiple_ends") == 0,
+    }
+    all_ok = F.lit(True)
+    for c in checks.values():
+        all_ok = all_ok & c
+    return out.select("*", *[c.alias(k) for k, c in checks.items()], all_ok.alias("audit_ok"))
+
+
+# --------------------------------------------------------------------------- rooms
+
+
+def room_summary(messages: DataFrame, audit: DataFrame) -> DataFrame:
+    """One row per room: counts by outcome, duplicates sent, the audit's
+    figures, the longest head-of-line wait and the room's throughput.
+
+    Inputs: `message_lifecycle` and `ordering_audit` outputs. Output columns:
+    `room_id`, `provider`, `messages`, `enqueued`, `acked`, `timed_out`,
+    `failed`, `dead_lettered`, `lost`, `late_acks`, `duplicates_sent`
+    (resends), `send_failures`, every `ordering_audit` column
+    (`messages_sent`, `ordering_violations`, `max_in_flight`,
+    `in_flight_violations`, `gaps`, `multiple_ends`, the checks, `audit_ok`),
+    `longest_head_of_line_wait_ms`, `mean_in_flight_ms`, `first_sent_at`,
+    `last_ended_at`, `active_s` (first send to last end, seconds) and
+    `messages_per_s` (ended messages / `active_s`; null when `active_s` is 0
+    or unknown).
+    """
+
+    def n(outcome: str) -> Column:
+        return F.count(F.when(F.col("outcome") == outcome, 1)).alias(outcome)
+
+    per_room = messages.groupBy("room_id").agg(
+        F.max("provider").alias("provider"),
+        F.count("*").alias("messages"),
+        F.count("enqueued_at").alias("enqueued"),
+        *[n(o) for o in ("acked", "timed_out", "failed", "dead_lettered")],
+        F.count(F.when((F.col("outcome") == "timed_out") & F.col("late_ack_ms").isNotNull(), 1)).alias("late_acks"),
+        F.sum("resends").alias("duplicates_sent"),
+        F.sum("send_failures").alias("send_failures"),
+        F.count(F.when(F.col("ended_at").isNotNull(), 1)).alias("_ended"),
+        F.max("head_of_line_wait_ms").alias("longest_head_of_line_wait_ms"),
+        F.avg("in_flight_ms").alias("mean_in_flight_ms"),
+        F.min("first_sent_at").alias("first_sent_at"),
+        F.max("ended_at").alias("last_ended_at"),
+    )
+    active_s = _ms_between(F.col("last_ended_at"), F.col("first_sent_at")) / F.lit(1000.0)
+    audit_cols = [c for c in audit.columns if c not in ("room_id", "lost")]
+    return (
+        per_room.join(audit, "room_id", "left")
+        .withColumn("active_s", active_s)
+        .select(
+            "room_id",
+            "provider",
+            "messages",
+            "enqueued",
+            "acked",
+            "timed_out",
+            "failed",
+            "dead_lettered",
+            "lost",
+            "late_acks",
+            "duplicates_sent",
+            "send_failures",
+            *audit_cols,
+            "longest_head_of_line_wait_ms",
+            "mean_in_flight_ms",
+            "first_sent_at",
+            "last_ended_at",
+            "active_s",
+            F.when(F.col("active_s") > 0, F.col("_ended") / F.col("active_s")).alias("messages_per_s"),
+        )
+    )
+
+
+# --------------------------------------------------------------------------- totals
+
+
+def _totals(messages: DataFrame, key: Column, key_name: str) -> DataFrame:
+    acked = F.col("outcome") == "acked"
+    return (
+        messages.withColumn(key_name, key)
+        .groupBy(key_name)
+        .agg(
+            F.count("*").alias("messages"),
+            *[F.count(F.when(F.col("outcome") == o, 1)).alias(o) for o in OUTCOMES],
+            F.count(F.when((F.col("outcome") == "timed_out") & F.col("late_ack_ms").isNotNull(), 1)).alias("late_acks"),
+            F.coalesce(F.sum("resends"), F.lit(0)).alias("duplicates_sent"),
+            F.countDistinct("room_id").alias("rooms"),
+            F.percentile_approx(F.when(acked, F.col("send_to_ack_ms")), [0.5, 0.9, 0.99], 10000).alias("_ack"),
+            F.percentile_approx("publish_to_send_ms", [0.5, 0.99], 10000).alias("_p2s"),
+        )
+        .select(
+            key_name,
+            "rooms",
+            "messages",
+            *OUTCOMES,
+            "late_acks",
+            "duplicates_sent",
+            (F.col("acked") / F.col("messages")).alias("acked_share"),
+            F.col("_ack")[0].alias("send_to_ack_p50_ms"),
+            F.col("_ack")[1].alias("send_to_ack_p90_ms"),
+            F.col("_ack")[2].alias("send_to_ack_p99_ms"),
+            F.col("_p2s")[0].alias("publish_to_send_p50_ms"),
+            F.col("_p2s")[1].alias("publish_to_send_p99_ms"),
+        )
+    )
+
+
+def message_time(messages: DataFrame) -> Column:
+    """The time a message is filed under in totals: enqueued, else first sent, else ended."""
+    return F.coalesce(F.col("enqueued_at"), F.col("first_sent_at"), F.col("ended_at"))
+
+
+def totals_by_time(messages: DataFrame, bucket_s: int = 3600) -> DataFrame:
+    """Totals per time bucket of `bucket_s` seconds (3600: per hour), by the
+    message's enqueue time (`message_time`).
+
+    Output: `bucket_start` (UTC timestamp), `rooms`, `messages`, one count per
+    outcome (`acked`, `timed_out`, `failed`, `dead_lettered`, `lost`),
+    `late_acks`, `duplicates_sent`, `acked_share` (0..1), approximate
+    `send_to_ack_p50_ms`/`p90`/`p99` of acked messages and
+    `publish_to_send_p50_ms`/`p99`. Raises ValueError if `bucket_s` < 1.
+    """
+    if bucket_s < 1:
+        raise ValueError(f"bucket_s must be >= 1 s, got {bucket_s}")
+    secs = F.unix_seconds(message_time(messages))
+    key = F.timestamp_seconds(secs - F.pmod(secs, F.lit(bucket_s)))
+    return _totals(messages, key, "bucket_start").orderBy("bucket_start")
+
+
+def totals_by_provider(messages: DataFrame) -> DataFrame:
+    """The same totals as `totals_by_time`, per `provider` (`unknown` if none logged)."""
+    return _totals(messages, F.coalesce(F.col("provider"), F.lit("unknown")), "provider").orderBy("provider")
+
+
+# --------------------------------------------------------------------------- timeout
+
+
+def ack_waits(messages: DataFrame) -> DataFrame:
+    """The messages whose end depends on the ack timeout X: those that were
+    acked or timed out. Columns: `room_id`, `seq`, `ack_latency_ms` (send to
+    the ack that arrived, in time or late; null when no ack ever came).
+    """
+    return messages.where(F.col("outcome").isin("acked", "timed_out")).select("room_id", "seq", "ack_latency_ms")
+
+
+def timeout_tradeoff(messages: DataFrame, candidates_ms: Iterable[float]) -> DataFrame:
+    """For each candidate ack timeout X (ms), what it would cost.
+
+    A message waiting for its ack holds its room for min(ack latency, X) when
+    the ack arrives, and for X when none does (the platform's no-ack share).
+    Failed and dead-lettered messages do not depend on X and are left out.
+
+    Output, one row per candidate, ordered by `timeout_ms`: `timeout_ms`,
+    `arriving_acks`, `acks_too_late` (latency > X), `share_too_late` (of
+    arriving acks, 0..1), `waits` (acked + timed-out messages), `mean_hold_ms`
+    (room time per message), `room_max_messages_per_s` (1000 / mean hold: the
+    rate of a room with a backlog), `room_busy_s_mean` and `room_busy_s_p90`
+    (per room, total seconds its messages held it). Raises ValueError for an
+    empty or non-positive candidate list.
+    """
+    xs = sorted({float(x) for x in candidates_ms})
+    if not xs or xs[0] <= 0:
+        raise ValueError(f"candidate timeouts must be > 0 ms, got {xs}")
+    spark = messages.sparkSession
+    cand = spark.createDataFrame([(x,) for x in xs], "timeout_ms double")
+    lat = F.col("ack_latency_ms")
+    x = F.col("timeout_ms")
+    held = (
+        ack_waits(messages)
+        .crossJoin(F.broadcast(cand))
+        .withColumn("hold_ms", F.when(lat.isNull(), x).otherwise(F.least(lat, x)))
+    )
+    per_room = held.groupBy("timeout_ms", "room_id").agg(F.sum("hold_ms").alias("busy_ms"))
+    rooms = per_room.groupBy("timeout_ms").agg(
+        (F.avg("busy_ms") / 1000.0).alias("room_busy_s_mean"),
+        (F.percentile_approx("busy_ms", 0.9, 10000) / 1000.0).alias("room_busy_s_p90"),
+    )
+    overall = held.groupBy("timeout_ms").agg(
+        F.count(lat).alias("arriving_acks"),
+        F.count(F.when(lat > x, 1)).alias("acks_too_late"),
+        F.count("*").alias("waits"),
+        F.avg("hold_ms").alias("mean_hold_ms"),
+    )
+    return (
+        overall.join(rooms, "timeout_ms")
+        .select(
+            "timeout_ms",
+            "arriving_acks",
+            "acks_too_late",
+            F.when(F.col("arriving_acks") > 0, F.col("acks_too_late") / F.col("arriving_acks")).alias("share_too_late"),
+            "waits",
+            "mean_hold_ms",
+            F.when(F.col("mean_hold_ms") > 0, 1000.0 / F.col("mean_hold_ms")).alias("room_max_messages_per_s"),
+            "room_busy_s_mean",
+            "room_busy_s_p90",
+        )
+        .orderBy("timeout_ms")
+    )
+
+
+def observed_timeouts(messages: DataFrame) -> DataFrame:
+    """For timed-out messages, the observed ack timeout: `timeout_ms` = last
+    `sent` to `timed_out`, in ms (includes Cloud Tasks' dispatch delay)."""
+    return messages.where(F.col("outcome") == "timed_out").select(
+        "room_id", "seq", _ms_between(F.col("ended_at"), F.col("last_sent_at")).alias("timeout_ms")
+    )

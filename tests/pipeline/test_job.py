@@ -1,0 +1,95 @@
+"""The whole job on files of both formats, with bad lines: tables, rejects, report."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from pipeline import job
+from pipeline.extract import read_lines
+from tests.pipeline.conftest import line, log_entry, scenario
+
+BAD = [
+    "not json at all",
+    '{"log_type":"baton.delivery","event":"sent"',
+    json.dumps({"log_type": "other", "event": "sent"}),
+]
+
+
+@pytest.fixture(scope="module")
+def run(spark, tmp_path_factory):
+    root = tmp_path_factory.mktemp("job")
+    records = scenario()
+    half = len(records) // 2
+    # plain lines as the functions write them, with bad lines among them ...
+    (root / "logs").mkdir()
+    (root / "logs" / "events.jsonl").write_text("\n".join([line(r) for r in records[:half]] + BAD) + "\n")
+    # ... and the rest as the Logging sink exports them (note the colons in the file name)
+    sink = root / "logs" / "run.googleapis.com" / "stdout" / "2026" / "11" / "22"
+    sink.mkdir(parents=True)
+    (sink / "10:00:00_10:59:59_S0.json").write_text("\n".join(log_entry(r) for r in records[half:]) + "\n")
+    out = root / "report"
+    assert job.main(["--input", str(root / "logs"), "--output", str(out), "--master", "local[2]"]) == 0
+    return out, len(records)
+
+
+def test_tables_are_written(spark, run):
+    out, n_events = run
+    summary = json.loads((out / "summary.json").read_text())
+    assert (summary["lines"], summary["valid_events"], summary["rejected_lines"]) == (n_events + 3, n_events, 3)
+    assert (summary["rooms"], summary["messages"], summary["lost"], summary["duplicates_sent"]) == (7, 15, 1, 1)
+    assert summary["rooms_failing_audit"] == {
+        "sends_in_order": 1,
+        "single_in_flight": 1,
+        "none_lost": 1,
+        "no_gaps": 1,
+        "one_end_each": 0,
+    }
+    assert spark.read.parquet(str(out / "messages")).count() == 15
+    rooms = spark.read.parquet(str(out / "rooms"))
+    assert sorted(r["room_id"] for r in rooms.where("not audit_ok").collect()) == [
+        "gap",
+        "lost",
+        "out-of-order",
+        "two-in-flight",
+    ]
+    assert spark.read.parquet(str(out / "audit")).count() == 7
+    assert spark.read.parquet(str(out / "providers")).count() == 1
+    assert spark.read.parquet(str(out / "hourly")).count() == 1
+    assert spark.read.parquet(str(out / "timeout_tradeoff")).count() >= 13
+
+
+def test_rejects_keep_line_and_reason(spark, run):
+    out, _ = run
+    rejects = {r["line"]: r["reject_reason"] for r in spark.read.parquet(str(out / "rejects")).collect()}
+    assert rejects == {BAD[0]: "not_json", BAD[1]: "not_json", BAD[2]: "wrong_log_type"}
+
+
+def test_report_is_self_contained(run):
+    out, _ = run
+    html = (out / "report.html").read_text()
+    assert "<script" not in html and "http://" not in html and "https://" not in html
+    assert html.count("data:image/png;base64,") == 5
+    assert "Ordering audit found problems" in html
+    assert (out / "timeout_tradeoff.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_missing_input_is_a_clear_error(spark, tmp_path):
+    with pytest.raises(FileNotFoundError):
+        read_lines(spark, str(tmp_path / "nothing-*.jsonl"))
+
+
+def test_bad_arguments_exit_2(tmp_path):
+    with pytest.raises(SystemExit) as e:
+        job.parse_args(["--input", "x", "--output", str(tmp_path), "--target-share", "1.2"])
+    assert e.value.code == 2
+
+
+def test_pick_bucket():
+    assert (
+        job.pick_bucket_s(84) == 5
+        and job.pick_bucket_s(3600) == 60
+        and job.pick_bucket_s(10 * 86400) == 6 * 3600
+        and job.pick_bucket_s(30 * 86400) == 86400
+    )
