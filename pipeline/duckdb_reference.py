@@ -1,0 +1,171 @@
+"""The per-room metrics of `pipeline.transforms.room_summary`, computed by
+DuckDB on one machine: the benchmark's reference, and a second, independent
+implementation to check the Spark one against.
+
+    python -m pipeline.duckdb_reference --input EVENTS.jsonl --output rooms.parquet
+
+Same definitions as the Spark transforms (see their docstrings); it reads the
+plain line format only, and skips lines that are not valid events instead of
+keeping them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+from pipeline.schema import MESSAGE_EVENTS, TERMINAL
+from shared.events import EVENT_FIELDS, LOG_TYPE
+
+_DUCK_TYPES = {"string": "VARCHAR", "integer": "BIGINT", "number": "DOUBLE"}
+
+#: The columns compared between Spark's `rooms` table and DuckDB's.
+COMPARED = (
+    "messages",
+    "enqueued",
+    "acked",
+    "timed_out",
+    "failed",
+    "dead_lettered",
+    "lost",
+    "late_acks",
+    "duplicates_sent",
+    "send_failures",
+    "messages_sent",
+    "ordering_violations",
+    "max_in_flight",
+    "in_flight_violations",
+    "gaps",
+    "multiple_ends",
+    "longest_head_of_line_wait_ms",
+    "active_s",
+    "messages_per_s",
+)
+
+
+def _q(values) -> str:
+    return ", ".join(f"'{v}'" for v in values)
+
+
+def rooms_sql(path: str) -> str:
+    """A DuckDB query over the JSON-lines file(s) at `path` returning one row per room."""
+    columns = ", ".join(f"'{k}': '{'TIMESTAMP' if k == 'ts' else _DUCK_TYPES[v]}'" for k, v in EVENT_FIELDS.items())
+    path = path.replace("'", "''")
+    terminal = f"event IN ({_q(TERMINAL)})"
+    late = "(event = 'status_ignored' AND reason = 'late_ack')"
+    return f"""
+WITH ev AS (
+  SELECT room_id, seq, event, reason, ts, send_to_ack_ms
+  FROM read_json('{path}', format = 'newline_delimited', columns = {{{columns}}},
+                 timestampformat = '%Y-%m-%dT%H:%M:%S.%fZ', ignore_errors = true)
+  WHERE log_type = '{LOG_TYPE}' AND room_id IS NOT NULL AND seq IS NOT NULL
+    AND (event IN ({_q(MESSAGE_EVENTS)}) OR {late})
+),
+msg AS (
+  SELECT room_id, seq,
+         min(ts) FILTER (event = 'enqueued') AS enq,
+         min(ts) FILTER (event = 'sent') AS first_sent,
+         arg_min(event, ts) FILTER ({terminal}) AS outcome,
+         min(ts) FILTER ({terminal}) AS ended,
+         count(*) FILTER (event = 'sent') AS sends,
+         count(*) FILTER (event = 'send_failed') AS send_failures,
+         count(*) FILTER ({terminal}) AS terminal_events,
+         min(send_to_ack_ms) FILTER ({late}) AS late_ack_ms
+  FROM ev GROUP BY room_id, seq
+),
+ord AS (
+  SELECT room_id, count(*) AS messages_sent, count(*) FILTER (seq < prev_max) AS ordering_violations
+  FROM (SELECT room_id, seq, max(seq) OVER (PARTITION BY room_id ORDER BY first_sent, seq
+                                           ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS prev_max
+        FROM msg WHERE first_sent IS NOT NULL)
+  GROUP BY room_id
+),
+flight AS (
+  SELECT room_id, max(running) AS max_in_flight,
+         count(*) FILTER (delta = 1 AND running > 1) AS in_flight_violations
+  FROM (SELECT room_id, delta,
+               sum(delta) OVER (PARTITION BY room_id ORDER BY t, delta ROWS UNBOUNDED PRECEDING) AS running
+        FROM (SELECT room_id, first_sent AS t, 1 AS delta FROM msg WHERE first_sent IS NOT NULL
+              UNION ALL
+              SELECT room_id, greatest(ended, first_sent), -1 FROM msg
+              WHERE first_sent IS NOT NULL AND ended IS NOT NULL))
+  GROUP BY room_id
+),
+per_room AS (
+  SELECT room_id,
+         count(*) AS messages, count(enq) AS enqueued,
+         count(*) FILTER (outcome = 'acked') AS acked,
+         count(*) FILTER (outcome = 'timed_out') AS timed_out,
+         count(*) FILTER (outcome = 'failed') AS failed,
+         count(*) FILTER (outcome = 'dead_lettered') AS dead_lettered,
+         count(*) FILTER (terminal_events = 0) AS lost,
+         count(*) FILTER (outcome = 'timed_out' AND late_ack_ms IS NOT NULL) AS late_acks,
+         sum(greatest(sends - 1, 0)) AS duplicates_sent,
+         sum(send_failures) AS send_failures,
+         coalesce(max(seq) FILTER (enq IS NOT NULL), 0) - count(enq) AS gaps,
+         count(*) FILTER (terminal_events > 1) AS multiple_ends,
+         max(epoch_us(first_sent) - epoch_us(enq)) / 1000.0 AS longest_head_of_line_wait_ms,
+         (epoch_us(max(ended)) - epoch_us(min(first_sent))) / 1e6 AS active_s,
+         count(ended) AS ended_n
+  FROM msg GROUP BY room_id
+)
+SELECT p.room_id, p.messages, p.enqueued, p.acked, p.timed_out, p.failed, p.dead_lettered, p.lost,
+       p.late_acks, p.duplicates_sent, p.send_failures,
+       coalesce(o.messages_sent, 0) AS messages_sent, coalesce(o.ordering_violations, 0) AS ordering_violations,
+       coalesce(f.max_in_flight, 0) AS max_in_flight, coalesce(f.in_flight_violations, 0) AS in_flight_violations,
+       p.gaps, p.multiple_ends, p.longest_head_of_line_wait_ms, p.active_s,
+       CASE WHEN p.active_s > 0 THEN p.ended_n / p.active_s END AS messages_per_s
+FROM per_room p LEFT JOIN ord o USING (room_id) LEFT JOIN flight f USING (room_id)
+"""
+
+
+def compute_rooms(input_path: str, output_path: str, threads: int = 2) -> dict:
+    """Write DuckDB's per-room table for `input_path` to `output_path`
+    (Parquet). Returns {"rooms": n, "seconds": s}."""
+    import duckdb
+
+    t0 = time.perf_counter()
+    con = duckdb.connect()
+    con.execute(f"SET threads = {threads}; SET preserve_insertion_order = false;")
+    out = output_path.replace("'", "''")
+    con.execute(f"COPY ({rooms_sql(input_path)}) TO '{out}' (FORMAT PARQUET)")
+    n = con.execute(f"SELECT count(*) FROM '{out}'").fetchone()[0]
+    con.close()
+    return {"rooms": int(n), "seconds": time.perf_counter() - t0}
+
+
+def compare_rooms(spark_rooms_dir: str, duck_rooms_file: str) -> dict[str, int]:
+    """Rooms whose value differs between Spark's `rooms` Parquet directory and
+    DuckDB's file, per compared column (doubles within 1e-6 relative), plus
+    `missing` (rooms in one table only). All zeros = the two agree."""
+    import duckdb
+
+    checks = []
+    for c in COMPARED:
+        checks.append(
+            f"count(*) FILTER (NOT (s.{c} IS NOT DISTINCT FROM d.{c} OR abs(s.{c} - d.{c}) <= 1e-6 * greatest(abs(d.{c}), 1))) AS {c}"
+        )
+    sql = f"""
+      SELECT count(*) FILTER (s.room_id IS NULL OR d.room_id IS NULL) AS missing, {", ".join(checks)}
+      FROM read_parquet('{spark_rooms_dir}/*.parquet') s FULL OUTER JOIN read_parquet('{duck_rooms_file}') d USING (room_id)
+    """
+    con = duckdb.connect()
+    row = con.execute(sql).fetchone()
+    names = [d[0] for d in con.description]
+    con.close()
+    return dict(zip(names, (int(v) for v in row), strict=True))
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m pipeline.duckdb_reference", description=__doc__.split("\n")[0])
+    p.add_argument("--input", required=True)
+    p.add_argument("--output", required=True)
+    p.add_argument("--threads", type=int, default=2)
+    a = p.parse_args(argv)
+    r = compute_rooms(a.input, a.output, a.threads)
+    print(f"{r['rooms']:,} rooms in {r['seconds']:.1f} s -> {a.output}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
