@@ -1,0 +1,34 @@
+output "webhook_url" {
+  description = "Paste into the Meta app dashboard (WhatsApp > Configuration > Webhook > Callback URL)."
+  value       = google_cloudfunctions2_function.fn["webhook"].service_config[0].uri
+}
+
+output "topic" {
+  description = "Pub/Sub topic producers publish outbound messages to (ordering key = room id)."
+  value       = google_pubsub_topic.outbound.id
+}
+
+output "dead_letter_subscription" {
+  description = "Subscription keeping pushes that failed dead_letter_max_attempts times."
+  value       = google_pubsub_subscription.dead_letter_keep.id
+}
+
+output "delivery_log_bucket" {
+  description = "Bucket the Logging sink writes the delivery events to (LOG_BUCKET of make report-cloud)."
+  value       = google_storage_bucket.delivery_log.name
+}
+
+output "analytics_bucket" {
+  description = "Bucket of the pipeline's staged code and output (REPORT_BUCKET of make report-cloud)."
+  value       = google_storage_bucket.analytics.name
+}
+
+output "analytics_service_account" {
+  description = "Service account for Dataproc Serverless batches (DATAPROC_SA of make report-cloud)."
+  value       = google_service_account.dataproc.email
+}
+
+output "secret_ids" {
+  description = "Secrets to add a version to before the functions can run (env var -> secret id)."
+  value       = { for env, s in google_secret_manager_secret.platform : env => s.secret_id }
+}

@@ -1,0 +1,37 @@
+# Terraform creates the secrets, never their values: add a version in the
+# console or with `gcloud secrets versions add` (README, "Deploy to GCP").
+locals {
+  secrets = {
+    WHATSAPP_ACCESS_TOKEN = "whatsapp-access-token"
+    WHATSAPP_APP_SECRET   = "whatsapp-app-secret"
+    WHATSAPP_VERIFY_TOKEN = "whatsapp-verify-token"
+  }
+  # Which function reads which secret: every function sends (access token);
+  # only the webhook checks signatures and answers the handshake.
+  function_secrets = {
+    enqueue = ["WHATSAPP_ACCESS_TOKEN"]
+    webhook = ["WHATSAPP_ACCESS_TOKEN", "WHATSAPP_APP_SECRET", "WHATSAPP_VERIFY_TOKEN"]
+    timeout = ["WHATSAPP_ACCESS_TOKEN"]
+  }
+  secret_grants = { for pair in flatten([for fn, names in local.function_secrets : [for n in names : { fn = fn, env = n }]]) : "${pair.fn}-${pair.env}" => pair }
+}
+
+resource "google_secret_manager_secret" "platform" {
+  for_each  = local.secrets
+  secret_id = "${var.name_prefix}-${each.value}"
+  labels    = var.labels
+
+  replication {
+    auto {}
+  }
+
+  depends_on = [google_project_service.apis]
+}
+
+# roles/secretmanager.secretAccessor on each secret a function reads, only.
+resource "google_secret_manager_secret_iam_member" "function_reads" {
+  for_each  = local.secret_grants
+  secret_id = google_secret_manager_secret.platform[each.value.env].id
+  role      = "roles/secretmanager.secretAccessor"
+  member    = "serviceAccount:${google_service_account.function[each.value.fn].email}"
+}
