@@ -11,6 +11,7 @@ import random
 import statistics
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -177,7 +178,7 @@ def summarize(published: list[OutboundMessage], events: list[dict[str, Any]], fa
     last_end: dict[str, float] = {}
     count: dict[str, int] = defaultdict(int)
     for e in events:
-        t = _epoch_s(e["ts"])
+        t = epoch_s(e["ts"])
         room = e["room_id"]
         if e["event"] == "sent":
             first_send[room] = min(first_send.get(room, t), t)
@@ -190,7 +191,6 @@ def summarize(published: list[OutboundMessage], events: list[dict[str, Any]], fa
     return s
 
 
-def _epoch_s(ts: str) -> float:
-    from datetime import datetime
-
+def epoch_s(ts: str) -> float:
+    """Epoch seconds of an event's RFC 3339 `ts`."""
     return datetime.fromisoformat(ts.replace("Z", "+00:00")).timestamp()

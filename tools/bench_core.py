@@ -32,7 +32,7 @@ from rich.table import Table
 
 from shared.events import TERMINAL_EVENTS
 from shared.publisher import OutboundMessage, Publisher
-from tools.audit import make_workload, percentile, read_events
+from tools.audit import epoch_s, make_workload, percentile, read_events
 from tools.demo import deliver
 from tools.stack import PROJECT, ROOT, TOPIC, Stack
 
@@ -56,9 +56,7 @@ def raw_transaction_rate(n: int) -> float:
 
 
 def end_times(events: list[dict], prefix: str) -> list[float]:
-    from tools.audit import _epoch_s
-
-    return sorted(_epoch_s(e["ts"]) for e in events
+    return sorted(epoch_s(e["ts"]) for e in events
                   if e["event"] in TERMINAL_EVENTS and (e["room_id"] or "").startswith(prefix))
 
 
