@@ -2,23 +2,9 @@
 # main.py at its root, the shared/ package, requirements.txt) and differ by
 # entry point. The object name carries the archive's hash, so a new build
 # redeploys and an unchanged one does not.
-resource "google_storage_bucket" "source" {
-  # checkov:skip=CKV_GCP_62:access is IAM-only (uniform access, no public access) and recorded by Cloud Audit Logs; a second log bucket adds cost, not control
-  name                        = "${var.project_id}-${var.name_prefix}-source"
-  location                    = var.region
-  labels                      = var.labels
-  uniform_bucket_level_access = true
-  public_access_prevention    = "enforced"
-  force_destroy               = !var.deletion_protection
-
-  versioning {
-    enabled = true
-  }
-}
-
 resource "google_storage_bucket_object" "source" {
   name   = "baton-functions-${filesha256(var.source_archive)}.zip"
-  bucket = google_storage_bucket.source.name
+  bucket = google_storage_bucket.bucket["source"].name
   source = var.source_archive
 }
 
@@ -34,7 +20,7 @@ resource "google_cloudfunctions2_function" "fn" {
     entry_point = each.key
     source {
       storage_source {
-        bucket = google_storage_bucket.source.name
+        bucket = google_storage_bucket.bucket["source"].name
         object = google_storage_bucket_object.source.name
       }
     }

@@ -15,12 +15,12 @@ output "dead_letter_subscription" {
 
 output "delivery_log_bucket" {
   description = "Bucket the Logging sink writes the delivery events to (LOG_BUCKET of make report-cloud)."
-  value       = google_storage_bucket.delivery_log.name
+  value       = google_storage_bucket.bucket["delivery-log"].name
 }
 
 output "analytics_bucket" {
   description = "Bucket of the pipeline's staged code and output (REPORT_BUCKET of make report-cloud)."
-  value       = google_storage_bucket.analytics.name
+  value       = google_storage_bucket.bucket["analytics"].name
 }
 
 output "analytics_service_account" {
