@@ -12,6 +12,7 @@ wrong order.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 import time
@@ -23,40 +24,89 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from shared.events import TERMINAL_EVENTS
 from shared.publisher import OutboundMessage, Publisher
-from tools.audit import Summary, ended_message_ids, make_workload, read_events, summarize
+from tools.audit import Summary, make_workload, read_events, summarize
 from tools.stack import PROJECT, ROOT, TOPIC, Stack
 
 
+class EndedTracker:
+    """Follows a growing event log and collects the message ids that ended
+    (terminal event) or were rejected. Reads only what was appended since
+    the last poll."""
+
+    def __init__(self, path: Path, want: set[str]) -> None:
+        self.path = path
+        self.want = want
+        self.offset = 0
+        self.partial = b""
+        self.ended: set[str] = set()
+
+    def poll(self) -> int:
+        """How many of the wanted message ids have ended so far."""
+        if self.path.exists():
+            with self.path.open("rb") as fh:
+                fh.seek(self.offset)
+                chunk = fh.read()
+            self.offset += len(chunk)
+            *lines, self.partial = (self.partial + chunk).split(b"\n")
+            for line in lines:
+                try:
+                    rec = json.loads(line)
+                except ValueError:
+                    continue
+                if rec.get("event") in TERMINAL_EVENTS or rec.get("event") == "rejected":
+                    if rec.get("message_id") in self.want:
+                        self.ended.add(rec["message_id"])
+        return len(self.ended)
+
+
 def deliver(stack: Stack, messages: list[OutboundMessage], stall_s: float = 90.0,
-            on_progress: Callable[[str, int], None] | None = None) -> float:
-    """Publish `messages` and wait until each has ended (or was rejected).
+            on_progress: Callable[[str, int], None] | None = None, max_outstanding: int = 2000) -> float:
+    """Publish `messages` in order and wait until each has ended (or was rejected).
+
+    At most `max_outstanding` messages are published and not yet ended at any
+    time: the Pub/Sub emulator keeps a thread per ordering key with pending
+    messages, and tens of thousands at once swamp this machine.
 
     Returns the wall time in s from the first publish to the last end.
     Raises:
         TimeoutError: nothing ended for `stall_s` s while messages were left.
+        google.api_core.exceptions.GoogleAPICallError: a publish failed.
     """
     os.environ.update(stack.client_env())
     assert stack.event_log is not None
     want = {m.message_id for m in messages}
+    tracker = EndedTracker(stack.event_log, want)
     started = time.monotonic()
     publisher = Publisher(PROJECT, TOPIC)
-    publisher.publish_all(messages, on_published=(lambda n: on_progress("published", n)) if on_progress else None)
+    futures = []
     done, last_change = 0, time.monotonic()
-    while True:
-        events = read_events(stack.event_log)
-        ended = ended_message_ids(events)
-        rejected = {e["message_id"] for e in events if e["event"] == "rejected"}
-        now_done = sum(1 for mid in want if ended[mid] or mid in rejected)
+
+    def progress() -> None:
+        nonlocal done, last_change
+        now_done = tracker.poll()
         if on_progress:
             on_progress("ended", now_done)
         if now_done != done:
             done, last_change = now_done, time.monotonic()
-        if done == len(want):
-            return time.monotonic() - started
         if time.monotonic() - last_change > stall_s:
             raise TimeoutError(f"{len(want) - done} messages not ended after {stall_s:.0f} s without progress")
+
+    for i, msg in enumerate(messages):
+        while i - done >= max_outstanding:
+            progress()
+            time.sleep(0.2)
+        futures.append(publisher.publish(msg))
+        if on_progress and ((i + 1) % 100 == 0 or i + 1 == len(messages)):
+            on_progress("published", i + 1)
+    for fut in futures:
+        fut.result(timeout=120)
+    progress()
+    while done < len(want):
         time.sleep(0.5)
+        progress()
+    return time.monotonic() - started
 
 
 def fake_stats(stack: Stack) -> dict:
