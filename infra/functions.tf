@@ -1,23 +1,24 @@
-# The three functions share one source archive (`make package`: functions/
-# main.py at its root, the shared/ package, requirements.txt) and differ by
-# entry point. The object name carries the archive's hash, so a new build
-# redeploys and an unchanged one does not.
+# The three functions share one source archive (`make package`:
+# functions/main.py at its root, the shared/ package, requirements.txt) and
+# differ by entry point. The object name carries the archive's sha256, so a
+# new build redeploys the functions and an unchanged one does not.
 resource "google_storage_bucket_object" "source" {
-  name   = "baton-functions-${filesha256(var.source_archive)}.zip"
+  name   = "baton-functions-${filesha256(local.source_archive)}.zip"
   bucket = google_storage_bucket.bucket["source"].name
-  source = var.source_archive
+  source = local.source_archive
 }
 
 resource "google_cloudfunctions2_function" "fn" {
-  # checkov:skip=CKV_GCP_124:only `webhook` allows all ingress, because Meta calls it from the internet (signature-checked); enqueue and timeout are internal-only
+  # checkov:skip=CKV_GCP_124:only webhook allows all ingress (Meta calls it from the internet, signature-checked); enqueue and timeout are internal-only
   for_each = local.functions
   name     = "${var.name_prefix}-${each.key}"
   location = var.region
   labels   = var.labels
 
   build_config {
-    runtime     = "python311"
-    entry_point = each.key
+    runtime         = "python311"
+    entry_point     = each.key
+    service_account = google_service_account.build.id
     source {
       storage_source {
         bucket = google_storage_bucket.bucket["source"].name
@@ -34,14 +35,15 @@ resource "google_cloudfunctions2_function" "fn" {
     max_instance_request_concurrency = var.function_threads
     min_instance_count               = var.min_instances[each.key]
     max_instance_count               = var.max_instances[each.key]
-    # Pub/Sub push and Cloud Tasks in the same project count as internal
-    # traffic (https://cloud.google.com/run/docs/securing/ingress).
+    # Pub/Sub push and Cloud Tasks from the same project count as internal
+    # traffic (https://cloud.google.com/run/docs/securing/ingress), so only
+    # the webhook, which Meta calls, is reachable from the internet.
     ingress_settings               = each.key == "webhook" ? "ALLOW_ALL" : "ALLOW_INTERNAL_ONLY"
     all_traffic_on_latest_revision = true
     environment_variables          = local.function_env
 
-    # Secrets arrive as environment variables resolved from Secret Manager
-    # when an instance starts; their values never pass through Terraform.
+    # Secrets are resolved from Secret Manager when an instance starts; their
+    # values never pass through Terraform or its state.
     dynamic "secret_environment_variables" {
       for_each = toset(local.function_secrets[each.key])
       content {
@@ -53,8 +55,24 @@ resource "google_cloudfunctions2_function" "fn" {
     }
   }
 
+  lifecycle {
+    # shared/config.py refuses to start otherwise: a send still running when
+    # its ack timeout fires could land after the next message's send.
+    precondition {
+      condition     = var.send_timeout_ms < var.ack_timeout_ms
+      error_message = "send_timeout_ms must be below ack_timeout_ms."
+    }
+    precondition {
+      condition     = var.function_threads == 1 || tonumber(var.function_cpu) >= 1
+      error_message = "function_threads > 1 needs function_cpu >= 1 (Cloud Run allows concurrency only from 1 vCPU)."
+    }
+  }
+
+  # The build identity and the secret grants must exist before the first
+  # build and the first instance start, or both fail.
   depends_on = [
     google_project_service.apis,
+    google_project_iam_member.build_builds_functions,
     google_secret_manager_secret_iam_member.function_reads,
   ]
 }

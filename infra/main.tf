@@ -1,28 +1,41 @@
-# baton on Google Cloud: producers publish to a Pub/Sub topic with the room as
-# ordering key; an ordered push subscription calls `enqueue`; the head message
-# of each room is sent to WhatsApp and a Cloud Tasks timer is armed for its
-# ack timeout (`timeout`); WhatsApp's signed status webhooks reach `webhook`.
-# Room state lives in Firestore. Delivery events go to Cloud Logging, and a
-# sink copies them to Cloud Storage for the PySpark analytics on Dataproc
-# Serverless.
+# baton on Google Cloud, end to end:
+#
+#   producer --publish(ordering_key = room)--> Pub/Sub topic        (pubsub.tf)
+#     --ordered push, OIDC--> function `enqueue`                    (functions.tf)
+#        room state in Firestore                                    (firestore.tf)
+#        send the room's head message to WhatsApp (secrets.tf), then
+#        arm an ack timer in Cloud Tasks ----------> function `timeout` (tasks.tf)
+#   WhatsApp --signed status webhook--> function `webhook` (public) --> next head
+#   delivery events --Logging sink--> bucket --> PySpark on Dataproc Serverless
+#                                                                   (analytics.tf)
+# Identities and their roles: iam.tf. Buckets: storage.tf.
 
 data "google_project" "this" {
   project_id = var.project_id
 }
 
 locals {
+  # The three HTTP entry points of functions/main.py; each is a function.
   functions = toset(["enqueue", "webhook", "timeout"])
 
-  # Cloud Run gives every service a deterministic URL,
-  # https://SERVICE-PROJECT_NUMBER.REGION.run.app
-  # (https://cloud.google.com/run/docs/triggering/https-request#deterministic).
-  # Every function, `timeout` itself included (it arms resend timers), needs
-  # the URL of `timeout`; computing it here avoids a dependency cycle.
-  timeout_url = "https://${var.name_prefix}-timeout-${data.google_project.this.number}.${var.region}.run.app/"
+  # Relative to this module, so `terraform -chdir=infra` and `cd infra` agree.
+  source_archive = coalesce(var.source_archive, "${path.module}/../dist/baton-functions.zip")
+
+  # Every function needs the URL of `timeout` (enqueue and webhook arm ack
+  # timers, `timeout` itself arms resend timers), so taking it from
+  # google_cloudfunctions2_function.fn["timeout"] would make that function
+  # depend on itself: a cycle. Cloud Run gives every service a deterministic
+  # URL, https://SERVICE-PROJECT_NUMBER.REGION.run.app
+  # (https://cloud.google.com/run/docs/triggering/https-request#deterministic),
+  # known before the function exists. No trailing slash: the code uses this
+  # string as the OIDC audience too, and Cloud Run matches the service URL.
+  timeout_url = "https://${var.name_prefix}-timeout-${data.google_project.this.number}.${var.region}.run.app"
 
   tasks_queue_prefix = "${var.name_prefix}-ack-timeouts"
 
-  # Settings read by shared/config.py, the same on every function.
+  # The settings shared/config.py reads (ENV_VARS), the same on every
+  # function. Secrets are not here: secrets.tf mounts them from Secret
+  # Manager. tests/infra checks this map against ENV_VARS both ways.
   function_env = {
     GOOGLE_CLOUD_PROJECT     = var.project_id
     FIRESTORE_DATABASE       = google_firestore_database.main.name
@@ -42,29 +55,34 @@ locals {
     WHATSAPP_API_VERSION     = var.whatsapp_api_version
     WHATSAPP_PHONE_NUMBER_ID = var.whatsapp_phone_number_id
     PUBSUB_TOPIC             = google_pubsub_topic.outbound.name
-    # Read by functions-framework, not by baton: gunicorn threads per instance.
+    # Read by functions-framework, not by baton: gunicorn threads per
+    # instance, kept equal to the instance's request concurrency.
     THREADS = tostring(var.function_threads)
   }
 }
 
 resource "google_project_service" "apis" {
   for_each = toset([
-    "artifactregistry.googleapis.com", # Cloud Functions 2nd gen stores built images here
-    "cloudbuild.googleapis.com",       # builds the functions from the source archive
-    "cloudfunctions.googleapis.com",
-    "cloudtasks.googleapis.com",
-    "dataproc.googleapis.com", # Dataproc Serverless batches of the analytics pipeline
-    "firebaserules.googleapis.com",
-    "firestore.googleapis.com",
-    "iam.googleapis.com",
-    "logging.googleapis.com",
-    "pubsub.googleapis.com",
-    "run.googleapis.com", # 2nd gen functions run as Cloud Run services
-    "secretmanager.googleapis.com",
-    "storage.googleapis.com",
+    "artifactregistry.googleapis.com",     # 2nd gen functions keep their built images here
+    "cloudbuild.googleapis.com",           # builds the functions from the source archive
+    "cloudfunctions.googleapis.com",       # the three functions
+    "cloudresourcemanager.googleapis.com", # project number and project-level IAM grants
+    "cloudtasks.googleapis.com",           # ack-timeout and resend timers
+    "compute.googleapis.com",              # the analytics subnet (Dataproc Serverless needs a VPC)
+    "dataproc.googleapis.com",             # Dataproc Serverless batches of the analytics pipeline
+    "firebaserules.googleapis.com",        # Firestore security rules
+    "firestore.googleapis.com",            # room state
+    "iam.googleapis.com",                  # service accounts
+    "logging.googleapis.com",              # the delivery-event sink
+    "pubsub.googleapis.com",               # outbound topic, ordered push, dead letters
+    "run.googleapis.com",                  # 2nd gen functions run as Cloud Run services
+    "secretmanager.googleapis.com",        # WhatsApp credentials
+    "storage.googleapis.com",              # source archive, event log and analytics buckets
   ])
   project = var.project_id
   service = each.value
 
+  # Other workloads in the project may use these APIs: destroying baton
+  # must not switch them off.
   disable_on_destroy = false
 }

@@ -4,13 +4,28 @@ output "webhook_url" {
 }
 
 output "topic" {
-  description = "Pub/Sub topic producers publish outbound messages to (ordering key = room id)."
+  description = "Name of the Pub/Sub topic producers publish outbound messages to (ordering key = room id)."
+  value       = google_pubsub_topic.outbound.name
+}
+
+output "topic_id" {
+  description = "Full resource name of the outbound topic (projects/PROJECT/topics/NAME), for producers in other projects."
   value       = google_pubsub_topic.outbound.id
 }
 
 output "dead_letter_subscription" {
-  description = "Subscription keeping pushes that failed dead_letter_max_attempts times."
-  value       = google_pubsub_subscription.dead_letter_keep.id
+  description = "Subscription keeping the pushes that failed dead_letter_max_attempts times (7 days)."
+  value       = google_pubsub_subscription.dead_letter_keep.name
+}
+
+output "timeout_url" {
+  description = "Deterministic URL of the timeout function that Cloud Tasks calls (TIMEOUT_URL)."
+  value       = local.timeout_url
+}
+
+output "source_bucket" {
+  description = "Bucket of the functions' source archives."
+  value       = google_storage_bucket.bucket["source"].name
 }
 
 output "delivery_log_bucket" {
@@ -28,7 +43,12 @@ output "analytics_service_account" {
   value       = google_service_account.dataproc.email
 }
 
+output "analytics_subnet" {
+  description = "Subnet with Private Google Access for Dataproc Serverless batches (DATAPROC_SUBNET of make report-cloud)."
+  value       = google_compute_subnetwork.analytics.name
+}
+
 output "secret_ids" {
-  description = "Secrets to add a version to before the functions can run (env var -> secret id)."
+  description = "Secrets to add a version to before the functions can start (env var -> secret id)."
   value       = { for env, s in google_secret_manager_secret.platform : env => s.secret_id }
 }

@@ -1,24 +1,27 @@
 # Producers publish here: ordering_key = room id; attributes room_id,
-# provider, recipient, message_id (see README "Publishing").
+# provider, recipient, message_id (the push JSON of the emulator drops
+# orderingKey, so the room travels as an attribute as well).
 resource "google_pubsub_topic" "outbound" {
-  # checkov:skip=CKV_GCP_83:Google-managed encryption at rest; message bodies are chat text the platform receives anyway, CMEK is an option, not a need
+  # checkov:skip=CKV_GCP_83:Google-managed encryption at rest; the message bodies go to the platform anyway, CMEK is an option, not a need
   name                       = "${var.name_prefix}-outbound"
   labels                     = var.labels
-  message_retention_duration = "86400s"
+  message_retention_duration = "86400s" # lets an operator seek the subscription back a day
   depends_on                 = [google_project_service.apis]
 }
 
 # Pushes that failed dead_letter_max_attempts times land here, so a message
-# that keeps failing frees its ordering key instead of blocking the room.
+# that keeps failing frees its room's ordering key instead of blocking it.
 resource "google_pubsub_topic" "dead_letter" {
-  # checkov:skip=CKV_GCP_83:Google-managed encryption at rest; message bodies are chat text the platform receives anyway, CMEK is an option, not a need
+  # checkov:skip=CKV_GCP_83:Google-managed encryption at rest; the message bodies go to the platform anyway, CMEK is an option, not a need
   name                       = "${var.name_prefix}-outbound-dead-letter"
   labels                     = var.labels
   message_retention_duration = "604800s"
   depends_on                 = [google_project_service.apis]
 }
 
-# Ordered push to `enqueue`: one outstanding message per room, in publish order.
+# Ordered push to `enqueue`: Pub/Sub keeps one message per ordering key
+# outstanding, in publish order. The push body is the default wrapped JSON
+# envelope ({"message": {...}, "subscription": ...}), which enqueue parses.
 resource "google_pubsub_subscription" "enqueue_push" {
   name                    = "${var.name_prefix}-enqueue-push"
   topic                   = google_pubsub_topic.outbound.id
@@ -28,12 +31,15 @@ resource "google_pubsub_subscription" "enqueue_push" {
 
   push_config {
     push_endpoint = google_cloudfunctions2_function.fn["enqueue"].service_config[0].uri
+    # Authenticated push: enqueue is not public; its invoker is this identity.
     oidc_token {
       service_account_email = google_service_account.pubsub_push.email
       audience              = google_cloudfunctions2_function.fn["enqueue"].service_config[0].uri
     }
   }
 
+  # A nack (enqueue answers 503 when a room is over MAX_PENDING_BYTES, or
+  # fails) is retried with exponential backoff instead of at once.
   retry_policy {
     minimum_backoff = "1s"
     maximum_backoff = "60s"
@@ -44,12 +50,22 @@ resource "google_pubsub_subscription" "enqueue_push" {
     max_delivery_attempts = var.dead_letter_max_attempts
   }
 
+  # The subscription is the system's intake: it must never expire when idle.
   expiration_policy {
-    ttl = "" # never expires
+    ttl = ""
+  }
+
+  lifecycle {
+    # A push still running when its deadline passes is pushed again.
+    precondition {
+      condition     = var.push_ack_deadline_seconds >= var.function_timeout_seconds
+      error_message = "push_ack_deadline_seconds must be at least function_timeout_seconds."
+    }
   }
 }
 
-# Keeps dead letters (7 days) for inspection and redrive.
+# Keeps dead letters (7 days) for inspection and redrive; without a
+# subscription, messages published to the dead-letter topic would be lost.
 resource "google_pubsub_subscription" "dead_letter_keep" {
   name                       = "${var.name_prefix}-outbound-dead-letter-keep"
   topic                      = google_pubsub_topic.dead_letter.id
@@ -65,14 +81,19 @@ resource "google_pubsub_subscription" "dead_letter_keep" {
 # The Pub/Sub service agent forwards dead letters: it must publish to the
 # dead-letter topic and acknowledge on the source subscription
 # (https://cloud.google.com/pubsub/docs/handling-failures#grant_forwarding_permissions).
+
+# roles/pubsub.publisher on the dead-letter topic only.
 resource "google_pubsub_topic_iam_member" "agent_publishes_dead_letters" {
-  topic  = google_pubsub_topic.dead_letter.id
-  role   = "roles/pubsub.publisher"
-  member = local.pubsub_service_agent
+  topic      = google_pubsub_topic.dead_letter.id
+  role       = "roles/pubsub.publisher"
+  member     = local.pubsub_service_agent
+  depends_on = [google_project_service.apis]
 }
 
+# roles/pubsub.subscriber on the push subscription only.
 resource "google_pubsub_subscription_iam_member" "agent_acks_source" {
   subscription = google_pubsub_subscription.enqueue_push.id
   role         = "roles/pubsub.subscriber"
   member       = local.pubsub_service_agent
+  depends_on   = [google_project_service.apis]
 }

@@ -1,10 +1,12 @@
-# Terraform creates the secrets, never their values: add a version in the
-# console or with `gcloud secrets versions add` (README, "Deploy to GCP").
+# The platform's credentials. Terraform creates the secrets, never their
+# values: add a version in the console or with `gcloud secrets versions add`
+# before the functions are deployed (docs/deploy.md, "Secrets first").
 locals {
+  # Environment variable (shared/config.py SECRET_ENV_VARS) -> secret name.
   secrets = {
-    WHATSAPP_ACCESS_TOKEN = "whatsapp-access-token"
-    WHATSAPP_APP_SECRET   = "whatsapp-app-secret"
-    WHATSAPP_VERIFY_TOKEN = "whatsapp-verify-token"
+    WHATSAPP_ACCESS_TOKEN = "whatsapp-access-token" # bearer token of the send call
+    WHATSAPP_APP_SECRET   = "whatsapp-app-secret"   # HMAC key of X-Hub-Signature-256
+    WHATSAPP_VERIFY_TOKEN = "whatsapp-verify-token" # token of the GET subscribe handshake
   }
   # Which function reads which secret: every function sends (access token);
   # only the webhook checks signatures and answers the handshake.

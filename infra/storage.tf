@@ -1,6 +1,7 @@
-# The project's buckets, all private (uniform access, public access
-# prevention) and versioned:
-# - source: the functions' source archive (functions.tf);
+# The buckets, all private (uniform access, public access prevention) and
+# versioned, so an overwrite or a delete can be undone for
+# noncurrent_version_days:
+# - source: the functions' source archives (functions.tf);
 # - delivery-log: the delivery events the Logging sink writes, as hourly JSON
 #   files, deleted after log_retention_days (analytics.tf);
 # - analytics: the pipeline's staged code and its output (tables, report).
@@ -13,8 +14,9 @@ locals {
 }
 
 resource "google_storage_bucket" "bucket" {
-  # checkov:skip=CKV_GCP_62:access is IAM-only (uniform access, no public access) and recorded by Cloud Audit Logs; a second log bucket adds cost, not control
-  for_each                    = local.bucket_expiry_days
+  # checkov:skip=CKV_GCP_62:access is IAM-only (uniform access, public access prevented) and recorded by Cloud Audit Logs; a second log bucket adds cost, not control
+  for_each = local.bucket_expiry_days
+  # Bucket names are global: the project id makes them unique.
   name                        = "${var.project_id}-${var.name_prefix}-${each.key}"
   location                    = var.region
   labels                      = var.labels
@@ -37,4 +39,18 @@ resource "google_storage_bucket" "bucket" {
       }
     }
   }
+
+  # With versioning on, a delete (or the rule above) only makes an object
+  # noncurrent: remove noncurrent versions too, or they are kept forever.
+  lifecycle_rule {
+    condition {
+      days_since_noncurrent_time = var.noncurrent_version_days
+      with_state                 = "ARCHIVED"
+    }
+    action {
+      type = "Delete"
+    }
+  }
+
+  depends_on = [google_project_service.apis]
 }

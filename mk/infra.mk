@@ -1,30 +1,50 @@
-# Infra (infra/): included by the main Makefile (VENV, PY, PYTHON, venv).
-INFRA_VENV := .venv-infra
+# Infra (infra/): `make package` and `make test-infra`. Included by the main
+# Makefile; every name here starts with INFRA_ (or is a target of its own) so
+# nothing clashes with its VENV and PY.
 
-.PHONY: package test-infra infra-fmt infra-checkov
+INFRA_PYTHON ?= python3.11
+INFRA_VENV ?= .venv-infra
+INFRA_PY := $(INFRA_VENV)/bin/python
+INFRA_STAMP := $(INFRA_VENV)/.installed
+INFRA_DIR := infra
+INFRA_TERRAFORM ?= terraform
+# checkov offline: no platform mapping or guideline downloads (BC_SKIP_MAPPING,
+# --skip-download), no PyPI version check (CKV_SKIP_PACKAGE_UPDATE_CHECK), no
+# dependency scan (CHECKOV_RUN_SCA_PACKAGE_SCAN_V2). Checked to pass with no
+# network at all.
+INFRA_CHECKOV_ENV := BC_SKIP_MAPPING=TRUE CKV_SKIP_PACKAGE_UPDATE_CHECK=true CHECKOV_RUN_SCA_PACKAGE_SCAN_V2=false
+INFRA_CHECKOV_ARGS := -d $(INFRA_DIR) --framework terraform --quiet --compact --skip-download
 
-$(INFRA_VENV)/.installed: requirements-infra.txt
-	test -x $(INFRA_VENV)/bin/python || $(PYTHON) -m venv $(INFRA_VENV)
-	$(INFRA_VENV)/bin/pip install -q -r requirements-infra.txt
+.PHONY: package test-infra infra-fmt infra-pytest infra-checkov
+
+# Rebuilt when requirements-infra.txt changes; the venv itself is made once.
+$(INFRA_STAMP): requirements-infra.txt
+	test -x $(INFRA_PY) || $(INFRA_PYTHON) -m venv $(INFRA_VENV)
+	$(INFRA_PY) -m pip install -q --upgrade pip
+	$(INFRA_PY) -m pip install -q -r requirements-infra.txt
 	touch $@
 
-# The functions' source archive that Terraform uploads (dist/baton-functions.zip).
+# The functions' source archive Terraform uploads: dist/baton-functions.zip,
+# with its sha256. Standard library only, so the system Python does.
 package:
-	$(PYTHON) tools/package.py
+	$(INFRA_PYTHON) tools/package.py
 
-# terraform fmt runs offline; no provider can be downloaded here, so init and
-# validate cannot. Where terraform is missing the check says so and is skipped.
+# terraform fmt runs offline (init and validate need providers, which cannot
+# be downloaded here). Where terraform is missing the check is skipped, loudly.
 infra-fmt:
-	@if command -v terraform >/dev/null 2>&1; then \
-		terraform fmt -check -recursive -diff infra && echo "terraform fmt: ok"; \
+	@if command -v $(INFRA_TERRAFORM) >/dev/null 2>&1; then \
+		$(INFRA_TERRAFORM) fmt -check -recursive -diff $(INFRA_DIR) && echo "terraform fmt -check: ok"; \
 	else \
-		echo "SKIPPED: terraform fmt -check (terraform is not installed on this machine)"; \
+		echo "SKIPPED: terraform fmt -check ($(INFRA_TERRAFORM) is not installed on this machine)"; \
 	fi
 
-# Every skipped check has its reason inline (checkov:skip=ID:reason).
-infra-checkov: $(INFRA_VENV)/.installed
-	BC_SKIP_MAPPING=TRUE CHECKOV_RUN_SCA_PACKAGE_SCAN_V2=false \
-		$(INFRA_VENV)/bin/checkov -d infra --framework terraform --quiet --compact --skip-download
+infra-pytest: $(INFRA_STAMP)
+	$(INFRA_PY) -m pytest tests/infra -q
 
-test-infra: venv infra-fmt infra-checkov
-	$(PY) -m pytest tests/infra -q
+# Every skipped check carries its reason inline (checkov:skip=ID:reason);
+# tests/infra checks that none is missing one.
+infra-checkov: $(INFRA_STAMP)
+	$(INFRA_CHECKOV_ENV) $(INFRA_VENV)/bin/checkov $(INFRA_CHECKOV_ARGS)
+
+# All three, in this order; the first failure fails the target.
+test-infra: infra-fmt infra-pytest infra-checkov

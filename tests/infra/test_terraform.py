@@ -1,11 +1,20 @@
-"""Offline checks of infra/: parse the Terraform with python-hcl2 and assert
-the properties that matter (no provider can be downloaded here, so
-`terraform validate` cannot run)."""
+"""Offline checks of infra/: parse the Terraform and assert what matters.
+
+No provider can be downloaded on these machines, so `terraform validate`
+cannot run. These tests parse infra/*.tf with the HCL parser checkov uses
+(bc-python-hcl2, in .venv-infra: `make test-infra`) and hold the
+configuration to the code: the settings shared/config.py reads, the entry
+points of functions/main.py, the collections shared/store.py writes, the log
+type shared/events.py routes. They import nothing that needs Google's client
+libraries (shared/store.py is read with `ast`), so .venv-infra suffices.
+"""
 
 from __future__ import annotations
 
 import ast
+import importlib.util
 import re
+import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -13,208 +22,459 @@ import hcl2
 import pytest
 
 from shared.config import ENV_VARS, LOCAL_ONLY_ENV_VARS, SECRET_ENV_VARS
-from shared.events import LOG_TYPE
-from shared.store import DEAD_LETTERS, REJECTED, ROOMS, SENDS
+from shared.events import LOG_TYPE, METRICS_LOG_TYPE
 
 ROOT = Path(__file__).resolve().parents[2]
 INFRA = ROOT / "infra"
-# Read by functions-framework, not by baton's code: request threads per instance.
+FUNCTIONS = {"enqueue", "webhook", "timeout"}
+# Set by Terraform but read by the platform, not by baton's code:
+# THREADS is read by functions-framework (gunicorn threads per instance).
 PLATFORM_ENV_VARS = {"THREADS"}
+# Basic roles grant far more than any identity here needs.
+BASIC_ROLES = {"roles/owner", "roles/editor", "roles/viewer"}
 
 
-def unquote(value: Any) -> Any:
-    """python-hcl2 keeps the quotes of string literals and labels."""
-    if isinstance(value, str) and len(value) >= 2 and value[0] == value[-1] == '"':
-        return value[1:-1]
-    return value
+# ------------------------------------------------------------------ parsing --
 
 
-def clean(node: Any) -> Any:
+def normalize(node: Any) -> Any:
+    """bc-python-hcl2 wraps every attribute value in a one-element list and
+    keeps line numbers; unwrap and drop them. Repeated blocks stay lists."""
     if isinstance(node, dict):
-        return {unquote(k): clean(v) for k, v in node.items() if k != "__is_block__"}
+        return {k: normalize(v) for k, v in node.items() if not k.startswith("__")}
     if isinstance(node, list):
-        return [clean(v) for v in node]
-    return unquote(node)
+        items = [normalize(v) for v in node]
+        return items[0] if len(items) == 1 else items
+    return node
+
+
+def as_list(value: Any) -> list:
+    """A list value as a list: normalize() cannot tell a one-element list from
+    the parser's wrapper, so it leaves the element alone."""
+    return value if isinstance(value, list) else [value]
+
+
+def blocks(body: dict, key: str) -> list[dict]:
+    """Every `key { ... }` block of a body, as a list (possibly empty)."""
+    return as_list(body.get(key, []))
+
+
+def members(expr: str) -> set[str]:
+    """The quoted strings of an expression such as toset(["a", "b"])."""
+    return set(re.findall(r"""["']([^"']+)["']""", expr))
+
+
+def parse(directory: Path) -> dict[str, Any]:
+    """All .tf files of a directory, merged by block type."""
+    merged: dict[str, Any] = {"resource": {}, "data": {}, "locals": {}, "variable": {}, "output": {}, "terraform": []}
+    files = sorted(directory.glob("*.tf"))
+    assert files, f"{directory} has no Terraform files"
+    for path in files:
+        with path.open() as fh:
+            doc = hcl2.load(fh)
+        for kind in ("resource", "data"):
+            for block in doc.get(kind, []):
+                for rtype, named in block.items():
+                    for name, body in named.items():
+                        assert name not in merged[kind].get(rtype, {}), f"{kind} {rtype}.{name} defined twice"
+                        merged[kind].setdefault(rtype, {})[name] = normalize(body)
+        for key in ("locals", "variable", "output"):
+            for block in doc.get(key, []):
+                merged[key].update(normalize(block))
+        merged["terraform"] += [normalize(b) for b in doc.get("terraform", [])]
+    return merged
 
 
 @pytest.fixture(scope="module")
 def tf() -> dict[str, Any]:
-    """All .tf files of infra/, merged: {"resource": {type: {name: body}}, "locals": {...}, ...}."""
-    merged: dict[str, Any] = {"resource": {}, "locals": {}, "variable": {}, "output": {}, "terraform": [], "data": {}}
-    files = sorted(INFRA.glob("*.tf"))
-    assert files, "infra/ has no Terraform files"
-    for path in files:
-        with path.open() as fh:
-            doc = clean(hcl2.load(fh))
-        for block in doc.get("resource", []):
-            for rtype, named in block.items():
-                merged["resource"].setdefault(rtype, {}).update(named)
-        for block in doc.get("locals", []):
-            merged["locals"].update(block)
-        for block in doc.get("variable", []):
-            merged["variable"].update(block)
-        for block in doc.get("output", []):
-            merged["output"].update(block)
-        merged["terraform"] += doc.get("terraform", [])
-    return merged
+    return parse(INFRA)
+
+
+@pytest.fixture(scope="module")
+def tf_text() -> dict[str, str]:
+    return {path.name: path.read_text() for path in sorted(INFRA.glob("*.tf"))}
 
 
 def resource(tf: dict, rtype: str, name: str) -> dict:
-    assert name in tf["resource"].get(rtype, {}), f"missing {rtype}.{name}"
+    assert name in tf["resource"].get(rtype, {}), f"missing resource {rtype}.{name}"
     return tf["resource"][rtype][name]
 
 
-def block(body: dict, key: str) -> dict:
-    value = body[key]
-    return value[0] if isinstance(value, list) else value
+def iam_grants(tf: dict) -> list[tuple[str, str, dict]]:
+    """(type, name, body) of every IAM member/binding/policy resource."""
+    return [
+        (rtype, name, body)
+        for rtype, named in tf["resource"].items()
+        if re.search(r"_iam_(member|binding|policy)$", rtype)
+        for name, body in named.items()
+    ]
 
 
-def hcl_set(expr: str) -> set[str]:
-    """The string members of a `toset([...])` expression."""
-    return set(re.findall(r'"([^"]+)"', expr))
+def store_constants() -> dict[str, str]:
+    """Module-level string constants of shared/store.py, without importing it
+    (it imports google.cloud.firestore, which .venv-infra does not have)."""
+    tree = ast.parse((ROOT / "shared" / "store.py").read_text())
+    found = {}
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str):
+            for target in node.targets:
+                if isinstance(target, ast.Name):
+                    found[target.id] = node.value.value
+    return found
 
 
-def test_push_subscription_is_ordered_authenticated_and_dead_lettered(tf):
+# --------------------------------------------------------- Pub/Sub intake --
+
+
+def test_push_subscription_is_ordered_authenticated_retried_and_dead_lettered(tf):
     sub = resource(tf, "google_pubsub_subscription", "enqueue_push")
     assert sub["enable_message_ordering"] is True
-    push = block(sub, "push_config")
+    assert "google_pubsub_topic.outbound" in sub["topic"]
+    push = sub["push_config"]
     assert 'fn["enqueue"]' in push["push_endpoint"]
-    oidc = block(push, "oidc_token")
-    assert "google_service_account.pubsub_push.email" in oidc["service_account_email"]
-    assert 'fn["enqueue"]' in oidc["audience"]
-    dead = block(sub, "dead_letter_policy")
-    assert "google_pubsub_topic.dead_letter" in dead["dead_letter_topic"]
-    assert "var.dead_letter_max_attempts" in str(dead["max_delivery_attempts"])
-    assert block(sub, "retry_policy")["minimum_backoff"]
+    # Default wrapped envelope: enqueue parses {"message": ..., "subscription": ...}.
+    assert "no_wrapper" not in push
+    oidc = push["oidc_token"]
+    assert oidc["service_account_email"] == "${google_service_account.pubsub_push.email}"
+    assert oidc["audience"] == push["push_endpoint"]
+    retry = sub["retry_policy"]
+    assert retry["minimum_backoff"] and retry["maximum_backoff"]
+    dead = sub["dead_letter_policy"]
+    assert dead["dead_letter_topic"] == "${google_pubsub_topic.dead_letter.id}"
+    assert dead["max_delivery_attempts"] == "${var.dead_letter_max_attempts}"
+    assert "var.push_ack_deadline_seconds" in sub["ack_deadline_seconds"]
+
+
+def test_dead_letters_are_kept_by_a_subscription(tf):
     keep = resource(tf, "google_pubsub_subscription", "dead_letter_keep")
-    assert "google_pubsub_topic.dead_letter" in keep["topic"]
+    assert keep["topic"] == "${google_pubsub_topic.dead_letter.id}"
+    assert keep["expiration_policy"]["ttl"] == ""
 
 
 def test_pubsub_agent_may_forward_dead_letters(tf):
-    pub = resource(tf, "google_pubsub_topic_iam_member", "agent_publishes_dead_letters")
-    sub = resource(tf, "google_pubsub_subscription_iam_member", "agent_acks_source")
-    assert pub["role"] == "roles/pubsub.publisher" and sub["role"] == "roles/pubsub.subscriber"
-    assert "gcp-sa-pubsub" in tf["locals"]["pubsub_service_agent"]
+    publish = resource(tf, "google_pubsub_topic_iam_member", "agent_publishes_dead_letters")
+    ack = resource(tf, "google_pubsub_subscription_iam_member", "agent_acks_source")
+    assert publish["role"] == "roles/pubsub.publisher" and "topic.dead_letter" in publish["topic"]
+    assert ack["role"] == "roles/pubsub.subscriber" and "subscription.enqueue_push" in ack["subscription"]
+    assert publish["member"] == ack["member"] == "${local.pubsub_service_agent}"
+    agent = tf["locals"]["pubsub_service_agent"]
+    assert re.fullmatch(r"serviceAccount:service-\$\{data\.google_project\.this\.number\}@gcp-sa-pubsub\.iam\.gserviceaccount\.com", agent)
+
+
+# ---------------------------------------------------------------- access --
 
 
 def test_only_the_webhook_is_public(tf):
     public = []
-    for rtype, named in tf["resource"].items():
-        if not rtype.endswith(("_iam_member", "_iam_binding", "_iam_policy")):
-            continue
-        for name, body in named.items():
-            members = str(body.get("member", "")) + str(body.get("members", ""))
-            if "allUsers" in members or "allAuthenticatedUsers" in members:
-                public.append((rtype, name, body.get("service", "")))
-    assert len(public) == 1, public
-    assert 'fn["webhook"]' in public[0][2]
+    for rtype, name, body in iam_grants(tf):
+        who = str(body.get("member", "")) + str(body.get("members", "")) + str(body.get("policy_data", ""))
+        if "allUsers" in who or "allAuthenticatedUsers" in who:
+            public.append((rtype, name, body))
+    assert len(public) == 1, [(t, n) for t, n, _ in public]
+    rtype, _, body = public[0]
+    assert rtype == "google_cloud_run_service_iam_member"
+    assert body["service"] == '${google_cloudfunctions2_function.fn["webhook"].name}'
+    assert body["role"] == "roles/run.invoker"
 
 
 def test_enqueue_and_timeout_are_invoked_only_by_their_callers(tf):
-    enqueue = resource(tf, "google_cloud_run_service_iam_member", "pubsub_invokes_enqueue")
-    timeout = resource(tf, "google_cloud_run_service_iam_member", "tasks_invoke_timeout")
-    assert 'fn["enqueue"]' in enqueue["service"] and "pubsub_push" in enqueue["member"]
-    assert 'fn["timeout"]' in timeout["service"] and "tasks_invoker" in timeout["member"]
+    invokers = {
+        body["service"]: body["member"]
+        for rtype, _, body in iam_grants(tf)
+        if rtype == "google_cloud_run_service_iam_member" and body["role"] == "roles/run.invoker"
+    }
+    assert invokers['${google_cloudfunctions2_function.fn["enqueue"].name}'] == (
+        "serviceAccount:${google_service_account.pubsub_push.email}"
+    )
+    assert invokers['${google_cloudfunctions2_function.fn["timeout"].name}'] == (
+        "serviceAccount:${google_service_account.tasks_invoker.email}"
+    )
+    assert len(invokers) == 3  # and the public webhook, nothing else
+    ingress = resource(tf, "google_cloudfunctions2_function", "fn")["service_config"]["ingress_settings"]
+    assert ingress == '${each.key == "webhook" ? "ALLOW_ALL" : "ALLOW_INTERNAL_ONLY"}'
+
+
+def test_the_tasks_identity_is_usable_by_the_functions_that_create_tasks(tf):
+    act_as = resource(tf, "google_service_account_iam_member", "function_acts_as_tasks_invoker")
+    assert act_as["role"] == "roles/iam.serviceAccountUser"
+    assert act_as["service_account_id"] == "${google_service_account.tasks_invoker.name}"
+    assert act_as["for_each"] == "${local.functions}"
+    enqueuer = resource(tf, "google_cloud_tasks_queue_iam_member", "function_enqueuer")
+    assert enqueuer["role"] == "roles/cloudtasks.enqueuer"
+    # Granted on the queues, for every function.
+    assert "google_cloud_tasks_queue.ack_timeouts" in enqueuer["name"]
+    assert "local.functions" in enqueuer["for_each"] and "var.tasks_queue_count" in enqueuer["for_each"]
+
+
+def test_no_basic_roles_and_every_role_is_explained_in_a_comment(tf, tf_text):
+    roles = {body["role"] for _, _, body in iam_grants(tf)}
+    assert roles, "no IAM grants found"
+    assert not roles & BASIC_ROLES
+    comments = "\n".join(
+        line for text in tf_text.values() for line in text.splitlines() if line.lstrip().startswith("#")
+    )
+    unexplained = {role for role in roles if role not in comments}
+    assert not unexplained, f"roles granted without a comment naming them: {unexplained}"
+
+
+def test_every_caller_has_its_own_service_account(tf):
     fn = resource(tf, "google_cloudfunctions2_function", "fn")
-    ingress = block(fn, "service_config")["ingress_settings"]
-    assert "ALLOW_INTERNAL_ONLY" in ingress and '"webhook"' in ingress
+    assert fn["service_config"]["service_account_email"] == "${google_service_account.function[each.key].email}"
+    assert resource(tf, "google_service_account", "function")["for_each"] == "${local.functions}"
+    for name in ("pubsub_push", "tasks_invoker", "build", "dataproc"):
+        resource(tf, "google_service_account", name)
+    assert fn["build_config"]["service_account"] == "${google_service_account.build.id}"
 
 
-def test_secrets_are_never_plain_environment_variables(tf):
+def test_service_account_ids_fit_with_the_longest_prefix(tf):
+    """Account ids are 6..30 characters; name_prefix's validation must keep
+    every id within that."""
+    validation = tf["variable"]["name_prefix"]["validation"]["condition"]
+    pattern = re.search(r'regex\("(.+?)",', validation).group(1).replace("\\\\", "\\")
+    longest_prefix = next(
+        "a" * n for n in range(40, 0, -1) if re.fullmatch(pattern, "a" * n)
+    )
+    longest_function = max(FUNCTIONS, key=len)
+    for name, body in tf["resource"]["google_service_account"].items():
+        account_id = body["account_id"].replace("${var.name_prefix}", longest_prefix)
+        account_id = account_id.replace("${each.key}", longest_function)
+        assert "${" not in account_id, account_id
+        assert 6 <= len(account_id) <= 30, f"{name}: {account_id} ({len(account_id)} characters)"
+
+
+# --------------------------------------------------------------- secrets --
+
+
+def test_secrets_are_never_plain_environment_variables(tf, tf_text):
     env = tf["locals"]["function_env"]
     assert not set(env) & SECRET_ENV_VARS
-    assert set(tf["locals"]["secrets"]) == set(SECRET_ENV_VARS)
+    assert not any("secret" in str(value).lower() for value in env.values())
+    assert set(tf["locals"]["secrets"]) == SECRET_ENV_VARS
     per_function = tf["locals"]["function_secrets"]
-    assert set(per_function["webhook"]) == set(SECRET_ENV_VARS)
-    assert all(set(names) <= SECRET_ENV_VARS for names in per_function.values())
-    config = block(resource(tf, "google_cloudfunctions2_function", "fn"), "service_config")
-    dynamic = block(config, "dynamic")["secret_environment_variables"]
-    assert "local.function_secrets" in dynamic["for_each"]
-    # No secret value anywhere in the Terraform: no secret version resource.
+    assert set(per_function) == FUNCTIONS
+    assert set(as_list(per_function["webhook"])) == SECRET_ENV_VARS
+    assert all(set(as_list(names)) <= SECRET_ENV_VARS for names in per_function.values())
+    config = resource(tf, "google_cloudfunctions2_function", "fn")["service_config"]
+    mounted = config["dynamic"]["secret_environment_variables"]
+    assert mounted["for_each"] == "${toset(local.function_secrets[each.key])}"
+    assert mounted["content"]["key"] == "${secret_environment_variables.value}"
+    assert "google_secret_manager_secret.platform" in mounted["content"]["secret"]
+    # No secret value anywhere in the Terraform, nor in its state.
     assert "google_secret_manager_secret_version" not in tf["resource"]
+    assert not any(re.search(r"\bsecret_data\b", text) for text in tf_text.values())
+
+
+def test_each_function_reads_only_its_own_secrets(tf):
+    grants = resource(tf, "google_secret_manager_secret_iam_member", "function_reads")
+    assert grants["role"] == "roles/secretmanager.secretAccessor"
+    assert grants["for_each"] == "${local.secret_grants}"
+    assert "function[each.value.fn]" in grants["member"]
+    assert "platform[each.value.env]" in grants["secret_id"]
+
+
+# ----------------------------------------------------- config and code --
 
 
 def test_every_setting_the_code_reads_is_set_and_nothing_else(tf):
-    env = set(tf["locals"]["function_env"])
-    wanted = set(ENV_VARS) - LOCAL_ONLY_ENV_VARS - SECRET_ENV_VARS
-    assert wanted - env == set(), "read by the code, not set by Terraform"
-    assert env - wanted - PLATFORM_ENV_VARS == set(), "set by Terraform, read by nobody"
+    plain = set(tf["locals"]["function_env"])
+    secret = set().union(*(as_list(names) for names in tf["locals"]["function_secrets"].values()))
+    wanted = set(ENV_VARS) - LOCAL_ONLY_ENV_VARS
+    assert wanted - plain - secret == set(), "read by the code, not set by Terraform"
+    assert plain - wanted - PLATFORM_ENV_VARS == set(), "set by Terraform, read by nobody"
+    assert not LOCAL_ONLY_ENV_VARS & (plain | secret), "local-only settings must stay unset in the cloud"
     fn = resource(tf, "google_cloudfunctions2_function", "fn")
-    assert "local.function_env" in block(fn, "service_config")["environment_variables"]
+    assert fn["service_config"]["environment_variables"] == "${local.function_env}"
+
+
+def test_threads_match_the_instance_concurrency(tf):
+    env = tf["locals"]["function_env"]
+    config = resource(tf, "google_cloudfunctions2_function", "fn")["service_config"]
+    assert env["THREADS"] == "${tostring(var.function_threads)}"
+    assert config["max_instance_request_concurrency"] == "${var.function_threads}"
+    assert config["min_instance_count"] == "${var.min_instances[each.key]}"
+    assert config["max_instance_count"] == "${var.max_instances[each.key]}"
 
 
 def test_every_entry_point_exists_in_functions_main(tf):
     tree = ast.parse((ROOT / "functions" / "main.py").read_text())
-    defined = {n.name for n in tree.body if isinstance(n, ast.FunctionDef)}
-    functions = hcl_set(tf["locals"]["functions"])
-    assert functions == {"enqueue", "webhook", "timeout"}
-    assert functions <= defined
+    defined = {node.name for node in tree.body if isinstance(node, ast.FunctionDef)}
+    functions = members(tf["locals"]["functions"])
+    assert functions == FUNCTIONS
+    assert functions <= defined, f"entry points missing from functions/main.py: {functions - defined}"
     fn = resource(tf, "google_cloudfunctions2_function", "fn")
-    build = block(fn, "build_config")
-    assert build["entry_point"] == "${each.key}" and build["runtime"] == "python311"
-    assert "local.functions" in fn["for_each"]
+    assert fn["for_each"] == "${local.functions}"
+    assert fn["build_config"]["entry_point"] == "${each.key}"
+    assert fn["build_config"]["runtime"] == "python311"
+    source = fn["build_config"]["source"]["storage_source"]
+    assert source["object"] == "${google_storage_bucket_object.source.name}"
+    # The archive's object name carries its hash: a new build redeploys.
+    obj = resource(tf, "google_storage_bucket_object", "source")
+    assert "filesha256(local.source_archive)" in obj["name"]
 
 
-def test_timeout_url_and_queues_match_what_the_code_expects(tf):
-    assert "${var.name_prefix}-timeout-" in tf["locals"]["timeout_url"]
-    assert ".run.app" in tf["locals"]["timeout_url"]
+def test_timeout_url_is_deterministic_and_creates_no_cycle(tf):
+    url = tf["locals"]["timeout_url"]
+    service = resource(tf, "google_cloudfunctions2_function", "fn")["name"].replace("${each.key}", "timeout")
+    assert url == f"https://{service}-${{data.google_project.this.number}}.${{var.region}}.run.app"
+    env = tf["locals"]["function_env"]
+    assert env["TIMEOUT_URL"] == "${local.timeout_url}"
+    # The functions' own settings may not refer to the functions: a cycle.
+    assert not any("google_cloudfunctions2_function" in str(value) for value in env.values())
+
+
+def test_queues_match_what_the_code_expects(tf):
     queue = resource(tf, "google_cloud_tasks_queue", "ack_timeouts")
+    env = tf["locals"]["function_env"]
+    assert queue["count"] == "${var.tasks_queue_count}"
     assert queue["name"] == "${local.tasks_queue_prefix}-${count.index}"
-    assert "var.tasks_queue_count" in str(queue["count"])
-    assert tf["locals"]["function_env"]["TASKS_QUEUE_COUNT"] == "${tostring(var.tasks_queue_count)}"
-    assert block(queue, "rate_limits")["max_dispatches_per_second"] == 500
+    assert env["TASKS_QUEUE_PREFIX"] == "${local.tasks_queue_prefix}"
+    assert env["TASKS_QUEUE_COUNT"] == "${tostring(var.tasks_queue_count)}"
+    assert env["TASKS_LOCATION"] == queue["location"] == "${var.region}"
+    assert env["TASKS_SERVICE_ACCOUNT"] == "${google_service_account.tasks_invoker.email}"
+    assert queue["rate_limits"]["max_dispatches_per_second"] <= 500
+    assert queue["retry_config"]["max_attempts"] >= 1
 
 
 def test_ttl_covers_every_collection_the_store_writes(tf):
+    constants = store_constants()
+    collections = {constants[name] for name in ("ROOMS", "SENDS", "REJECTED", "DEAD_LETTERS")}
     ttl = resource(tf, "google_firestore_field", "ttl")
-    assert hcl_set(ttl["for_each"]) == {ROOMS, SENDS, REJECTED, DEAD_LETTERS}
+    assert members(ttl["for_each"]) == collections
     assert ttl["field"] == "expire_at"
     assert "ttl_config" in ttl
+    assert tf["locals"]["function_env"]["RETENTION_HOURS"] == "${tostring(var.retention_hours)}"
 
 
-def test_security_rules_deny_every_client(tf):
+def test_firestore_is_native_and_rules_deny_every_client(tf):
+    db = resource(tf, "google_firestore_database", "main")
+    assert db["type"] == "FIRESTORE_NATIVE"
+    assert tf["locals"]["function_env"]["FIRESTORE_DATABASE"] == "${google_firestore_database.main.name}"
     ruleset = resource(tf, "google_firebaserules_ruleset", "deny_all")
-    content = block(block(ruleset, "source"), "files")["content"]
-    assert "allow read, write: if false" in content
-    assert "if true" not in content
+    content = ruleset["source"]["files"]["content"]
+    assert re.search(r"match /\{document=\*\*\}\s*\{\s*allow read, write: if false;\s*\}", content)
+    assert "if true" not in content and content.count("allow") == 1
     release = resource(tf, "google_firebaserules_release", "firestore")
     assert release["name"] == "cloud.firestore"
+    # The API wants the ruleset's full resource name, not its bare id.
+    assert release["ruleset_name"] == "projects/${var.project_id}/rulesets/${google_firebaserules_ruleset.deny_all.name}"
 
 
 def test_the_sink_routes_only_delivery_events(tf):
     sink = resource(tf, "google_logging_project_sink", "delivery_events")
-    assert f'jsonPayload.log_type=\\"{LOG_TYPE}\\"' in sink["filter"] or f'jsonPayload.log_type="{LOG_TYPE}"' in sink["filter"]
+    assert re.search(rf'jsonPayload\.log_type\s*=\s*\\?"{re.escape(LOG_TYPE)}\\?"', sink["filter"])
+    assert METRICS_LOG_TYPE not in sink["filter"] and " OR " not in sink["filter"]
+    assert 'bucket["delivery-log"]' in sink["destination"]
     assert sink["unique_writer_identity"] is True
     grant = resource(tf, "google_storage_bucket_iam_member", "sink_writes_log")
-    assert grant["role"] == "roles/storage.objectCreator" and "writer_identity" in grant["member"]
+    assert grant["role"] == "roles/storage.objectCreator"
+    assert grant["member"] == "${google_logging_project_sink.delivery_events.writer_identity}"
 
 
-def test_variables_are_typed_and_described(tf):
+def test_buckets_are_private_and_versioned(tf):
+    bucket = resource(tf, "google_storage_bucket", "bucket")
+    assert members(str(list(tf["locals"]["bucket_expiry_days"]))) >= {"source", "delivery-log", "analytics"}
+    assert bucket["uniform_bucket_level_access"] is True
+    assert bucket["public_access_prevention"] == "enforced"
+    assert bucket["versioning"]["enabled"] is True
+    # Noncurrent versions expire, or a versioned bucket keeps every object forever.
+    states = [rule["condition"].get("with_state") for rule in blocks(bucket, "lifecycle_rule")]
+    assert "ARCHIVED" in states
+
+
+# ------------------------------------------------- variables and layout --
+
+
+def test_variables_are_typed_and_described_and_outputs_described(tf):
     assert tf["variable"]
     for name, body in tf["variable"].items():
         assert body.get("type"), f"variable {name} has no type"
         assert body.get("description"), f"variable {name} has no description"
     for name, body in tf["output"].items():
         assert body.get("description"), f"output {name} has no description"
+    for wanted in ("webhook_url", "topic", "delivery_log_bucket", "analytics_bucket", "source_bucket"):
+        assert wanted in tf["output"], f"missing output {wanted}"
+
+
+def test_every_variable_is_used_and_every_used_variable_declared(tf_text):
+    text = "\n".join(tf_text.values())
+    declared = set(re.findall(r'^variable "([^"]+)"', text, re.M))
+    used = set(re.findall(r"\bvar\.([a-z0-9_]+)", text))
+    assert used - declared == set(), "used but not declared"
+    assert declared - used == set(), "declared but never used"
 
 
 def test_provider_versions_are_bounded(tf):
-    required = block(tf["terraform"][0], "required_providers")
-    google = required["google"]
-    assert ">=" in google["version"] and "<" in google["version"].replace(">=", "")
+    google = tf["terraform"][0]["required_providers"]["google"]
+    assert google["source"] == "hashicorp/google"
+    assert re.fullmatch(r">= [0-9.]+, < [0-9.]+", google["version"])
+    assert re.fullmatch(r">= [0-9.]+, < [0-9.]+", tf["terraform"][0]["required_version"])
+
+
+def test_layout_follows_terraform_google_modules():
+    names = {path.name for path in INFRA.glob("*.tf")}
+    assert {"versions.tf", "variables.tf", "outputs.tf", "main.tf"} <= names
+    assert list((INFRA / "examples").glob("*.tfvars*")), "no example tfvars"
+    example = next((INFRA / "examples").glob("*.tfvars*")).read_text()
+    declared = set(re.findall(r'^variable "([^"]+)"', (INFRA / "variables.tf").read_text(), re.M))
+    assigned = set(re.findall(r"^([a-z0-9_]+)\s*=", example, re.M))
+    assert assigned <= declared, f"example sets unknown variables: {assigned - declared}"
+
+
+def test_every_checkov_skip_gives_a_reason(tf_text):
+    skips = [(name, line) for name, text in tf_text.items() for line in text.splitlines() if "checkov:skip" in line]
+    assert skips, "expected the documented skips (e.g. the public webhook)"
+    for name, line in skips:
+        assert re.search(r"checkov:skip=CKV2?_[A-Z]+_\d+:\S.{10,}", line), f"{name}: skip without a reason: {line.strip()}"
+
+
+# ------------------------------------------------------------- package --
+
+
+def load_package_tool():
+    spec = importlib.util.spec_from_file_location("package", ROOT / "tools" / "package.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def fake_repo(root: Path, room_source: str) -> Path:
+    (root / "functions").mkdir(parents=True)
+    (root / "functions" / "main.py").write_text("def enqueue(request): ...\n")
+    (root / "requirements.txt").write_text("functions-framework==3.10.2\n")
+    (root / "shared" / "providers").mkdir(parents=True)
+    (root / "shared" / "__init__.py").write_text("")
+    (root / "shared" / "room.py").write_text(room_source)
+    (root / "shared" / "providers" / "__init__.py").write_text("")
+    (root / "shared" / "__pycache__").mkdir()
+    (root / "shared" / "__pycache__" / "room.cpython-311.pyc").write_bytes(b"\0compiled")
+    return root
 
 
 def test_package_is_reproducible_and_holds_what_is_deployed(tmp_path):
-    import importlib.util
-    import zipfile
-
-    spec = importlib.util.spec_from_file_location("package", ROOT / "tools" / "package.py")
-    package = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(package)
+    package = load_package_tool()
     first = package.build(tmp_path / "a.zip")
     second = package.build(tmp_path / "b.zip")
     assert first == second
-    names = zipfile.ZipFile(tmp_path / "a.zip").namelist()
+    assert (tmp_path / "a.zip").read_bytes() == (tmp_path / "b.zip").read_bytes()
+    with zipfile.ZipFile(tmp_path / "a.zip") as archive:
+        infos = archive.infolist()
+    names = [info.filename for info in infos]
     assert names == sorted(names)
-    assert {"main.py", "requirements.txt", "shared/room.py", "shared/providers/whatsapp.py"} <= set(names)
-    assert not any("__pycache__" in n or n.startswith(("tools/", "tests/")) for n in names)
+    assert {"main.py", "requirements.txt", "shared/__init__.py", "shared/config.py", "shared/room.py"} <= set(names)
+    assert not any("__pycache__" in n or n.endswith(".pyc") or n.startswith(("tools/", "tests/", "functions/")) for n in names)
+    assert {info.date_time for info in infos} == {(1980, 1, 1, 0, 0, 0)}
+    assert (tmp_path / "a.zip").read_bytes() != b"" and not (tmp_path / "a.zip.partial").exists()
+
+
+def test_package_hash_follows_the_sources_not_the_clock(tmp_path):
+    package = load_package_tool()
+    repo = fake_repo(tmp_path / "repo", "STATE = 1\n")
+    first = package.build(tmp_path / "1.zip", root=repo)
+    (repo / "shared" / "room.py").touch()  # new mtime, same bytes
+    assert package.build(tmp_path / "2.zip", root=repo) == first
+    (repo / "shared" / "room.py").write_text("STATE = 2\n")
+    assert package.build(tmp_path / "3.zip", root=repo) != first
+    with zipfile.ZipFile(tmp_path / "3.zip") as archive:
+        assert archive.namelist() == [
+            "main.py", "requirements.txt", "shared/__init__.py", "shared/providers/__init__.py", "shared/room.py",
+        ]
