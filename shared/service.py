@@ -24,7 +24,7 @@ from shared.config import Settings
 from shared.events import METRICS_LOG_TYPE, DeliveryEvent, EventLog, EventType, JsonLineWriter, utc_iso
 from shared.providers import Sender
 from shared.providers.whatsapp import handshake_challenge, parse_statuses, signature_valid
-from shared.push import Rejected, parse_push
+from shared.push import ROOM_ID, Rejected, parse_push
 from shared.room import (
     Decision,
     Effect,
@@ -120,6 +120,8 @@ class Baton:
         for st in statuses:
             try:
                 room_id, seq, attempt, sent_at_us = parse_delivery_id(st.callback_data or "")
+                if not ROOM_ID.match(room_id):
+                    raise ValueError(room_id)
             except ValueError:
                 self.events.emit(DeliveryEvent(EventType.STATUS_UNKNOWN, utc_iso(arrived), "webhook", None,
                                                provider="whatsapp", provider_message_id=st.provider_message_id,

@@ -79,7 +79,7 @@ def test_webhook_body_of_the_wrong_shape_is_a_400(stack):
 
 
 def test_status_for_an_unknown_delivery_is_acknowledged_and_logged(stack, room_id):
-    for callback in ("garbage", f"4.1.1700000000000.{room_id}"):
+    for callback in ("garbage", "1.1.1700000000000.not/a/room", f"4.1.1700000000000.{room_id}"):
         body = status_body(callback)
         r = requests.post(stack.url("webhook"), data=body, headers={"X-Hub-Signature-256": sign(body, SECRET)}, timeout=5)
         assert r.status_code == 200
