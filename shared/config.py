@@ -26,11 +26,16 @@ ENV_VARS: dict[str, tuple[str, str]] = {
     "TASKS_QUEUE_COUNT": ("1", "number of ack-timeout queues, rooms spread over them by hash (500 dispatches/s each)"),
     "TIMEOUT_URL": ("http://127.0.0.1:8082/", "URL of the `timeout` function that Cloud Tasks calls"),
     "TASKS_SERVICE_ACCOUNT": ("", "service account whose OIDC token Cloud Tasks attaches; empty locally"),
-    "ACK_TIMEOUT_MS": ("3000", "ms after a send with no ack before the message counts as timed out"),
+    "ACK_TIMEOUT_MS": ("3000", "ms a sent message holds its room after its send call returned, unless acked or failed first"),
+    "SEND_TIMEOUT_MS": ("2000", "ms one send call may take in all (in-call reconnects included); below ACK_TIMEOUT_MS"),
+    "SEND_START_DEADLINE_MS": ("2000", "ms after the room's decision by which a send call must have started; later it is not made"),
     "MAX_SEND_ATTEMPTS": ("5", "send attempts of one message before it is dead-lettered"),
     "SEND_RETRY_BASE_MS": ("1000", "ms before the first resend after a transient platform error; x4 per attempt"),
-    "DEDUP_WINDOW": ("1000", "message ids remembered per room for de-duplication"),
-    "MAX_PENDING_BYTES": ("600000", "bytes of queued messages per room before enqueue pushes back (503)"),
+    "DEDUP_RETENTION": ("1000", "ended message ids remembered per room for de-duplication, besides every message it holds"),
+    "MAX_QUEUED_MESSAGES": ("1000", "messages a room may hold before enqueue pushes back (503)"),
+    "MAX_ROOM_BYTES": ("900000", "Firestore storage size (bytes) of a room document before enqueue pushes back; limit 1 MiB"),
+    "WATCHDOG_GRACE_MS": ("60000", "ms a room's wake-up may be overdue before the watchdog sweep re-drives it"),
+    "SWEEP_BATCH_SIZE": ("500", "overdue rooms one watchdog sweep re-drives at most"),
     "RETENTION_HOURS": ("48", "hours after its last change that a document's TTL field points to"),
     "WHATSAPP_API_BASE": ("http://127.0.0.1:8090", "base URL of the WhatsApp Cloud API (https://graph.facebook.com)"),
     "WHATSAPP_API_VERSION": ("v21.0", "Graph API version in the send path"),
@@ -38,7 +43,6 @@ ENV_VARS: dict[str, tuple[str, str]] = {
     "WHATSAPP_ACCESS_TOKEN": ("local-access-token", "secret: bearer token for the send call"),
     "WHATSAPP_APP_SECRET": ("local-app-secret", "secret: HMAC-SHA256 key of X-Hub-Signature-256"),
     "WHATSAPP_VERIFY_TOKEN": ("local-verify-token", "secret: token of the GET hub.verify_token handshake"),
-    "SEND_TIMEOUT_MS": ("2000", "ms the HTTP send call to the platform may take; below ACK_TIMEOUT_MS"),
     "EVENT_LOG_PATH": ("", "file the delivery event lines are appended to as well as stdout; empty: stdout only"),
     "METRICS_LOG_PATH": ("", "file the per-invocation operation counts are appended to (benchmarks); empty: not written"),
     "PUBSUB_TOPIC": ("baton-outbound", "topic producers publish outbound messages to"),
@@ -67,10 +71,15 @@ class Settings:
     timeout_url: str
     tasks_service_account: str
     ack_timeout_ms: int
+    send_timeout_ms: int
+    send_start_deadline_ms: int
     max_send_attempts: int
     send_retry_base_ms: int
-    dedup_window: int
-    max_pending_bytes: int
+    dedup_retention: int
+    max_queued_messages: int
+    max_room_bytes: int
+    watchdog_grace_ms: int
+    sweep_batch_size: int
     retention_hours: int
     whatsapp_api_base: str
     whatsapp_api_version: str
@@ -78,7 +87,6 @@ class Settings:
     whatsapp_access_token: str
     whatsapp_app_secret: str
     whatsapp_verify_token: str
-    send_timeout_ms: int
     event_log_path: str
     metrics_log_path: str
     pubsub_topic: str
@@ -96,7 +104,8 @@ def load() -> Settings:
 
     Raises:
         ValueError: a numeric setting is not a whole number, or is below 1;
-            SEND_TIMEOUT_MS is not below ACK_TIMEOUT_MS.
+            SEND_TIMEOUT_MS is not below ACK_TIMEOUT_MS; MAX_ROOM_BYTES is over
+            1 MiB.
     """
     values: dict[str, object] = {}
     for f in fields(Settings):
@@ -114,7 +123,8 @@ def load() -> Settings:
             values[f.name] = raw
     settings = Settings(**values)  # type: ignore[arg-type]
     if settings.send_timeout_ms >= settings.ack_timeout_ms:
-        # A send still under way when its ack timeout fires could land after
-        # the next message's send: the order would break.
+        # The send call's own budget must leave the ack window meaningful.
         raise ValueError("SEND_TIMEOUT_MS must be below ACK_TIMEOUT_MS")
+    if settings.max_room_bytes > 1_048_576:
+        raise ValueError("MAX_ROOM_BYTES must not exceed Firestore's 1 MiB document limit (1048576)")
     return settings

@@ -53,11 +53,22 @@ class EventType(StrEnum):
     DEAD_LETTERED = "dead_lettered"  # terminal: baton gave up (reason says why)
     STATUS_IGNORED = "status_ignored"  # a status changing nothing: late, duplicate, `sent`
     STATUS_UNKNOWN = "status_unknown"  # a status for a delivery baton does not know
-    TIMEOUT_IGNORED = "timeout_ignored"  # a timeout task for an attempt no longer in flight
+    TIMEOUT_IGNORED = "timeout_ignored"  # a timer task for an attempt no longer in flight, or superseded
+    SEND_UNKNOWN = "send_unknown"  # a send call whose outcome is unknown: counts as possibly sent
+    TIMER_REARMED = "timer_rearmed"  # a timer came before the room's deadline: armed again for the rest
+    TIMER_ARM_FAILED = "timer_arm_failed"  # Cloud Tasks refused a timer; the request answers 5xx, the watchdog backs it up
+    RESENT = "resent"  # the in-flight message is sent again as a new attempt (reason says why)
+    BACKPRESSURE = "backpressure"  # a push refused (503) because its room is full; it is awaited in its place
+    PARKED = "parked"  # a message put at its place in its room, blocking it until an operator acts
+    BLOCKED = "blocked"  # the room's head is parked: nothing is sent until an operator redrives or skips it
+    REDRIVEN = "redriven"  # an operator released a parked message: it is sent in its turn
+    SKIPPED = "skipped"  # terminal: an operator ended the message unsent (or unacked)
+    WATCHDOG_RESCUED = "watchdog_rescued"  # the sweep found the room's wake-up overdue and re-drove it
+    OPERATOR_IGNORED = "operator_ignored"  # an operator action that changes nothing (already done, wrong seq)
 
 
 TERMINAL_EVENTS = frozenset(
-    {EventType.ACKED, EventType.FAILED, EventType.TIMED_OUT, EventType.DEAD_LETTERED}
+    {EventType.ACKED, EventType.FAILED, EventType.TIMED_OUT, EventType.DEAD_LETTERED, EventType.SKIPPED}
 )
 
 _SEVERITY = {
@@ -66,6 +77,13 @@ _SEVERITY = {
     EventType.FAILED: "WARNING",
     EventType.DEAD_LETTERED: "ERROR",
     EventType.STATUS_UNKNOWN: "WARNING",
+    EventType.SEND_UNKNOWN: "WARNING",
+    EventType.TIMER_ARM_FAILED: "ERROR",
+    EventType.BACKPRESSURE: "WARNING",
+    EventType.PARKED: "ERROR",
+    EventType.BLOCKED: "ERROR",
+    EventType.WATCHDOG_RESCUED: "WARNING",
+    EventType.SKIPPED: "WARNING",
 }
 
 
@@ -87,6 +105,7 @@ class DeliveryEvent:
       `acked`, and on `status_ignored` with reason `late_ack`).
     - `trigger_to_send_ms`: arrival of the request that freed the room to this
       send call (on `sent`): the head-of-line hand-over delay.
+    - `actor`: who did an operator action (`redriven`, `skipped`), else null.
     """
 
     event: EventType
@@ -108,6 +127,7 @@ class DeliveryEvent:
     publish_to_send_ms: float | None = None
     send_to_ack_ms: float | None = None
     trigger_to_send_ms: float | None = None
+    actor: str | None = None
 
     def to_record(self) -> dict[str, Any]:
         """The JSON object written for this event (see the module docstring)."""
@@ -152,6 +172,7 @@ EVENT_FIELDS: dict[str, str] = {
     "publish_to_send_ms": "number",
     "send_to_ack_ms": "number",
     "trigger_to_send_ms": "number",
+    "actor": "string",
 }
 
 

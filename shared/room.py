@@ -1,127 +1,244 @@
-"""The pure state machine of one room: `decide(state, event, policy) -> Decision`.
+"""The rulebook of one room: `decide(state, event, policy, component) -> Decision`.
 
 No I/O happens here. The store adapter (shared/store.py) reads a room's state,
 calls `decide`, and commits the new state with a conditional write (an
 optimistic transaction); only after the commit does the service run the
-effects (arm a timer, send a message, log events). The read-decide-write loop
-may run several times, so effects are data until then.
+effects (arm a timer, send a message) and log the events. The
+read-decide-write loop may run several times, so effects are data until then.
 
-The baton: a room has at most one message in flight (sent or being sent, not
-yet ended). Its queue (`pending`) holds the later messages in publish order.
-A message ends exactly once, as one of: acked, failed, timed out, dead-lettered.
-When the in-flight message ends, the head of the queue starts at once, in the
-same transaction: there is no moment where the room is idle while it holds a
-sendable message (no lost wake-up).
+The baton: a room has at most one message in flight. Its queue (`pending`)
+holds the later messages in the order they entered the room. A message ends
+exactly once: acked, failed, timed out, dead-lettered or skipped. When the
+in-flight message ends, the head of the queue starts in the same transaction,
+so a room never idles while it holds a sendable message (no lost wake-up).
 
-Fencing: each send of a message is an attempt (1, 2, ...). A timer carries the
-(seq, attempt) it was made for and applies only while exactly that attempt is
-in flight; a status names the attempt through its delivery id.
+An attempt (one send of one message) goes through these phases:
 
-Times are epoch microseconds (`*_us`) inside the state and events.
+    SENDING --send returned: accepted--> SENT    --deadline, no ack--> timed out
+            --send returned: unknown---> UNKNOWN --deadline, no ack--> resent
+            --send returned: refused---> BACKOFF --retry due---------> resent
+            --no outcome recorded by the send window's end-----------> resent
+
+A delivered/read status for any attempt of the in-flight message acks it, in
+any phase. The ack deadline of SENT and UNKNOWN is measured from when the send
+call *returned*, so a message is held at least `ack_timeout_ms` after the
+platform could have had it. A send call may only start within
+`send_start_deadline_ms` of its decision and lasts at most `send_timeout_ms`,
+so an attempt whose outcome was never recorded (a crash) is past any possible
+send at `started + start deadline + send timeout`, and is held `ack_timeout_ms`
+beyond that before it is resent.
+
+Wake-ups: every waiting attempt has `due_at_us`, the time its timer task is
+due, stored as the room's top-level `wake_at_us`. A timer that comes before
+the room's deadline arms a new one for the rest; the watchdog sweep re-drives
+rooms whose wake-up is overdue (a timer that could not be armed, or was lost).
+
+Fencing: a timer or status names (incarnation, seq, attempt). The attempt is
+the fencing token of a send; the incarnation (the room document's creation
+time, epoch us) tells an old room from a new one with the same id after TTL
+deleted the first.
+
+Parking: a push refused under back-pressure is remembered (`awaiting`) at its
+place. Pub/Sub delivers a room's messages one at a time in order, so when a
+later message of the room arrives, the awaited one has been dead-lettered: it
+gets a placeholder at its place in the queue, and its copy from the dead-letter
+topic fills it (`Park`). A parked message at the head blocks the room (visibly,
+`blocked_reason`) until an operator redrives it or skips it.
+
+Times are epoch microseconds (`*_us`) inside the state and events; policy
+durations are milliseconds (`*_ms`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+from shared import docsize
 from shared.events import DeliveryEvent, EventType, utc_iso
 
 if TYPE_CHECKING:
     from shared.config import Settings
 
+ROOMS = "rooms"
+
 
 class Phase(StrEnum):
     """Where the in-flight attempt stands."""
 
-    SENDING = "sending"  # the send was decided; it is under way or done
-    BACKOFF = "backoff"  # the send failed transiently; a retry timer is set
+    SENDING = "sending"  # decided; the send call may be under way; no outcome recorded
+    SENT = "sent"  # the platform accepted the send; held until an ack or the ack deadline
+    UNKNOWN = "unknown"  # the send's outcome is unknown: possibly sent; held like SENT, then resent
+    BACKOFF = "backoff"  # provably not sent; waiting for the retry
 
 
-class TimerKind(StrEnum):
-    """Why a Cloud Tasks timer was set."""
+class SendOutcome(StrEnum):
+    """What a send call's caller knows when it returns (mirrors shared.providers)."""
 
-    ACK_TIMEOUT = "ack_timeout"  # no ack within ACK_TIMEOUT_MS: the message counts as sent
-    RETRY = "retry"  # resend after a transient send failure
+    ACCEPTED = "accepted"
+    REFUSED = "refused"
+    UNKNOWN = "unknown"
 
 
-class Receipt(StrEnum):
-    """What the store knows about a send attempt when its ack timeout fires."""
+class Trigger(StrEnum):
+    """What freed the room to send (the `trigger` of `sent` events)."""
 
-    CONFIRMED = "confirmed"  # the platform accepted the send (a receipt was written)
-    MISSING = "missing"  # no receipt: the sender crashed or the receipt write failed
+    ENQUEUE = "enqueue"
+    ACK = "ack"
+    FAILED = "failed"
+    TIMED_OUT = "timed_out"
+    DEAD_LETTERED = "dead_lettered"
+    SKIPPED = "skipped"
+    REDRIVE = "redrive"
+    RETRY = "retry"  # after a refused send's backoff
+    RESEND = "resend"  # after an unknown outcome's deadline
+
+
+class IgnoreReason(StrEnum):
+    """Why an event changed nothing (the `reason` of `*_ignored` events)."""
+
+    DUPLICATE_PUSH = "duplicate_push"
+    SENT_STATUS = "sent_status"
+    UNKNOWN_DELIVERY = "unknown_delivery"
+    STALE_INCARNATION = "stale_incarnation"
+    NOT_IN_FLIGHT = "not_in_flight"
+    LATE_ACK = "late_ack"
+    FAILED_FOR_OLDER_ATTEMPT = "failed_for_older_attempt"
+    UNKNOWN_STATUS = "unknown_status"
+    SUPERSEDED_TIMER = "superseded_timer"
+    STALE_SEND_OUTCOME = "stale_send_outcome"
+    NOT_OVERDUE = "not_overdue"
+    NOT_PARKED = "not_parked"
+    NO_BODY = "no_body_yet"
+    NOT_HELD = "not_held"
 
 
 @dataclass(frozen=True)
 class QueuedMessage:
-    """An accepted message. `text` is the body; it is never logged."""
+    """An accepted message. `text` is the body, never logged; None for a
+    placeholder whose dead-lettered copy has not arrived. `parked` is why the
+    message waits for an operator (None: it is sent in its turn)."""
 
     seq: int
     message_id: str
     provider: str
     recipient: str
-    text: str
+    text: str | None
     published_at_us: int
     enqueued_at_us: int
-
-    @property
-    def size_bytes(self) -> int:
-        """Rough stored size, for the per-room backlog limit."""
-        return len(self.text.encode()) + len(self.message_id) + len(self.recipient) + 64
+    parked: str | None = None
 
 
 @dataclass(frozen=True)
 class InFlight:
-    """The one message of a room that holds the baton.
+    """The one message of a room that holds the baton, as attempt `attempt`.
 
-    `cause` is the idempotency key of the request that started this attempt: a
-    redelivery of that same request finds it here and re-arms the ack timer
-    (the first delivery may have died between its commit and its effects).
+    - `started_at_us`: when the attempt was decided (its send may start within
+      `send_start_deadline_ms` of it).
+    - `due_at_us`: when its timer task is due (the room's wake-up).
+    - `deadline_us`: when the attempt's wait ends (ack deadline for SENT and
+      UNKNOWN, retry time for BACKOFF); None while SENDING.
+    - `idempotency_key`: the request that started this attempt; a redelivery of
+      that request re-arms the timer (its first delivery may have died between
+      the commit and the effects).
     """
 
     message: QueuedMessage
     attempt: int
     started_at_us: int
     phase: Phase
-    cause: str
+    due_at_us: int
+    idempotency_key: str
+    deadline_us: int | None = None
+
+
+@dataclass(frozen=True)
+class Ended:
+    """A message that ended: kept for de-duplication and late statuses."""
+
+    seq: int
+    message_id: str
+    outcome: str
 
 
 @dataclass(frozen=True)
 class RoomState:
     """Everything baton keeps about one room (one Firestore document).
 
+    - `incarnation`: creation time of the document (epoch us); 0 = not stored.
     - `next_seq`: the seq the next accepted message gets (from 1).
-    - `recent_ids`: message ids already accepted, newest last, at most
-      `Policy.dedup_window` of them: the de-duplication window.
-    - `ended`: the outcome of recently ended seqs (newest last, bounded), so a
-      late status can be told apart from a duplicate one.
+    - `ended`: the last `Policy.dedup_retention` ended messages, oldest first.
+    - `awaiting`: (message_id, published_at_us) of pushes refused under
+      back-pressure and not accepted since, in arrival order.
     - `counts`: how many messages ended each way.
     """
 
     room_id: str
+    incarnation: int = 0
     next_seq: int = 1
     in_flight: InFlight | None = None
     pending: tuple[QueuedMessage, ...] = ()
-    recent_ids: tuple[str, ...] = ()
-    ended: tuple[tuple[int, str], ...] = ()
+    ended: tuple[Ended, ...] = ()
+    awaiting: tuple[tuple[str, int], ...] = ()
     counts: dict[str, int] = field(default_factory=dict)
 
     @property
-    def pending_bytes(self) -> int:
-        return sum(m.size_bytes for m in self.pending)
+    def wake_at_us(self) -> int | None:
+        """When the room must be woken (its timer's due time), or None."""
+        return self.in_flight.due_at_us if self.in_flight is not None else None
+
+    @property
+    def blocked_reason(self) -> str | None:
+        """Why the room sends nothing although it holds messages, or None."""
+        if self.in_flight is None and self.pending and self.pending[0].parked:
+            return f"seq {self.pending[0].seq} ({self.pending[0].message_id}) is parked: {self.pending[0].parked}"
+        return None
+
+    @property
+    def holds_messages(self) -> bool:
+        return self.in_flight is not None or bool(self.pending) or bool(self.awaiting)
+
+    def held_ids(self) -> set[str]:
+        ids = {m.message_id for m in self.pending}
+        if self.in_flight is not None:
+            ids.add(self.in_flight.message.message_id)
+        return ids
+
+    def outcome_of(self, seq: int) -> str | None:
+        for e in reversed(self.ended):
+            if e.seq == seq:
+                return e.outcome
+        return None
 
 
 @dataclass(frozen=True)
 class Policy:
-    """The knobs `decide` needs; built from shared.config.Settings. Times in ms."""
+    """The knobs `decide` needs; built from shared.config.Settings. Times in ms.
+
+    - `first_timer_slack_ms`: the first timer of an attempt is due this long
+      after `started + ack_timeout`, so a send that returns within it needs no
+      second timer (the deadline counts from the send's return).
+    - `max_room_bytes`: Firestore storage size of the room document (see
+      shared/docsize.py) above which a new message is refused; the rest up to
+      1 MiB is the reserve for placeholders and markers, which are never refused.
+    """
 
     ack_timeout_ms: int = 3000
+    send_timeout_ms: int = 2000
+    send_start_deadline_ms: int = 2000
+    first_timer_slack_ms: int = 250
     max_send_attempts: int = 5
     send_retry_base_ms: int = 1000
-    dedup_window: int = 1000
-    max_pending_bytes: int = 600_000
-    ended_window: int = 64
+    dedup_retention: int = 1000
+    max_queued_messages: int = 1000
+    max_room_bytes: int = 900_000
+    watchdog_grace_ms: int = 60_000
+
+    @property
+    def send_window_ms(self) -> int:
+        """ms after an attempt's decision by which its send call has surely returned."""
+        return self.send_start_deadline_ms + self.send_timeout_ms
 
 
 # ---------------------------------------------------------------- events in
@@ -139,8 +256,53 @@ class Enqueue:
     at_us: int
 
     @property
-    def key(self) -> str:
+    def idempotency_key(self) -> str:
         return f"push:{self.message_id}"
+
+
+@dataclass(frozen=True)
+class Park:
+    """The dead-letter topic's copy of a message Pub/Sub gave up delivering:
+    put it at its place in the room, parked with `reason`."""
+
+    message_id: str
+    provider: str
+    recipient: str
+    text: str
+    published_at_us: int
+    at_us: int
+    reason: str
+
+    @property
+    def idempotency_key(self) -> str:
+        return f"park:{self.message_id}"
+
+
+@dataclass(frozen=True)
+class SendReturned:
+    """A send call for (seq, attempt) returned at `at_us` with `outcome`.
+
+    `permanent` (for REFUSED): retrying cannot help (e.g. WhatsApp 131026);
+    `rate_limited`: the platform's per-recipient pair rate limit (WhatsApp
+    131056: wait 4^n s before the n-th retry,
+    https://developers.facebook.com/docs/whatsapp/cloud-api/support/error-codes).
+    `cause` is the idempotency key of the request that started the attempt.
+    """
+
+    incarnation: int
+    seq: int
+    attempt: int
+    outcome: SendOutcome
+    at_us: int
+    cause: str
+    permanent: bool = False
+    rate_limited: bool = False
+    error_code: int | None = None
+    error_title: str | None = None
+
+    @property
+    def idempotency_key(self) -> str:
+        return self.cause
 
 
 @dataclass(frozen=True)
@@ -150,6 +312,7 @@ class StatusUpdate:
     `sent_at_us` is the attempt's start, decoded from the delivery id.
     """
 
+    incarnation: int
     seq: int
     attempt: int
     status: str
@@ -160,49 +323,65 @@ class StatusUpdate:
     error_title: str | None = None
 
     @property
-    def key(self) -> str:
-        return f"status:{self.seq}.{self.attempt}:{self.status}"
+    def idempotency_key(self) -> str:
+        return f"status:{self.incarnation}.{self.seq}.{self.attempt}:{self.status}"
 
 
 @dataclass(frozen=True)
 class TimerFired:
-    """A Cloud Tasks timer for (seq, attempt) came due. `receipt` is looked up
-    by the adapter for ACK_TIMEOUT timers only."""
+    """A Cloud Tasks timer for (incarnation, seq, attempt), due at `due_at_us`, came."""
 
+    incarnation: int
     seq: int
     attempt: int
-    kind: TimerKind
+    due_at_us: int
     at_us: int
-    receipt: Receipt | None = None
 
     @property
-    def key(self) -> str:
-        return f"timer:{self.seq}.{self.attempt}:{self.kind}"
+    def idempotency_key(self) -> str:
+        return f"timer:{self.incarnation}.{self.seq}.{self.attempt}@{self.due_at_us}"
 
 
 @dataclass(frozen=True)
-class SendFailed:
-    """A send call for (seq, attempt) failed.
+class WatchdogSweep:
+    """The watchdog found the room's wake-up overdue by more than the grace period."""
 
-    `permanent`: the platform refused the message for good (e.g. WhatsApp
-    131026 undeliverable, 131047 outside the 24 h window); otherwise it may be
-    retried after `retry_after_ms` (None: the policy's backoff).
-    """
-
-    seq: int
-    attempt: int
-    permanent: bool
     at_us: int
-    error_code: int | None = None
-    error_title: str | None = None
-    retry_after_ms: int | None = None
 
     @property
-    def key(self) -> str:
-        return f"sendfail:{self.seq}.{self.attempt}"
+    def idempotency_key(self) -> str:
+        return f"sweep:{self.at_us}"
 
 
-RoomEvent = Enqueue | StatusUpdate | TimerFired | SendFailed
+@dataclass(frozen=True)
+class Redrive:
+    """An operator releases the parked message `seq`: it is sent in its turn."""
+
+    seq: int
+    actor: str
+    reason: str
+    at_us: int
+
+    @property
+    def idempotency_key(self) -> str:
+        return f"redrive:{self.seq}"
+
+
+@dataclass(frozen=True)
+class Skip:
+    """An operator ends message `seq` (in flight or queued) unsent, as `skipped`."""
+
+    seq: int
+    actor: str
+    reason: str
+    at_us: int
+
+    @property
+    def idempotency_key(self) -> str:
+        return f"skip:{self.seq}"
+
+
+RoomEvent = Enqueue | Park | SendReturned | StatusUpdate | TimerFired | WatchdogSweep | Redrive | Skip
 
 ACK_STATUSES = frozenset({"delivered", "read"})
 
@@ -212,35 +391,40 @@ ACK_STATUSES = frozenset({"delivered", "read"})
 
 @dataclass(frozen=True)
 class Send:
-    """Send `message` as `attempt`. `trigger` names what freed the room
-    (`enqueue`, `ack`, `failed`, `timed_out`, `dead_lettered`, `retry`,
-    `resend`); `trigger_at_us` is when that request arrived."""
+    """Send `message` as `attempt`, if the call can start by `start_by_us`.
+
+    `trigger` names what freed the room; `trigger_at_us` is when that request
+    arrived; `cause` is its idempotency key (carried into `SendReturned`)."""
 
     room_id: str
+    incarnation: int
     message: QueuedMessage
     attempt: int
     delivery_id: str
-    trigger: str
+    trigger: Trigger
     trigger_at_us: int
+    start_by_us: int
+    cause: str
 
 
 @dataclass(frozen=True)
 class ScheduleTimer:
-    """Set a Cloud Tasks timer for (seq, attempt) due at `due_at_us`."""
+    """Arm a Cloud Tasks timer for (incarnation, seq, attempt) due at `due_at_us`."""
 
     room_id: str
+    incarnation: int
     seq: int
     attempt: int
-    kind: TimerKind
     due_at_us: int
 
 
 @dataclass(frozen=True)
 class KeepDeadLetter:
     """Keep a message baton gave up on, with its body, for a later redrive.
-    Written in the same transaction as the room."""
+    Written in the same transaction as the room (data, not a side effect)."""
 
     room_id: str
+    incarnation: int
     message: QueuedMessage
     attempts: int
     reason: str
@@ -253,8 +437,9 @@ Effect = Send | ScheduleTimer | KeepDeadLetter
 class Decision:
     """The result of one event: the new state (None: nothing to write), the
     effects to run after the commit, and the events to log after the commit.
-    `refused` is set when the room pushes back (backlog full): write nothing,
-    answer 503 so Pub/Sub redelivers later."""
+    `refused` is set when the room pushes back (room full): the push is
+    answered 503 so Pub/Sub redelivers later; `state` may still carry the
+    marker that remembers it."""
 
     state: RoomState | None
     effects: tuple[Effect, ...] = ()
@@ -265,30 +450,128 @@ class Decision:
 # ---------------------------------------------------------------- delivery ids
 
 
-def make_delivery_id(room_id: str, seq: int, attempt: int, started_at_us: int) -> str:
-    """Our id of one attempt, `"{seq}.{attempt}.{started_ms}.{room_id}"`.
+def _b36(n: int) -> str:
+    digits = "0123456789abcdefghijklmnopqrstuvwxyz"
+    out = ""
+    while True:
+        n, r = divmod(n, 36)
+        out = digits[r] + out
+        if n == 0:
+            return out
+
+
+def make_delivery_id(room_id: str, incarnation: int, seq: int, attempt: int, started_at_us: int) -> str:
+    """Our id of one attempt: `"{seq}.{attempt}.{started_ms}.{incarnation_b36}.{room_id}"`.
 
     It travels as WhatsApp's `biz_opaque_callback_data` (at most 512 characters,
     https://developers.facebook.com/docs/whatsapp/cloud-api/reference/messages)
-    and comes back in every status webhook, so a status names its room and
-    attempt without a lookup, and a late ack still knows its send time.
+    and comes back in every status webhook, so a status names its room,
+    incarnation and attempt without a lookup, and a late ack still knows its
+    send time.
     """
-    return f"{seq}.{attempt}.{started_at_us // 1000}.{room_id}"
+    return f"{seq}.{attempt}.{started_at_us // 1000}.{_b36(incarnation)}.{room_id}"
 
 
-def parse_delivery_id(delivery_id: str) -> tuple[str, int, int, int]:
-    """Inverse of `make_delivery_id`: (room_id, seq, attempt, started_at_us).
+def parse_delivery_id(delivery_id: str) -> tuple[str, int, int, int, int]:
+    """Inverse of `make_delivery_id`: (room_id, incarnation, seq, attempt, started_at_us).
 
     Raises:
         ValueError: not a delivery id baton made.
     """
-    parts = delivery_id.split(".", 3)
-    if len(parts) != 4 or not parts[3]:
+    parts = delivery_id.split(".", 4)
+    if len(parts) != 5 or not parts[4]:
         raise ValueError(f"not a baton delivery id: {delivery_id!r}")
     seq, attempt, started_ms = (int(p) for p in parts[:3])
-    if seq < 1 or attempt < 1:
+    incarnation = int(parts[3], 36)
+    if seq < 1 or attempt < 1 or incarnation < 1:
         raise ValueError(f"not a baton delivery id: {delivery_id!r}")
-    return parts[3], seq, attempt, started_ms * 1000
+    return parts[4], incarnation, seq, attempt, started_ms * 1000
+
+
+# ---------------------------------------------------------------- stored form
+
+
+def message_to_doc(m: QueuedMessage) -> dict[str, Any]:
+    """The stored form of one message (in a room document or a dead letter)."""
+    doc: dict[str, Any] = {"seq": m.seq, "id": m.message_id, "provider": m.provider, "to": m.recipient,
+                           "text": m.text, "pub_us": m.published_at_us, "enq_us": m.enqueued_at_us}
+    if m.parked is not None:
+        doc["parked"] = m.parked
+    return doc
+
+
+def message_from_doc(d: dict[str, Any]) -> QueuedMessage:
+    return QueuedMessage(d["seq"], d["id"], d["provider"], d["to"], d["text"], d["pub_us"], d["enq_us"],
+                         d.get("parked"))
+
+
+def room_to_doc(state: RoomState) -> dict[str, Any]:
+    """The Firestore fields of a room (the store adds `expire_at`).
+
+    `wake_at_us` is top level and indexed: the watchdog's query. The queue,
+    the ended list and the counts are exempt from indexing (infra/).
+    Ended messages are stored as `"{seq} {outcome} {message_id}"` strings:
+    message ids have no spaces (shared/push.py), and a string costs less than
+    a map of three named fields.
+    """
+    flight = state.in_flight
+    return {
+        "incarnation": state.incarnation,
+        "next_seq": state.next_seq,
+        "wake_at_us": state.wake_at_us,
+        "blocked_reason": state.blocked_reason,
+        "in_flight": None if flight is None else {
+            "message": message_to_doc(flight.message),
+            "attempt": flight.attempt,
+            "started_at_us": flight.started_at_us,
+            "phase": str(flight.phase),
+            "due_at_us": flight.due_at_us,
+            "deadline_us": flight.deadline_us,
+            "idempotency_key": flight.idempotency_key,
+        },
+        "pending": [message_to_doc(m) for m in state.pending],
+        "ended": [f"{e.seq} {e.outcome} {e.message_id}" for e in state.ended],
+        "awaiting": [{"id": mid, "pub_us": pub} for mid, pub in state.awaiting],
+        "counts": dict(state.counts),
+    }
+
+
+def room_from_doc(room_id: str, d: dict[str, Any] | None) -> RoomState:
+    """Inverse of `room_to_doc`; a missing document is a new, empty room."""
+    if not d:
+        return RoomState(room_id)
+    f = d.get("in_flight")
+    ended = []
+    for line in d.get("ended", []):
+        seq, outcome, mid = line.split(" ", 2)
+        ended.append(Ended(int(seq), mid, outcome))
+    return RoomState(
+        room_id=room_id,
+        incarnation=d["incarnation"],
+        next_seq=d["next_seq"],
+        in_flight=None if f is None else InFlight(
+            message=message_from_doc(f["message"]),
+            attempt=f["attempt"],
+            started_at_us=f["started_at_us"],
+            phase=Phase(f["phase"]),
+            due_at_us=f["due_at_us"],
+            idempotency_key=f["idempotency_key"],
+            deadline_us=f.get("deadline_us"),
+        ),
+        pending=tuple(message_from_doc(m) for m in d.get("pending", [])),
+        ended=tuple(ended),
+        awaiting=tuple((a["id"], a["pub_us"]) for a in d.get("awaiting", [])),
+        counts=dict(d.get("counts", {})),
+    )
+
+
+# Room documents also carry `expire_at` (a timestamp or null), set by the store.
+_EXPIRE_AT_BYTES = docsize.string_size("expire_at") + 8
+
+
+def room_doc_bytes(state: RoomState) -> int:
+    """Firestore storage size of the room's document, in bytes (shared/docsize.py)."""
+    return docsize.document_size(f"{ROOMS}/{state.room_id}", room_to_doc(state)) + _EXPIRE_AT_BYTES
 
 
 # ---------------------------------------------------------------- decide
@@ -307,21 +590,16 @@ def decide(state: RoomState, event: RoomEvent, policy: Policy, component: str) -
         A `Decision`. Never raises on a stale, duplicate or late event: those
         yield no state change and an `*_ignored` log event.
     """
-    ctx = _Ctx(state, policy, component, event.at_us)
-    match event:
-        case Enqueue():
-            return ctx.enqueue(event)
-        case StatusUpdate():
-            return ctx.status(event)
-        case TimerFired():
-            return ctx.timer(event)
-        case SendFailed():
-            return ctx.send_failed(event)
-    raise TypeError(f"unknown room event {event!r}")
+    t = Transition(state, policy, component, event.at_us)
+    handler = _HANDLERS.get(type(event))
+    if handler is None:
+        raise TypeError(f"unknown room event {event!r}")
+    return handler(t, event)
 
 
-class _Ctx:
-    """One `decide` call: accumulates effects and log events."""
+class Transition:
+    """One `decide` call being applied: the room before it, and the effects
+    and log events it accumulates."""
 
     def __init__(self, state: RoomState, policy: Policy, component: str, now_us: int) -> None:
         self.state = state
@@ -338,218 +616,494 @@ class _Ctx:
             fields.setdefault("seq", msg.seq)
             fields.setdefault("message_id", msg.message_id)
             fields.setdefault("provider", msg.provider)
-        self.events.append(
-            DeliveryEvent(
-                event=event,
-                ts=utc_iso(self.now_us),
-                component=self.component,
-                room_id=self.state.room_id,
-                **fields,  # type: ignore[arg-type]
-            )
-        )
+        self.events.append(DeliveryEvent(event=event, ts=utc_iso(self.now_us), component=self.component,
+                                         room_id=self.state.room_id, **fields))  # type: ignore[arg-type]
 
-    def done(self, state: RoomState | None) -> Decision:
-        return Decision(state, tuple(self.effects), tuple(self.events))
+    def done(self, state: RoomState | None, refused: str | None = None) -> Decision:
+        return Decision(state, tuple(self.effects), tuple(self.events), refused)
 
-    def ignore(self, event: EventType, reason: str, **fields: object) -> Decision:
+    def ignore(self, event: EventType, reason: IgnoreReason, **fields: object) -> Decision:
         """Log an event that changes nothing, keeping the current state."""
-        self.log(event, reason=reason, **fields)
+        self.log(event, reason=str(reason), **fields)
         return self.done(None)
 
-    def start(self, state: RoomState, msg: QueuedMessage, attempt: int, trigger: str, cause: str) -> RoomState:
-        """Give `msg` the baton as `attempt`: arm its ack timer, then send it."""
-        flight = InFlight(msg, attempt, self.now_us, Phase.SENDING, cause)
-        self.effects.append(
-            ScheduleTimer(
-                state.room_id,
-                msg.seq,
-                attempt,
-                TimerKind.ACK_TIMEOUT,
-                self.now_us + self.policy.ack_timeout_ms * 1000,
-            )
-        )
-        self.effects.append(
-            Send(
-                state.room_id,
-                msg,
-                attempt,
-                make_delivery_id(state.room_id, msg.seq, attempt, self.now_us),
-                trigger,
-                self.now_us,
-            )
-        )
+    def arm(self, state: RoomState, flight: InFlight) -> RoomState:
+        self.effects.append(ScheduleTimer(state.room_id, state.incarnation, flight.message.seq, flight.attempt,
+                                          flight.due_at_us))
         return replace(state, in_flight=flight)
 
-    def end(self, state: RoomState, outcome: EventType, trigger: str, cause: str, **fields: object) -> RoomState:
+    def start(self, state: RoomState, msg: QueuedMessage, attempt: int, trigger: Trigger, cause: str) -> RoomState:
+        """Give `msg` the baton as `attempt`: arm its first timer, then send it."""
+        due = self.now_us + (self.policy.ack_timeout_ms + self.policy.first_timer_slack_ms) * 1000
+        flight = InFlight(msg, attempt, self.now_us, Phase.SENDING, due, cause)
+        state = self.arm(state, flight)
+        self.effects.append(Send(
+            state.room_id, state.incarnation, msg, attempt,
+            make_delivery_id(state.room_id, state.incarnation, msg.seq, attempt, self.now_us),
+            trigger, self.now_us, self.now_us + self.policy.send_start_deadline_ms * 1000, cause))
+        return state
+
+    def advance(self, state: RoomState, trigger: Trigger, cause: str) -> RoomState:
+        """With nothing in flight, start the head of the queue unless it is parked."""
+        assert state.in_flight is None
+        if not state.pending:
+            return state
+        head = state.pending[0]
+        if head.parked:
+            self.log(EventType.BLOCKED, head, reason=head.parked)
+            return state
+        state = replace(state, pending=state.pending[1:])
+        return self.start(state, head, 1, trigger, cause)
+
+    def record_end(self, state: RoomState, msg: QueuedMessage, outcome: EventType) -> RoomState:
+        counts = dict(state.counts)
+        counts[str(outcome)] = counts.get(str(outcome), 0) + 1
+        ended = (*state.ended, Ended(msg.seq, msg.message_id, str(outcome)))[-self.policy.dedup_retention:]
+        return replace(state, counts=counts, ended=ended)
+
+    def end(self, state: RoomState, outcome: EventType, trigger: Trigger, cause: str, **fields: object) -> RoomState:
         """End the in-flight message as `outcome` and pass the baton to the head
         of the queue, if any (same transaction: no lost wake-up)."""
         flight = state.in_flight
         assert flight is not None
         self.log(outcome, flight.message, attempt=flight.attempt, **fields)
-        counts = dict(state.counts)
-        counts[str(outcome)] = counts.get(str(outcome), 0) + 1
-        ended = (*state.ended, (flight.message.seq, str(outcome)))[-self.policy.ended_window :]
-        state = replace(state, in_flight=None, counts=counts, ended=ended)
-        if state.pending:
-            head, *rest = state.pending
-            state = replace(state, pending=tuple(rest))
-            state = self.start(state, head, 1, trigger, cause)
-        return state
+        state = replace(self.record_end(state, flight.message, outcome), in_flight=None)
+        return self.advance(state, trigger, cause)
 
-    def give_up(self, state: RoomState, reason: str, trigger: str, cause: str) -> RoomState:
+    def give_up(self, state: RoomState, reason: str, cause: str) -> RoomState:
         flight = state.in_flight
         assert flight is not None
-        self.effects.append(KeepDeadLetter(state.room_id, flight.message, flight.attempt, reason))
-        return self.end(state, EventType.DEAD_LETTERED, trigger, cause, reason=reason)
+        self.effects.append(KeepDeadLetter(state.room_id, state.incarnation, flight.message, flight.attempt, reason))
+        return self.end(state, EventType.DEAD_LETTERED, Trigger.DEAD_LETTERED, cause, reason=reason)
 
-    def resend(self, state: RoomState, trigger: str, cause: str) -> RoomState:
+    def resend(self, state: RoomState, trigger: Trigger, reason: str, cause: str) -> RoomState:
         """Send the in-flight message again as the next attempt, or dead-letter
         it once `max_send_attempts` is used up."""
         flight = state.in_flight
         assert flight is not None
         if flight.attempt >= self.policy.max_send_attempts:
-            return self.give_up(state, f"no confirmed send after {flight.attempt} attempts", trigger, cause)
+            return self.give_up(state, f"no confirmed send after {flight.attempt} attempts; last: {reason}", cause)
+        self.log(EventType.RESENT, flight.message, attempt=flight.attempt + 1, trigger=str(trigger), reason=reason)
         return self.start(state, flight.message, flight.attempt + 1, trigger, cause)
 
-    def matches(self, seq: int, attempt: int | None = None) -> bool:
+    def current(self, incarnation: int, seq: int, attempt: int | None = None) -> InFlight | None:
+        """The in-flight attempt if it is (incarnation, seq[, attempt]), else None."""
         flight = self.state.in_flight
-        if flight is None or flight.message.seq != seq:
-            return False
-        return attempt is None or flight.attempt == attempt
+        if flight is None or incarnation != self.state.incarnation or flight.message.seq != seq:
+            return None
+        if attempt is not None and flight.attempt != attempt:
+            return None
+        return flight
 
     def rearm_if_replay(self, key: str) -> None:
         """A redelivered request that started the in-flight attempt re-arms its
-        ack timer (idempotent by task name): its first delivery may have died
-        after the commit and before the timer was set."""
+        timer (same task name, so idempotent on the real service): its first
+        delivery may have died after the commit and before the timer was set."""
         flight = self.state.in_flight
-        if flight is not None and flight.cause == key and flight.phase is Phase.SENDING:
-            self.effects.append(
-                ScheduleTimer(
-                    self.state.room_id,
-                    flight.message.seq,
-                    flight.attempt,
-                    TimerKind.ACK_TIMEOUT,
-                    flight.started_at_us + self.policy.ack_timeout_ms * 1000,
-                )
-            )
+        if flight is not None and flight.idempotency_key == key:
+            self.effects.append(ScheduleTimer(self.state.room_id, self.state.incarnation, flight.message.seq,
+                                              flight.attempt, flight.due_at_us))
+
+    def wait_until(self, state: RoomState, flight: InFlight, wake_us: int, **changes: Any) -> RoomState:
+        """Keep waiting: the attempt's wake-up moves to `wake_us` (a new timer)."""
+        flight = replace(flight, due_at_us=wake_us, **changes)
+        if wake_us > self.now_us:
+            self.log(EventType.TIMER_REARMED, flight.message, attempt=flight.attempt, reason=str(flight.phase))
+        return self.arm(state, flight)
+
+    def with_incarnation(self) -> RoomState:
+        """The state, with an incarnation if this event creates the document."""
+        if self.state.incarnation:
+            return self.state
+        return replace(self.state, incarnation=self.now_us)
 
     # -- events
 
     def enqueue(self, ev: Enqueue) -> Decision:
         state = self.state
-        if ev.message_id in state.recent_ids:
-            self.rearm_if_replay(ev.key)
-            return self.ignore(EventType.DUPLICATE_IGNORED, "duplicate_push", message_id=ev.message_id, provider=ev.provider)
-        msg = QueuedMessage(
-            seq=state.next_seq,
-            message_id=ev.message_id,
-            provider=ev.provider,
-            recipient=ev.recipient,
-            text=ev.text,
-            published_at_us=ev.published_at_us,
-            enqueued_at_us=ev.at_us,
-        )
-        if state.in_flight is not None and state.pending_bytes + msg.size_bytes > self.policy.max_pending_bytes:
-            return Decision(None, refused=f"room backlog over {self.policy.max_pending_bytes} bytes")
-        recent = (*state.recent_ids, ev.message_id)[-self.policy.dedup_window :]
-        state = replace(state, next_seq=state.next_seq + 1, recent_ids=recent)
+        for i, m in enumerate(state.pending):
+            if m.message_id == ev.message_id and m.text is None:
+                # A placeholder: the push itself came after all. Its place was
+                # kept, nothing after it was sent, so it goes in its turn.
+                filled = replace(m, provider=ev.provider, recipient=ev.recipient, text=ev.text,
+                                 published_at_us=ev.published_at_us, parked=None)
+                self.log(EventType.ENQUEUED, filled, published_at=utc_iso(ev.published_at_us))
+                state = replace(state, pending=(*state.pending[:i], filled, *state.pending[i + 1:]))
+                if state.in_flight is None and i == 0:
+                    state = self.advance(state, Trigger.ENQUEUE, ev.idempotency_key)
+                return self.done(state)
+        if ev.message_id in state.held_ids() or any(e.message_id == ev.message_id for e in state.ended):
+            self.rearm_if_replay(ev.idempotency_key)
+            return self.ignore(EventType.DUPLICATE_IGNORED, IgnoreReason.DUPLICATE_PUSH,
+                               message_id=ev.message_id, provider=ev.provider)
+        state = self.with_incarnation()
+        awaited = [a for a in state.awaiting if a[0] != ev.message_id]
+        if len(awaited) < len(state.awaiting):
+            state = replace(state, awaiting=tuple(awaited))  # it got in after all
+        # A later message of the room arrived: Pub/Sub, which delivers one
+        # message of an ordering key at a time, has given up on the awaited
+        # ones. Each gets its place now, ahead of this message.
+        for mid, pub in awaited:
+            state = self.place(state, QueuedMessage(
+                state.next_seq, mid, ev.provider, ev.recipient, None, pub, self.now_us,
+                parked="refused while the room was full and dead-lettered by Pub/Sub; "
+                       "its copy from the dead-letter topic fills this place"))
+        state = replace(state, awaiting=())
+        msg = QueuedMessage(state.next_seq, ev.message_id, ev.provider, ev.recipient, ev.text,
+                            ev.published_at_us, self.now_us)
+        # Placeholders are not counted: they are tiny and never refused.
+        held = sum(m.text is not None for m in state.pending) + (state.in_flight is not None)
+        candidate = replace(state, next_seq=state.next_seq + 1, pending=(*state.pending, msg))
+        full = None
+        if held >= self.policy.max_queued_messages:
+            full = f"room holds {held} messages (MAX_QUEUED_MESSAGES={self.policy.max_queued_messages})"
+        elif room_doc_bytes(candidate) > self.policy.max_room_bytes:
+            full = f"room document would exceed MAX_ROOM_BYTES={self.policy.max_room_bytes}"
+        if full is not None:
+            return self.refuse(state, ev, full)
         self.log(EventType.ENQUEUED, msg, published_at=utc_iso(ev.published_at_us))
-        if state.in_flight is None:
-            state = self.start(state, msg, 1, "enqueue", ev.key)
-        else:
-            state = replace(state, pending=(*state.pending, msg))
+        if candidate.in_flight is None and candidate.pending[0] is msg:
+            candidate = self.advance(candidate, Trigger.ENQUEUE, ev.idempotency_key)
+        return self.done(candidate)
+
+    def refuse(self, state: RoomState, ev: Enqueue, reason: str) -> Decision:
+        """Push back on a full room, remembering the message's place (written
+        once: a redelivery of the same refused push writes nothing)."""
+        self.log(EventType.BACKPRESSURE, None, message_id=ev.message_id, provider=ev.provider, reason=reason)
+        marked = replace(state, awaiting=(*state.awaiting, (ev.message_id, ev.published_at_us)))
+        return self.done(None if marked == self.state else marked, refused=reason)
+
+    def place(self, state: RoomState, msg: QueuedMessage) -> RoomState:
+        """Append a parked message (or placeholder) to the queue with the next seq."""
+        self.log(EventType.PARKED, msg, reason=msg.parked)
+        return replace(state, next_seq=state.next_seq + 1, pending=(*state.pending, msg))
+
+    def park(self, ev: Park) -> Decision:
+        state = self.state
+        for i, m in enumerate(state.pending):
+            if m.message_id == ev.message_id:
+                if m.text is not None:
+                    return self.ignore(EventType.DUPLICATE_IGNORED, IgnoreReason.DUPLICATE_PUSH,
+                                       message_id=ev.message_id, provider=ev.provider)
+                filled = replace(m, provider=ev.provider, recipient=ev.recipient, text=ev.text,
+                                 published_at_us=ev.published_at_us, parked=ev.reason)
+                self.log(EventType.PARKED, filled, reason=ev.reason)
+                return self.done(replace(state, pending=(*state.pending[:i], filled, *state.pending[i + 1:])))
+        if ev.message_id in state.held_ids() or any(e.message_id == ev.message_id for e in state.ended):
+            # Pub/Sub dead-letters best-effort, sometimes more than once, and a
+            # push may have got in on a late retry.
+            return self.ignore(EventType.DUPLICATE_IGNORED, IgnoreReason.DUPLICATE_PUSH,
+                               message_id=ev.message_id, provider=ev.provider)
+        state = self.with_incarnation()
+        reason = ev.reason
+        if not any(mid == ev.message_id for mid, _ in state.awaiting) and state.next_seq > 1:
+            # Refused without a marker (Firestore unreachable or contended for
+            # the whole retry budget): messages published after it may already
+            # have been sent. It is parked at the tail; the reason says so.
+            reason += "; it was never seen by its room, so later messages may have been sent before it"
+        state = replace(state, awaiting=tuple(a for a in state.awaiting if a[0] != ev.message_id))
+        state = self.place(state, QueuedMessage(state.next_seq, ev.message_id, ev.provider, ev.recipient,
+                                                ev.text, ev.published_at_us, self.now_us, parked=reason))
+        if state.in_flight is None and len(state.pending) == 1:
+            state = self.advance(state, Trigger.ENQUEUE, ev.idempotency_key)  # logs `blocked`
         return self.done(state)
+
+    def send_returned(self, ev: SendReturned) -> Decision:
+        flight = self.current(ev.incarnation, ev.seq, ev.attempt)
+        if flight is None or flight.phase is not Phase.SENDING:
+            return self.ignore(EventType.STATUS_IGNORED, IgnoreReason.STALE_SEND_OUTCOME, seq=ev.seq,
+                               attempt=ev.attempt, status=str(ev.outcome))
+        state = self.state
+        if ev.outcome is SendOutcome.ACCEPTED:
+            # The message is held ack_timeout from now. The timer armed at the
+            # start stays; if it comes earlier it arms another for the rest.
+            deadline = ev.at_us + self.policy.ack_timeout_ms * 1000
+            return self.done(replace(state, in_flight=replace(flight, phase=Phase.SENT, deadline_us=deadline)))
+        if ev.outcome is SendOutcome.UNKNOWN:
+            # Possibly sent (the service logged `send_unknown`): held like a
+            # sent message, then resent if no ack came.
+            deadline = ev.at_us + self.policy.ack_timeout_ms * 1000
+            return self.done(replace(state, in_flight=replace(flight, phase=Phase.UNKNOWN, deadline_us=deadline)))
+        if ev.permanent:
+            return self.done(self.end(state, EventType.FAILED, Trigger.FAILED, ev.cause, error_code=ev.error_code,
+                                      error_title=ev.error_title, reason="send_refused"))
+        if flight.attempt >= self.policy.max_send_attempts:
+            reason = f"send refused {flight.attempt} times; last error {ev.error_code}: {ev.error_title}"
+            return self.done(self.give_up(state, reason, ev.cause))
+        if ev.rate_limited:
+            delay_ms = 4 ** flight.attempt * 1000
+        else:
+            delay_ms = self.policy.send_retry_base_ms * 4 ** (flight.attempt - 1)
+        retry_at = ev.at_us + delay_ms * 1000
+        return self.done(self.arm(state, replace(flight, phase=Phase.BACKOFF, deadline_us=retry_at,
+                                                 due_at_us=retry_at)))
 
     def status(self, ev: StatusUpdate) -> Decision:
         ids = {"attempt": ev.attempt, "status": ev.status, "provider_message_id": ev.provider_message_id}
         if ev.status == "sent":
             # The platform accepted the message; only delivered/read ack it.
-            return self.ignore(EventType.STATUS_IGNORED, "sent_status", seq=ev.seq, **ids)
-        if ev.seq >= self.state.next_seq:
-            # No message of this room ever had this seq: not our delivery.
-            return self.ignore(EventType.STATUS_UNKNOWN, "unknown_delivery", seq=ev.seq, **ids)
-        if not self.matches(ev.seq):
-            self.rearm_if_replay(ev.key)
-            return self.ignore(EventType.STATUS_IGNORED, self._stale_reason(ev), seq=ev.seq,
-                               send_to_ack_ms=self._late_ack_ms(ev), **ids)
-        flight = self.state.in_flight
-        assert flight is not None
+            return self.ignore(EventType.STATUS_IGNORED, IgnoreReason.SENT_STATUS, seq=ev.seq, **ids)
+        if self.state.incarnation and ev.incarnation != self.state.incarnation:
+            return self.ignore(EventType.STATUS_UNKNOWN, IgnoreReason.STALE_INCARNATION, seq=ev.seq, **ids)
+        if not self.state.incarnation or ev.seq >= self.state.next_seq:
+            return self.ignore(EventType.STATUS_UNKNOWN, IgnoreReason.UNKNOWN_DELIVERY, seq=ev.seq, **ids)
+        flight = self.current(ev.incarnation, ev.seq)
+        if flight is None:
+            self.rearm_if_replay(ev.idempotency_key)
+            outcome = self.state.outcome_of(ev.seq)
+            late = ev.status in ACK_STATUSES and outcome == EventType.TIMED_OUT
+            if late:
+                reason: IgnoreReason | str = IgnoreReason.LATE_ACK
+            elif outcome is None:
+                reason = IgnoreReason.NOT_IN_FLIGHT
+            else:
+                reason = f"after_{outcome}"
+            self.log(EventType.STATUS_IGNORED, None, seq=ev.seq, reason=str(reason),
+                     send_to_ack_ms=(ev.at_us - ev.sent_at_us) / 1000 if late else None, **ids)
+            return self.done(None)
         if ev.status in ACK_STATUSES:
             # Any attempt of this seq reaching the device acks the message.
-            state = self.end(self.state, EventType.ACKED, "ack", ev.key,
-                             status=ev.status, provider_message_id=ev.provider_message_id,
-                             send_to_ack_ms=(ev.at_us - ev.sent_at_us) / 1000)
-            return self.done(state)
+            return self.done(self.end(self.state, EventType.ACKED, Trigger.ACK, ev.idempotency_key,
+                                      status=ev.status, provider_message_id=ev.provider_message_id,
+                                      send_to_ack_ms=(ev.at_us - ev.sent_at_us) / 1000))
         if ev.status == "failed":
             if ev.attempt != flight.attempt:
-                return self.ignore(EventType.STATUS_IGNORED, "failed_for_older_attempt", seq=ev.seq, **ids)
-            state = self.end(self.state, EventType.FAILED, "failed", ev.key,
-                             status=ev.status, provider_message_id=ev.provider_message_id,
-                             error_code=ev.error_code, error_title=ev.error_title)
-            return self.done(state)
-        return self.ignore(EventType.STATUS_IGNORED, "unknown_status", seq=ev.seq, **ids)
-
-    def _stale_reason(self, ev: StatusUpdate) -> str:
-        outcome = dict(self.state.ended).get(ev.seq)
-        if outcome is None:
-            return "not_in_flight"
-        if ev.status in ACK_STATUSES and outcome == EventType.TIMED_OUT:
-            return "late_ack"
-        return f"after_{outcome}"
-
-    def _late_ack_ms(self, ev: StatusUpdate) -> float | None:
-        if ev.status in ACK_STATUSES and dict(self.state.ended).get(ev.seq) == EventType.TIMED_OUT:
-            return (ev.at_us - ev.sent_at_us) / 1000
-        return None
+                return self.ignore(EventType.STATUS_IGNORED, IgnoreReason.FAILED_FOR_OLDER_ATTEMPT, seq=ev.seq, **ids)
+            return self.done(self.end(self.state, EventType.FAILED, Trigger.FAILED, ev.idempotency_key,
+                                      status=ev.status, provider_message_id=ev.provider_message_id,
+                                      error_code=ev.error_code, error_title=ev.error_title))
+        return self.ignore(EventType.STATUS_IGNORED, IgnoreReason.UNKNOWN_STATUS, seq=ev.seq, **ids)
 
     def timer(self, ev: TimerFired) -> Decision:
-        flight = self.state.in_flight
-        if not self.matches(ev.seq, ev.attempt):
-            self.rearm_if_replay(ev.key)
-            return self.ignore(EventType.TIMEOUT_IGNORED, "not_in_flight", seq=ev.seq, attempt=ev.attempt, trigger=str(ev.kind))
-        assert flight is not None
-        if ev.kind is TimerKind.RETRY:
-            if flight.phase is not Phase.BACKOFF:
-                return self.ignore(EventType.TIMEOUT_IGNORED, "not_in_backoff", seq=ev.seq, attempt=ev.attempt, trigger=str(ev.kind))
-            return self.done(self.resend(self.state, "retry", ev.key))
-        if flight.phase is Phase.BACKOFF:
-            # The retry timer owns this attempt now.
-            return self.ignore(EventType.TIMEOUT_IGNORED, "in_backoff", seq=ev.seq, attempt=ev.attempt, trigger=str(ev.kind))
-        if ev.receipt is Receipt.CONFIRMED:
-            return self.done(self.end(self.state, EventType.TIMED_OUT, "timed_out", ev.key))
-        # No receipt: the send may never have happened. A user not receiving a
-        # message is worse than a duplicate, so send it again.
-        return self.done(self.resend(self.state, "resend", ev.key))
+        flight = self.current(ev.incarnation, ev.seq, ev.attempt)
+        if flight is None:
+            self.rearm_if_replay(ev.idempotency_key)
+            return self.ignore(EventType.TIMEOUT_IGNORED, IgnoreReason.NOT_IN_FLIGHT, seq=ev.seq, attempt=ev.attempt)
+        if ev.due_at_us < flight.due_at_us:
+            # An earlier timer of this attempt; the later one is armed.
+            return self.ignore(EventType.TIMEOUT_IGNORED, IgnoreReason.SUPERSEDED_TIMER, seq=ev.seq,
+                               attempt=ev.attempt)
+        return self.done(self.wake(flight, ev.idempotency_key))
 
-    def send_failed(self, ev: SendFailed) -> Decision:
+    def wake(self, flight: InFlight, cause: str) -> RoomState:
+        """The in-flight attempt's wake-up came: act if its wait is over, else
+        wait (a new timer) for the rest."""
+        state = self.state
+        if flight.phase is Phase.SENDING:
+            # No outcome recorded. A send of this attempt, if one was made,
+            # returned by `started + send window`; hold the ack timeout after that.
+            hold_until = flight.started_at_us + (self.policy.send_window_ms + self.policy.ack_timeout_ms) * 1000
+            if self.now_us < hold_until:
+                return self.wait_until(state, flight, hold_until)
+            self.log(EventType.SEND_UNKNOWN, flight.message, attempt=flight.attempt,
+                     reason="no send outcome was recorded (crash or lost write): counted as possibly sent")
+            return self.resend(state, Trigger.RESEND, "send outcome never recorded", cause)
+        assert flight.deadline_us is not None
+        if self.now_us < flight.deadline_us:
+            return self.wait_until(state, flight, flight.deadline_us)
+        if flight.phase is Phase.SENT:
+            return self.end(state, EventType.TIMED_OUT, Trigger.TIMED_OUT, cause)
+        if flight.phase is Phase.UNKNOWN:
+            return self.resend(state, Trigger.RESEND, "send outcome unknown and no ack by the deadline", cause)
+        return self.resend(state, Trigger.RETRY, "retry after a refused send", cause)
+
+    def sweep(self, ev: WatchdogSweep) -> Decision:
         flight = self.state.in_flight
-        if not self.matches(ev.seq, ev.attempt) or flight is None or flight.phase is not Phase.SENDING:
-            return self.ignore(EventType.STATUS_IGNORED, "send_failure_not_in_flight", seq=ev.seq, attempt=ev.attempt,
-                               error_code=ev.error_code, error_title=ev.error_title)
-        if ev.permanent:
-            state = self.end(self.state, EventType.FAILED, "failed", ev.key,
-                             error_code=ev.error_code, error_title=ev.error_title, reason="send_refused")
-            return self.done(state)
-        if flight.attempt >= self.policy.max_send_attempts:
-            reason = f"send failed {flight.attempt} times; last error {ev.error_code}: {ev.error_title}"
-            return self.done(self.give_up(self.state, reason, "dead_lettered", ev.key))
-        delay_ms = ev.retry_after_ms
-        if delay_ms is None:
-            delay_ms = self.policy.send_retry_base_ms * 4 ** (flight.attempt - 1)
-        state = replace(self.state, in_flight=replace(flight, phase=Phase.BACKOFF))
-        self.effects.append(
-            ScheduleTimer(state.room_id, ev.seq, ev.attempt, TimerKind.RETRY, self.now_us + delay_ms * 1000)
-        )
-        return self.done(state)
+        grace_us = self.policy.watchdog_grace_ms * 1000
+        if flight is None or flight.due_at_us + grace_us > self.now_us:
+            return self.ignore(EventType.TIMEOUT_IGNORED, IgnoreReason.NOT_OVERDUE)
+        self.log(EventType.WATCHDOG_RESCUED, flight.message, attempt=flight.attempt, reason=str(flight.phase))
+        return self.done(self.wake(flight, ev.idempotency_key))
+
+    def redrive(self, ev: Redrive) -> Decision:
+        state = self.state
+        for i, m in enumerate(state.pending):
+            if m.seq == ev.seq:
+                if not m.parked:
+                    break
+                if m.text is None:
+                    return self.ignore(EventType.OPERATOR_IGNORED, IgnoreReason.NO_BODY, seq=ev.seq, actor=ev.actor)
+                released = replace(m, parked=None)
+                self.log(EventType.REDRIVEN, released, actor=ev.actor, reason=ev.reason)
+                state = replace(state, pending=(*state.pending[:i], released, *state.pending[i + 1:]))
+                if state.in_flight is None and i == 0:
+                    state = self.advance(state, Trigger.REDRIVE, ev.idempotency_key)
+                return self.done(state)
+        return self.ignore(EventType.OPERATOR_IGNORED, IgnoreReason.NOT_PARKED, seq=ev.seq, actor=ev.actor)
+
+    def skip(self, ev: Skip) -> Decision:
+        state = self.state
+        fields = {"actor": ev.actor, "reason": ev.reason}
+        if state.in_flight is not None and state.in_flight.message.seq == ev.seq:
+            return self.done(self.end(state, EventType.SKIPPED, Trigger.SKIPPED, ev.idempotency_key, **fields))
+        for i, m in enumerate(state.pending):
+            if m.seq == ev.seq:
+                self.log(EventType.SKIPPED, m, **fields)
+                state = self.record_end(replace(state, pending=(*state.pending[:i], *state.pending[i + 1:])),
+                                        m, EventType.SKIPPED)
+                if state.in_flight is None and i == 0:
+                    state = self.advance(state, Trigger.SKIPPED, ev.idempotency_key)
+                return self.done(state)
+        return self.ignore(EventType.OPERATOR_IGNORED, IgnoreReason.NOT_HELD, seq=ev.seq, actor=ev.actor)
+
+
+# The rulebook's entry: which rule applies to which event. Anything else is refused.
+_HANDLERS = {
+    Enqueue: Transition.enqueue,
+    Park: Transition.park,
+    SendReturned: Transition.send_returned,
+    StatusUpdate: Transition.status,
+    TimerFired: Transition.timer,
+    WatchdogSweep: Transition.sweep,
+    Redrive: Transition.redrive,
+    Skip: Transition.skip,
+}
+
+
+# ---------------------------------------------------------------- the rulebook as data
+
+
+class RoomPhase(StrEnum):
+    """Where a whole room stands: the in-flight attempt's phase, or why nothing is in flight."""
+
+    IDLE = "idle"  # nothing in flight, nothing sendable queued
+    BLOCKED = "blocked"  # nothing in flight; the head of the queue is parked
+    SENDING = "sending"
+    SENT = "sent"
+    UNKNOWN = "unknown"
+    BACKOFF = "backoff"
+
+
+def room_phase(state: RoomState) -> RoomPhase:
+    """The room's `RoomPhase`."""
+    if state.in_flight is not None:
+        return RoomPhase(str(state.in_flight.phase))
+    return RoomPhase.BLOCKED if state.blocked_reason else RoomPhase.IDLE
+
+
+def event_kind(event: RoomEvent) -> str:
+    """The rulebook's name for an event (a column of `RULES`)."""
+    match event:
+        case Enqueue():
+            return "push"
+        case Park():
+            return "dead-letter copy"
+        case SendReturned(outcome=SendOutcome.REFUSED, permanent=True):
+            return "send refused for good"
+        case SendReturned():
+            return f"send {event.outcome}"
+        case StatusUpdate(status="delivered" | "read"):
+            return "status delivered/read"
+        case StatusUpdate():
+            return f"status {event.status}"
+        case TimerFired():
+            return "timer"
+        case WatchdogSweep():
+            return "watchdog"
+        case Redrive():
+            return "redrive"
+        case Skip():
+            return "skip"
+    raise TypeError(f"unknown room event {event!r}")
+
+
+@dataclass(frozen=True)
+class Rule:
+    """In `phase`, an event of `kind` leaves the room in one of `then`; `what` says how."""
+
+    phase: RoomPhase
+    kind: str
+    then: frozenset[RoomPhase]
+    what: str
+
+
+_P = RoomPhase
+_WAITING = (_P.SENDING, _P.SENT, _P.UNKNOWN, _P.BACKOFF)
+_NEXT = frozenset({_P.SENDING, _P.IDLE, _P.BLOCKED})  # after a message ends: the head starts, or none, or parked
+
+
+def _rules() -> tuple[Rule, ...]:
+    rules = [
+        Rule(_P.IDLE, "push", frozenset({_P.SENDING, _P.IDLE, _P.BLOCKED}),
+             "a new message takes the baton at once (timer armed, then sent); a known id is a duplicate; "
+             "awaited pushes get placeholders ahead of it"),
+        Rule(_P.BLOCKED, "push", frozenset({_P.BLOCKED, _P.SENDING}),
+             "queued behind the parked head (or refused when full); the head's own push releases it"),
+        Rule(_P.IDLE, "dead-letter copy", frozenset({_P.BLOCKED, _P.IDLE}),
+             "parked at its place: the room blocks on it; a known id is a duplicate"),
+        Rule(_P.BLOCKED, "dead-letter copy", frozenset({_P.BLOCKED}), "fills its placeholder or parks at the tail"),
+        Rule(_P.BLOCKED, "redrive", frozenset({_P.SENDING, _P.BLOCKED}),
+             "the parked head is released and sent; without its body yet, refused"),
+        Rule(_P.BLOCKED, "skip", frozenset({_P.SENDING, _P.IDLE, _P.BLOCKED}),
+             "the message ends as skipped; the next head starts"),
+        Rule(_P.SENDING, "send accepted", frozenset({_P.SENT, _P.SENDING}),
+             "held until an ack or ack timeout after the send returned (an older attempt's outcome: ignored)"),
+        Rule(_P.SENDING, "send unknown", frozenset({_P.UNKNOWN, _P.SENDING}),
+             "possibly sent: held until an ack or ack timeout after the call returned, then resent"),
+        Rule(_P.SENDING, "send refused", frozenset({_P.BACKOFF}) | _NEXT,
+             "provably not sent: retry timer (x4 per attempt; 4^n s for a pair rate limit); "
+             "dead-lettered after MAX_SEND_ATTEMPTS, and the room moves on"),
+        Rule(_P.SENDING, "send refused for good", _NEXT, "ends as failed with the platform's error; the room moves on"),
+        Rule(_P.SENDING, "timer", frozenset({_P.SENDING}) | _NEXT,
+             "no outcome recorded: wait until the send window (start deadline + send timeout) plus the ack "
+             "timeout has passed, then resend as the next attempt (dead-letter after MAX_SEND_ATTEMPTS)"),
+        Rule(_P.SENT, "timer", frozenset({_P.SENT}) | _NEXT,
+             "before the ack deadline: a new timer for the rest; after it: ends as timed out, the room moves on"),
+        Rule(_P.UNKNOWN, "timer", frozenset({_P.UNKNOWN}) | _NEXT,
+             "before the deadline: a new timer for the rest; after it: resent as the next attempt"),
+        Rule(_P.BACKOFF, "timer", frozenset({_P.BACKOFF}) | _NEXT,
+             "before the retry time: a new timer for the rest; after it: resent as the next attempt"),
+    ]
+    for phase in _WAITING:
+        rules += [
+            Rule(phase, "push", frozenset({phase}), "queued behind the in-flight message; refused (503) when full"),
+            Rule(phase, "dead-letter copy", frozenset({phase}), "parked at its place in the queue"),
+            Rule(phase, "status delivered/read", _NEXT | {phase},
+                 "any attempt of the in-flight message acks it: the room moves on; other seqs: ignored"),
+            Rule(phase, "status failed", _NEXT | {phase},
+                 "the in-flight attempt failed: ends as failed, the room moves on; other attempts: ignored"),
+            Rule(phase, "watchdog", frozenset({phase}) | _NEXT,
+                 "wake-up overdue by WATCHDOG_GRACE_MS: acts as its timer would; otherwise nothing"),
+            Rule(phase, "redrive", frozenset({phase}), "releases a parked queued message; nothing else"),
+            Rule(phase, "skip", frozenset({phase}) | _NEXT,
+                 "the in-flight message ends as skipped and the room moves on, or a queued one is removed"),
+        ]
+        if phase is not _P.SENDING:
+            rules += [Rule(phase, kind, frozenset({phase}), "stale (the attempt's outcome is recorded): ignored")
+                      for kind in ("send accepted", "send unknown", "send refused", "send refused for good")]
+    for phase in (_P.IDLE, _P.BLOCKED):
+        rules += [Rule(phase, kind, frozenset({phase}), "nothing in flight: ignored (late or duplicate)")
+                  for kind in ("send accepted", "send unknown", "send refused", "send refused for good",
+                               "status delivered/read", "status failed", "timer", "watchdog")]
+    rules += [Rule(_P.IDLE, kind, frozenset({_P.IDLE}), "nothing to act on: ignored") for kind in ("redrive", "skip")]
+    rules += [Rule(phase, "status sent", frozenset({phase}), "the platform took it; only delivered/read ack: ignored")
+              for phase in _P]
+    return tuple(rules)
+
+
+RULES: tuple[Rule, ...] = _rules()
+_RULE_INDEX = {(r.phase, r.kind): r for r in RULES}
+
+
+def rule_for(before: RoomState, event: RoomEvent) -> Rule:
+    """The rule of `RULES` that covers `event` in the room's phase.
+
+    Raises:
+        KeyError: no rule covers it (the table and `decide` disagree).
+    """
+    return _RULE_INDEX[(room_phase(before), event_kind(event))]
 
 
 def policy_from_settings(settings: Settings) -> Policy:
     """Build a `Policy` from the environment's settings."""
     return Policy(
         ack_timeout_ms=settings.ack_timeout_ms,
+        send_timeout_ms=settings.send_timeout_ms,
+        send_start_deadline_ms=settings.send_start_deadline_ms,
         max_send_attempts=settings.max_send_attempts,
         send_retry_base_ms=settings.send_retry_base_ms,
-        dedup_window=settings.dedup_window,
-        max_pending_bytes=settings.max_pending_bytes,
+        dedup_retention=settings.dedup_retention,
+        max_queued_messages=settings.max_queued_messages,
+        max_room_bytes=settings.max_room_bytes,
+        watchdog_grace_ms=settings.watchdog_grace_ms,
     )
-
