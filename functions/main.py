@@ -1,8 +1,9 @@
-"""Cloud Functions entry points (2nd gen, HTTP): `enqueue`, `webhook`, `timeout`.
+"""Cloud Functions entry points (2nd gen, HTTP): `enqueue`, `deadletter`,
+`webhook`, `timeout`, `sweep`.
 
-They only parse the HTTP request, call `shared.service.Baton`, and answer. The
-three share one source archive; each is deployed with its own entry point.
-Clients are built once per instance, on first use.
+They only parse the HTTP request, call `shared.service.DeliveryService`, and
+answer. All share one source archive; each is deployed with its own entry
+point. The service is built once per instance, on first use.
 """
 
 from __future__ import annotations
@@ -16,33 +17,25 @@ from typing import Any
 import functions_framework
 from flask import Request, Response
 from google.api_core import exceptions as gexc
-from google.cloud import firestore
 
-from shared import config
-from shared.events import EventLog
-from shared.providers import make_senders
-from shared.room import policy_from_settings
-from shared.service import Baton, Reply, start_request
-from shared.store import ContentionError, RoomStore
-from shared.tasks import TimerScheduler, make_client
+from shared.bootstrap import bootstrap
+from shared.service import DeliveryService, Reply, TimerArmFailed, start_request
+from shared.store import ContentionError
 
 # Errors that mean "try again later": Firestore or Cloud Tasks unreachable or
-# overloaded, or a room that kept changing under the request. The caller's
-# redelivery (Pub/Sub, Meta, Cloud Tasks) retries.
-TRANSIENT = (gexc.GoogleAPICallError, gexc.RetryError, ContentionError, ConnectionError, TimeoutError)
+# overloaded, a room that kept changing under the request, a timer that could
+# not be armed. The caller's redelivery (Pub/Sub, Meta, Cloud Tasks, Cloud
+# Scheduler) retries.
+TRANSIENT = (gexc.GoogleAPICallError, gexc.RetryError, ContentionError, TimerArmFailed, ConnectionError,
+             TimeoutError)
 
 
 @functools.cache
-def baton() -> Baton:
-    settings = config.load()
-    store = RoomStore(firestore.Client(project=settings.project, database=settings.firestore_database),
-                      settings.retention_hours)
-    timers = TimerScheduler(make_client(settings), settings)
-    return Baton(settings, policy_from_settings(settings), store, timers, make_senders(settings),
-                 EventLog(settings.event_log_path))
+def service() -> DeliveryService:
+    return bootstrap()
 
 
-def respond(app: Baton, function: str, handler: Callable[..., Reply], *args: Any) -> Response:
+def respond(app: DeliveryService, function: str, handler: Callable[..., Reply], *args: Any) -> Response:
     """Run one handler of `app` and turn its `Reply` (or a transient failure:
     503, so the caller redelivers) into an HTTP response."""
     started = start_request()
@@ -59,19 +52,26 @@ def respond(app: Baton, function: str, handler: Callable[..., Reply], *args: Any
 @functions_framework.http
 def enqueue(request: Request) -> Response:
     """Pub/Sub ordered push endpoint (POST, push envelope JSON)."""
-    app = baton()
+    app = service()
     return respond(app, "enqueue", app.handle_push, request.get_data())
+
+
+@functions_framework.http
+def deadletter(request: Request) -> Response:
+    """Push endpoint of the dead-letter topic: parks each message in its room."""
+    app = service()
+    return respond(app, "deadletter", app.handle_dead_letter, request.get_data())
 
 
 @functions_framework.http
 def webhook(request: Request) -> Response:
     """WhatsApp webhook: GET handshake, POST signed status notifications."""
     if request.method == "GET":
-        reply = baton().handle_handshake(request.args.to_dict())
+        reply = service().handle_handshake(request.args.to_dict())
         if reply.status == 200:
             return Response(reply.body["challenge"], status=200, mimetype="text/plain")
         return Response(json.dumps(reply.body), status=reply.status, mimetype="application/json")
-    app = baton()
+    app = service()
     return respond(app, "webhook", app.handle_status_webhook, request.get_data(),
                    request.headers.get("X-Hub-Signature-256"))
 
@@ -79,9 +79,17 @@ def webhook(request: Request) -> Response:
 @functions_framework.http
 def timeout(request: Request) -> Response:
     """Cloud Tasks timer endpoint (POST, JSON timer body)."""
-    app = baton()
+    app = service()
     return respond(app, "timeout", app.handle_timer, request.get_data())
 
 
+@functions_framework.http
+def sweep(request: Request) -> Response:
+    """The watchdog, called every minute by Cloud Scheduler (locally by the
+    stack's sweeper loop): re-drives rooms whose wake-up is overdue."""
+    app = service()
+    return respond(app, "sweep", app.handle_sweep)
+
+
 # Build the clients while the instance starts, not on its first request.
-baton()
+service()

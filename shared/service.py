@@ -1,11 +1,23 @@
-"""The three request handlers, between the entry points and the room.
+"""The request handlers, between the entry points and the room's rules.
 
-Each handler: parse the request, run the room's optimistic transaction
+Each handler parses its request, runs the room's optimistic transaction
 (shared/store.py calling shared/room.py's `decide`), then, after the commit,
-log the events and run the effects in order: arm the timer first, then send,
-so a send that dies half-way is still covered by its ack timeout. A send's
-outcome is recorded (receipt on success; a `SendFailed` room event on
-failure), which may start the next message.
+logs the events and runs the effects in order: arm the timer first, then send,
+so a send that dies half-way is still covered by a timer. A send's outcome
+(accepted, refused, unknown) goes back into the room as a `SendReturned`
+event, which may start the next message; the loop follows it.
+
+Failures, and what the room does:
+- Firestore unreachable or a room contended past the retry budget: the handler
+  raises, the entry point answers 503, the caller (Pub/Sub, Meta, Cloud Tasks,
+  Cloud Scheduler) retries; nothing was committed, or the commit stands and
+  the retry is a recognised duplicate.
+- A timer that cannot be armed (after a few quick tries): logged as
+  `timer_arm_failed`, the send still goes out (the room's stored `wake_at_us`
+  lets the watchdog find it), and the request answers 503 so its redelivery
+  re-arms the timer (`rearm_if_replay`).
+- A crash between any two steps: the committed state stands; its timer, a
+  redelivery or the watchdog wakes the room (shared/room.py, "Wake-ups").
 
 Handlers return a `Reply` (HTTP status, JSON body); the entry points only
 translate it.
@@ -17,37 +29,52 @@ import json
 import time
 from collections import deque
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any
+
+from google.api_core import exceptions as gexc
+from tenacity import retry, retry_if_exception_type, stop_after_attempt, wait_exponential
 
 from shared.config import Settings
 from shared.events import METRICS_LOG_TYPE, DeliveryEvent, EventLog, EventType, JsonLineWriter, utc_iso
-from shared.providers import Sender
+from shared.providers import Sender, SendOutcome, SendResult
 from shared.providers.whatsapp import handshake_challenge, parse_statuses, signature_valid
 from shared.push import ROOM_ID, Rejected, parse_push
 from shared.room import (
     Decision,
     Effect,
     KeepDeadLetter,
-    Phase,
+    Park,
     Policy,
-    Receipt,
+    Redrive,
+    RoomEvent,
     RoomState,
     ScheduleTimer,
     Send,
-    SendFailed,
+    SendReturned,
+    Skip,
     StatusUpdate,
     TimerFired,
-    TimerKind,
+    WatchdogSweep,
     decide,
     parse_delivery_id,
 )
+from shared.room import SendOutcome as RoomSendOutcome
 from shared.store import RoomStore, begin_request, op_counts
 from shared.tasks import TimerScheduler
 
+# Pub/Sub adds this attribute to a message it forwards to a dead-letter topic
+# (https://cloud.google.com/pubsub/docs/handling-failures#track-delivery-attempts).
+DEAD_LETTER_COUNT_ATTRIBUTE = "CloudPubSubDeadLetterSourceDeliveryCount"
+
 
 def now_us() -> int:
+    """Wall-clock time, epoch microseconds."""
     return time.time_ns() // 1000
+
+
+class TimerArmFailed(RuntimeError):
+    """Cloud Tasks refused a timer after the room's commit: the request must be
+    retried by its caller (its redelivery re-arms the timer)."""
 
 
 @dataclass(frozen=True)
@@ -58,14 +85,19 @@ class Reply:
     body: dict[str, Any]
 
 
-class Baton:
-    """Handles enqueue pushes, status webhooks and timers for every room.
+_arm_retry = retry(retry=retry_if_exception_type((gexc.GoogleAPICallError, gexc.RetryError)),
+                   stop=stop_after_attempt(3), wait=wait_exponential(multiplier=0.05, max=0.4), reraise=True)
+
+
+class DeliveryService:
+    """Handles pushes, dead-letter pushes, status webhooks, timers, watchdog
+    sweeps and operator actions for every room.
 
     Args:
         settings: the environment's settings.
         policy: the room policy (timeouts in ms, limits).
-        store: the Firestore adapter.
-        timers: the Cloud Tasks adapter.
+        store: the Firestore adapter (or a fake with the same methods).
+        timers: the Cloud Tasks adapter (or a fake with `schedule`).
         senders: provider name -> platform client.
         events: where delivery events go.
     """
@@ -80,22 +112,48 @@ class Baton:
         self.events = events
         self._metrics = JsonLineWriter(settings.metrics_log_path, stdout=False) if settings.metrics_log_path else None
 
+    def apply(self, room_id: str, event: RoomEvent, component: str) -> Decision:
+        """Apply one event to a room and run what it decided. Raises what the
+        store raises, and `TimerArmFailed` after running every other effect."""
+        decision = self.store.apply(room_id, lambda s: decide(s, event, self.policy, component))
+        self._after_commit(room_id, decision, component)
+        return decision
+
     # ------------------------------------------------------------ enqueue
 
     def handle_push(self, body: bytes) -> Reply:
-        """A Pub/Sub push. 2xx acks it; 5xx makes Pub/Sub redeliver."""
+        """A Pub/Sub push. 2xx acks it; 503 (room full) makes Pub/Sub redeliver
+        it later; the room remembers it at its place meanwhile."""
         arrived = now_us()
         parsed = parse_push(body, arrived)
         if isinstance(parsed, Rejected):
-            self.store.keep_rejected(parsed.key, parsed.reason, parsed.record)
-            self.events.emit(DeliveryEvent(EventType.REJECTED, utc_iso(arrived), "enqueue", parsed.room_id,
-                                           message_id=parsed.message_id, reason=parsed.reason))
+            self._keep_rejected(parsed, arrived, "enqueue")
             return Reply(200, {"result": "rejected", "reason": parsed.reason})
-        decision = self.store.apply(parsed.room_id, lambda s: decide(s, parsed.event, self.policy, "enqueue"))
+        decision = self.apply(parsed.room_id, parsed.event, "enqueue")
         if decision.refused:
             return Reply(503, {"result": "backpressure", "reason": decision.refused})
-        self._after_commit(parsed.room_id, decision, "enqueue")
         return Reply(200, {"result": "ok"})
+
+    def handle_dead_letter(self, body: bytes) -> Reply:
+        """A push from the dead-letter topic: the message is parked at its place
+        in its room, which blocks there until an operator acts."""
+        arrived = now_us()
+        parsed = parse_push(body, arrived)
+        if isinstance(parsed, Rejected):
+            self._keep_rejected(parsed, arrived, "deadletter")
+            return Reply(200, {"result": "rejected", "reason": parsed.reason})
+        attrs = (json.loads(body).get("message") or {}).get("attributes") or {}
+        attempts = attrs.get(DEAD_LETTER_COUNT_ATTRIBUTE, "?")
+        e = parsed.event
+        park = Park(e.message_id, e.provider, e.recipient, e.text, e.published_at_us, arrived,
+                    f"dead-lettered by Pub/Sub after {attempts} delivery attempts")
+        self.apply(parsed.room_id, park, "deadletter")
+        return Reply(200, {"result": "parked"})
+
+    def _keep_rejected(self, rejected: Rejected, arrived: int, component: str) -> None:
+        self.store.keep_rejected(rejected.key, rejected.reason, rejected.record)
+        self.events.emit(DeliveryEvent(EventType.REJECTED, utc_iso(arrived), component, rejected.room_id,
+                                       message_id=rejected.message_id, reason=rejected.reason))
 
     # ------------------------------------------------------------ webhook
 
@@ -119,7 +177,7 @@ class Baton:
         applied = 0
         for st in statuses:
             try:
-                room_id, seq, attempt, sent_at_us = parse_delivery_id(st.callback_data or "")
+                room_id, incarnation, seq, attempt, sent_at_us = parse_delivery_id(st.callback_data or "")
                 if not ROOM_ID.match(room_id):
                     raise ValueError(room_id)
             except ValueError:
@@ -127,79 +185,110 @@ class Baton:
                                                provider="whatsapp", provider_message_id=st.provider_message_id,
                                                status=st.status, reason="no baton delivery id"))
                 continue
-            event = StatusUpdate(seq, attempt, st.status, sent_at_us, arrived, st.provider_message_id,
+            event = StatusUpdate(incarnation, seq, attempt, st.status, sent_at_us, arrived, st.provider_message_id,
                                  st.error_code, st.error_title)
             if st.status == "sent":
                 # Changes nothing: decide answers it without the room's state,
                 # so no transaction is spent on it.
-                decision = decide(RoomState(room_id), event, self.policy, "webhook")
-                self._after_commit(room_id, decision, "webhook")
+                self._after_commit(room_id, decide(RoomState(room_id), event, self.policy, "webhook"), "webhook")
                 continue
-            decision = self.store.apply(room_id, lambda s, e=event: decide(s, e, self.policy, "webhook"))
-            self._after_commit(room_id, decision, "webhook")
+            self.apply(room_id, event, "webhook")
             applied += 1
         return Reply(200, {"statuses": len(statuses), "applied": applied})
 
-    # ------------------------------------------------------------ timers
+    # ------------------------------------------------------------ timers and the watchdog
 
     def handle_timer(self, body: bytes) -> Reply:
-        """A Cloud Tasks timer. 400 for a body that is not a timer (Cloud Tasks
-        would retry it, so it is logged); 5xx makes Cloud Tasks retry."""
+        """A Cloud Tasks timer. 400 for a body that is not a timer; 5xx makes
+        Cloud Tasks retry (its queues retry without limit, infra/tasks.tf)."""
         arrived = now_us()
         try:
             t = json.loads(body)
-            room_id, seq, attempt, kind = str(t["room_id"]), int(t["seq"]), int(t["attempt"]), TimerKind(t["kind"])
+            room_id = str(t["room_id"])
+            event = TimerFired(int(t["incarnation"]), int(t["seq"]), int(t["attempt"]), int(t["due_at_us"]), arrived)
         except (ValueError, KeyError, TypeError) as exc:
             return Reply(400, {"error": f"not a baton timer: {exc}"})
-        event = TimerFired(seq, attempt, kind, arrived)
-
-        def decide_timer(state: RoomState) -> Decision:
-            ev = event
-            flight = state.in_flight
-            if (kind is TimerKind.ACK_TIMEOUT and flight is not None and flight.message.seq == seq
-                    and flight.attempt == attempt and flight.phase is Phase.SENDING):
-                # Only a live ack timeout pays for the receipt read.
-                confirmed = self.store.has_receipt(state.room_id, seq, attempt)
-                ev = TimerFired(seq, attempt, kind, arrived, Receipt.CONFIRMED if confirmed else Receipt.MISSING)
-            return decide(state, ev, self.policy, "timeout")
-
-        decision = self.store.apply(room_id, decide_timer)
-        self._after_commit(room_id, decision, "timeout")
+        if not ROOM_ID.match(room_id):
+            return Reply(400, {"error": "not a baton timer: bad room id"})
+        self.apply(room_id, event, "timeout")
         return Reply(200, {"result": "ok"})
+
+    def handle_sweep(self) -> Reply:
+        """The watchdog: re-drive every room whose wake-up is overdue by more
+        than WATCHDOG_GRACE_MS (at most SWEEP_BATCH_SIZE a call, oldest first).
+        A room that fails is left for the next sweep; the answer counts them."""
+        arrived = now_us()
+        overdue = self.store.overdue_rooms(arrived - self.policy.watchdog_grace_ms * 1000,
+                                           self.settings.sweep_batch_size)
+        rescued = failed = 0
+        for room_id in overdue:
+            try:
+                decision = self.apply(room_id, WatchdogSweep(now_us()), "sweep")
+            except (gexc.GoogleAPICallError, gexc.RetryError, TimerArmFailed, RuntimeError) as exc:
+                failed += 1
+                print(json.dumps({"severity": "ERROR", "message": f"sweep: room {room_id}: {exc!r}"}), flush=True)
+                continue
+            rescued += any(e.event == EventType.WATCHDOG_RESCUED for e in decision.events)
+        return Reply(200, {"overdue": len(overdue), "rescued": rescued, "failed": failed})
+
+    # ------------------------------------------------------------ operators
+
+    def redrive(self, room_id: str, seq: int, actor: str, reason: str) -> Decision:
+        """Release the parked message `seq` of a room: it is sent in its turn."""
+        return self.apply(room_id, Redrive(seq, actor, reason, now_us()), "operator")
+
+    def skip(self, room_id: str, seq: int, actor: str, reason: str) -> Decision:
+        """End message `seq` of a room (in flight or queued) as `skipped`."""
+        return self.apply(room_id, Skip(seq, actor, reason, now_us()), "operator")
 
     # ------------------------------------------------------------ effects
 
     def _after_commit(self, room_id: str, decision: Decision, component: str) -> None:
         """Log a committed decision's events and run its effects, following
-        send failures into further room transactions."""
+        send outcomes into further room transactions. Raises `TimerArmFailed`
+        at the end if a timer could not be armed."""
         work: deque[Decision] = deque([decision])
+        arm_failures: list[str] = []
         while work:
             d = work.popleft()
             for ev in d.events:
                 self.events.emit(ev)
             for effect in d.effects:
-                follow_up = self._run_effect(room_id, effect, component)
+                follow_up = self._run_effect(room_id, effect, component, arm_failures)
                 if follow_up is not None:
                     work.append(follow_up)
+        if arm_failures:
+            raise TimerArmFailed("; ".join(arm_failures))
 
-    def _run_effect(self, room_id: str, effect: Effect, component: str) -> Decision | None:
+    def _run_effect(self, room_id: str, effect: Effect, component: str, arm_failures: list[str]) -> Decision | None:
         if isinstance(effect, ScheduleTimer):
-            self.timers.schedule(effect)
+            try:
+                _arm_retry(self.timers.schedule)(effect)
+            except (gexc.GoogleAPICallError, gexc.RetryError) as exc:
+                arm_failures.append(f"{type(exc).__name__}: {exc}"[:200])
+                self.events.emit(DeliveryEvent(EventType.TIMER_ARM_FAILED, utc_iso(now_us()), component, room_id,
+                                               seq=effect.seq, attempt=effect.attempt, reason=str(exc)[:200]))
             return None
         if isinstance(effect, KeepDeadLetter):
             return None  # written in the transaction already
         assert isinstance(effect, Send)
         return self._send(room_id, effect, component)
 
-    def _send(self, room_id: str, send: Send, component: str) -> Decision | None:
+    def _send(self, room_id: str, send: Send, component: str) -> Decision:
         msg = send.message
-        sender = self.senders[msg.provider]
+        assert msg.text is not None, "a parked placeholder is never sent"
         started = now_us()
-        op_counts().send_calls += 1
-        result = sender.send(msg.recipient, msg.text, send.delivery_id, send.attempt)
-        common = dict(seq=msg.seq, attempt=send.attempt, message_id=msg.message_id, provider=msg.provider,
-                      delivery_id=send.delivery_id, trigger=send.trigger)
-        if result.ok:
+        if started > send.start_by_us:
+            # Too late to start: the room's send window assumes no call starts
+            # after this. Provably not sent, so a retry is safe.
+            result = SendResult(SendOutcome.REFUSED, error_title="send not started within SEND_START_DEADLINE_MS")
+        else:
+            op_counts().send_calls += 1
+            result = self.senders[msg.provider].send(msg.recipient, msg.text, send.delivery_id)
+        returned = now_us()
+        common: dict[str, Any] = dict(seq=msg.seq, attempt=send.attempt, message_id=msg.message_id,
+                                      provider=msg.provider, delivery_id=send.delivery_id, trigger=str(send.trigger))
+        if result.outcome is SendOutcome.ACCEPTED:
             self.events.emit(DeliveryEvent(
                 EventType.SENT, utc_iso(started), component, room_id,
                 provider_message_id=result.provider_message_id,
@@ -207,15 +296,20 @@ class Baton:
                 publish_to_send_ms=(started - msg.published_at_us) / 1000,
                 trigger_to_send_ms=(started - send.trigger_at_us) / 1000,
                 **common))
-            self.store.write_receipt(room_id, msg.seq, send.attempt, result.provider_message_id or "",
-                                     datetime.fromtimestamp(started / 1e6, tz=UTC))
-            return None
-        self.events.emit(DeliveryEvent(EventType.SEND_FAILED, utc_iso(started), component, room_id,
-                                       error_code=result.error_code, error_title=result.error_title,
-                                       reason="permanent" if result.permanent else "transient", **common))
-        failed = SendFailed(msg.seq, send.attempt, result.permanent, now_us(), result.error_code,
-                            result.error_title, result.retry_after_ms)
-        return self.store.apply(room_id, lambda s: decide(s, failed, self.policy, component))
+        elif result.outcome is SendOutcome.UNKNOWN:
+            self.events.emit(DeliveryEvent(EventType.SEND_UNKNOWN, utc_iso(started), component, room_id,
+                                           error_code=result.error_code, error_title=result.error_title,
+                                           reason="possibly sent: held until its ack deadline, then resent",
+                                           **common))
+        else:
+            kind = "permanent" if result.permanent else "rate_limited" if result.rate_limited else "transient"
+            self.events.emit(DeliveryEvent(EventType.SEND_FAILED, utc_iso(started), component, room_id,
+                                           error_code=result.error_code, error_title=result.error_title,
+                                           reason=kind, **common))
+        returned_event = SendReturned(send.incarnation, msg.seq, send.attempt, RoomSendOutcome(str(result.outcome)),
+                                      returned, send.cause, result.permanent, result.rate_limited,
+                                      result.error_code, result.error_title)
+        return self.store.apply(room_id, lambda s: decide(s, returned_event, self.policy, component))
 
     # ------------------------------------------------------------ metrics
 

@@ -1,19 +1,23 @@
 """Firestore adapter: one transaction per room event, documents, op counters.
 
-Layout (every document has a timestamp `expire_at`, the field of the TTL
-policies that infra/ sets; TTL deletes within about 24 h of it):
+Layout:
 
-- `rooms/{room_id}`: the room's whole state (see `shared.room.RoomState`):
-  in-flight attempt, queue of pending messages with their bodies, dedup
-  window, recent outcomes, counts. One document per room keeps a message at
-  one write per transition: the queue lives beside the baton, so passing the
-  baton and reading the next head are the same transaction.
-- `rooms/{room_id}/sends/{seq}-{attempt}`: the send receipt, written blind
-  (no read, no transaction) after the platform accepted a send. The ack-timeout
-  handler reads it to tell "sent, no ack" (timed out) from "never sent" (resend).
+- `rooms/{room_id}`: the room's whole state (`shared.room.room_to_doc`):
+  in-flight attempt with its phase and deadlines, queue of pending messages
+  with their bodies, recently ended messages (de-duplication), awaited pushes,
+  counts. One document per room keeps a message at one write per transition:
+  the queue lives beside the baton, so passing the baton and reading the next
+  head are the same transaction. Its top-level `wake_at_us` (the in-flight
+  attempt's timer due time, null when nothing waits) is what the watchdog
+  queries.
 - `rejected_messages/{pubsub_message_id}`: pushes that can never be valid,
   with their reason and raw content.
-- `dead_letters/{room_id}:{seq}`: messages baton gave up on, with their body.
+- `dead_letters/{room_id}:{incarnation}:{seq}`: messages baton gave up on, with their body.
+
+Every document has `expire_at`, the field of the TTL policies infra/ sets (TTL
+deletes within about 24 h of it). A room gets a time there only while it holds
+nothing (no message in flight, queued or awaited); a room that holds a message
+has `expire_at = null`, which TTL never deletes.
 
 `rooms/{room_id}` changes only through `RoomStore.apply`, an optimistic
 transaction (read, decide, write if unchanged since the read); nothing with a
@@ -33,18 +37,18 @@ from typing import Any
 from google.api_core import exceptions as gexc
 from google.api_core.retry import Retry, if_transient_error
 from google.cloud import firestore
+from google.cloud.firestore_v1.base_query import FieldFilter
 
 from shared.room import (
+    ROOMS,
     Decision,
-    InFlight,
     KeepDeadLetter,
-    Phase,
-    QueuedMessage,
     RoomState,
+    message_to_doc,
+    room_from_doc,
+    room_to_doc,
 )
 
-ROOMS = "rooms"
-SENDS = "sends"
 REJECTED = "rejected_messages"
 DEAD_LETTERS = "dead_letters"
 
@@ -80,78 +84,6 @@ def begin_request() -> OpCounts:
     counts = OpCounts()
     _current.set(counts)
     return counts
-
-
-# ---------------------------------------------------------------- (de)serialise
-
-
-def _message_to_doc(m: QueuedMessage) -> dict[str, Any]:
-    return {
-        "seq": m.seq,
-        "message_id": m.message_id,
-        "provider": m.provider,
-        "recipient": m.recipient,
-        "text": m.text,
-        "published_at_us": m.published_at_us,
-        "enqueued_at_us": m.enqueued_at_us,
-    }
-
-
-def _message_from_doc(d: dict[str, Any]) -> QueuedMessage:
-    return QueuedMessage(
-        seq=d["seq"],
-        message_id=d["message_id"],
-        provider=d["provider"],
-        recipient=d["recipient"],
-        text=d["text"],
-        published_at_us=d["published_at_us"],
-        enqueued_at_us=d["enqueued_at_us"],
-    )
-
-
-def room_to_doc(state: RoomState) -> dict[str, Any]:
-    """The Firestore document of a room (without `expire_at`)."""
-    flight = state.in_flight
-    return {
-        "next_seq": state.next_seq,
-        "in_flight": None
-        if flight is None
-        else {
-            "message": _message_to_doc(flight.message),
-            "attempt": flight.attempt,
-            "started_at_us": flight.started_at_us,
-            "phase": str(flight.phase),
-            "cause": flight.cause,
-        },
-        "pending": [_message_to_doc(m) for m in state.pending],
-        "recent_ids": list(state.recent_ids),
-        "ended": [{"seq": seq, "outcome": outcome} for seq, outcome in state.ended],
-        "counts": dict(state.counts),
-    }
-
-
-def room_from_doc(room_id: str, d: dict[str, Any] | None) -> RoomState:
-    """Inverse of `room_to_doc`; a missing document is a new, empty room."""
-    if not d:
-        return RoomState(room_id)
-    f = d.get("in_flight")
-    return RoomState(
-        room_id=room_id,
-        next_seq=d["next_seq"],
-        in_flight=None
-        if f is None
-        else InFlight(
-            message=_message_from_doc(f["message"]),
-            attempt=f["attempt"],
-            started_at_us=f["started_at_us"],
-            phase=Phase(f["phase"]),
-            cause=f["cause"],
-        ),
-        pending=tuple(_message_from_doc(m) for m in d.get("pending", [])),
-        recent_ids=tuple(d.get("recent_ids", [])),
-        ended=tuple((e["seq"], e["outcome"]) for e in d.get("ended", [])),
-        counts=dict(d.get("counts", {})),
-    )
 
 
 # ---------------------------------------------------------------- the store
@@ -215,7 +147,8 @@ class RoomStore:
             if decision.state is None:
                 return decision
             expire_at = self._expire_at()
-            doc = {**room_to_doc(decision.state), "expire_at": expire_at}
+            doc = {**room_to_doc(decision.state),
+                   "expire_at": None if decision.state.holds_messages else expire_at}
             batch = self._db.batch()
             if snap.exists:
                 batch.update(ref, doc, option=self._db.write_option(last_update_time=snap.update_time))
@@ -234,35 +167,17 @@ class RoomStore:
             return decision
         raise ContentionError(f"room {room_id!r} changed under {self._max_attempts} attempts in a row")
 
-    # -- send receipts
-
-    def _receipt_ref(self, room_id: str, seq: int, attempt: int) -> firestore.DocumentReference:
-        return self.room_ref(room_id).collection(SENDS).document(f"{seq}-{attempt}")
-
-    def write_receipt(self, room_id: str, seq: int, attempt: int, provider_message_id: str, sent_at: datetime) -> None:
-        """Record that the platform accepted (seq, attempt). A blind write."""
-        self._receipt_ref(room_id, seq, attempt).set(
-            {"provider_message_id": provider_message_id, "sent_at": sent_at, "expire_at": self._expire_at()},
-            **self._call,
-        )
-        op_counts().firestore_writes += 1
-
-    def has_receipt(self, room_id: str, seq: int, attempt: int) -> bool:
-        """Whether (seq, attempt) has a send receipt."""
-        snap = self._receipt_ref(room_id, seq, attempt).get(**self._call)
-        op_counts().firestore_reads += 1
-        return snap.exists
-
     # -- kept records
 
     def _dead_letter_ref(self, effect: KeepDeadLetter) -> firestore.DocumentReference:
-        return self._db.collection(DEAD_LETTERS).document(f"{effect.room_id}:{effect.message.seq}")
+        return self._db.collection(DEAD_LETTERS).document(f"{effect.room_id}:{effect.incarnation}:{effect.message.seq}")
 
     @staticmethod
     def _dead_letter_doc(effect: KeepDeadLetter, expire_at: datetime) -> dict[str, Any]:
         return {
             "room_id": effect.room_id,
-            "message": _message_to_doc(effect.message),
+            "incarnation": effect.incarnation,
+            "message": message_to_doc(effect.message),
             "attempts": effect.attempts,
             "reason": effect.reason,
             "dead_lettered_at": datetime.now(UTC),
@@ -276,6 +191,19 @@ class RoomStore:
             **self._call,
         )
         op_counts().firestore_writes += 1
+
+    # -- the watchdog's query
+
+    def overdue_rooms(self, before_us: int, limit: int) -> list[str]:
+        """Ids of rooms whose wake-up (`wake_at_us`) is before `before_us`
+        (epoch us), oldest first, at most `limit`. A single-field range query
+        served by Firestore's automatic index on `wake_at_us`; rooms with
+        nothing waiting have null there and never match."""
+        query = (self._db.collection(ROOMS).where(filter=FieldFilter("wake_at_us", "<", before_us))
+                 .order_by("wake_at_us").limit(limit))
+        ids = [snap.id for snap in query.stream(**self._call)]
+        op_counts().firestore_reads += max(1, len(ids))
+        return ids
 
     # -- reading (tests, tools)
 

@@ -1,14 +1,14 @@
-"""Cloud Tasks adapter: the room timers (ack timeouts and send retries).
+"""Cloud Tasks adapter: the room timers (ack deadlines, send retries, send windows).
 
 A timer is an HTTP task to the `timeout` function, due at the timer's time,
-with the JSON body `{"room_id", "seq", "attempt", "kind"}`. Rooms are spread
+with the JSON body `{"room_id", "incarnation", "seq", "attempt", "due_at_us"}`. Rooms are spread
 over `TASKS_QUEUE_COUNT` queues by a stable hash of the room id, because one
 queue dispatches at most 500 tasks/s
 (https://cloud.google.com/tasks/docs/quotas).
 
-Task names are derived from (room, seq, attempt, kind), so arming the same
-timer twice is refused by the real service as ALREADY_EXISTS, which counts as
-success here. The emulator accepts duplicates instead; either way the
+Task names are derived from (room, incarnation, seq, attempt, due time), so
+arming the same timer twice is refused by the real service as ALREADY_EXISTS,
+which counts as success here. The emulator accepts duplicates instead; either way the
 `timeout` function applies a timer only to the exact attempt it was made for,
 so correctness depends on neither. The id starts with a hash, as Google asks
 for task names (https://cloud.google.com/tasks/docs/reference/rest/v2/projects.locations.queues.tasks#Task).
@@ -40,14 +40,19 @@ def queue_index(room_id: str, queue_count: int) -> int:
 
 
 def task_id(timer: ScheduleTimer) -> str:
-    """Task id of a timer: `{hash16}-{seq}-{attempt}-{kind}` (letters, digits,
-    `-` and `_` only, as Cloud Tasks requires)."""
-    return f"{_room_hash(timer.room_id)[:16]}-{timer.seq}-{timer.attempt}-{timer.kind.replace('_', '-')}"
+    """Task id of a timer: `{hash16}-{seq}-{attempt}-{due_ms}`, the hash over
+    the room id and its incarnation (letters, digits, `-` only, as Cloud Tasks
+    requires). Every timer the room arms has a new due time or attempt, so a
+    name is never reused: the real service keeps a used name for up to an hour
+    (https://cloud.google.com/tasks/docs/reference/rest/v2/projects.locations.queues.tasks/create)."""
+    digest = _room_hash(f"{timer.room_id}#{timer.incarnation}")[:16]
+    return f"{digest}-{timer.seq}-{timer.attempt}-{timer.due_at_us // 1000}"
 
 
 def timer_body(timer: ScheduleTimer) -> dict[str, object]:
     """The JSON body the `timeout` function receives."""
-    return {"room_id": timer.room_id, "seq": timer.seq, "attempt": timer.attempt, "kind": str(timer.kind)}
+    return {"room_id": timer.room_id, "incarnation": timer.incarnation, "seq": timer.seq,
+            "attempt": timer.attempt, "due_at_us": timer.due_at_us}
 
 
 def make_client(settings: Settings) -> tasks_v2.CloudTasksClient:

@@ -1,5 +1,6 @@
 """Platform adapters. Each provider name a producer may put in the `provider`
-attribute maps to a client with `send(recipient, text, delivery_id, attempt)`.
+attribute maps to a client with `send(recipient, text, delivery_id) -> SendResult`
+(shared/providers/base.py).
 
 Only WhatsApp's Cloud API for now; Instagram messaging has no delivery webhook
 (only `messaging_seen`), so it would run on ack timeouts alone.
@@ -7,16 +8,13 @@ Only WhatsApp's Cloud API for now; Instagram messaging has no delivery webhook
 
 from __future__ import annotations
 
-from typing import Protocol
-
 from shared.config import Settings
-from shared.providers.whatsapp import SendResult, WhatsAppClient
+from shared.providers.base import Sender, SendOutcome, SendResult
+from shared.providers.whatsapp import WhatsAppClient
+
+__all__ = ["KNOWN_PROVIDERS", "Sender", "SendOutcome", "SendResult", "make_senders"]
 
 KNOWN_PROVIDERS = frozenset({"whatsapp"})
-
-
-class Sender(Protocol):
-    def send(self, recipient: str, text: str, delivery_id: str, attempt: int = 1) -> SendResult: ...
 
 
 def make_senders(settings: Settings) -> dict[str, Sender]:

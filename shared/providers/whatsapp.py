@@ -19,32 +19,35 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import time
 from dataclasses import dataclass
 from typing import Any
 
 import requests
-from tenacity import retry, retry_if_exception_type, stop_after_attempt, wait_exponential
+from tenacity import retry, retry_if_exception, stop_after_attempt, stop_after_delay, wait_exponential
+from urllib3.exceptions import ConnectTimeoutError, NewConnectionError
+
+from shared.providers.base import SendOutcome, SendResult
 
 # Error codes after which sending the same message again cannot succeed.
 # 131026 undeliverable, 131047 outside the 24 h customer-service window,
 # 131051 unsupported message type, 100/131008/131009 invalid parameters.
 PERMANENT_ERROR_CODES = frozenset({100, 131008, 131009, 131026, 131047, 131051})
-# 131056 pair rate limit: Meta asks for a wait of 4^n s before the n-th retry.
+# 131056 pair rate limit: Meta asks for a wait of 4^n s before the n-th retry
+# (the room's rules apply it).
 PAIR_RATE_LIMIT = 131056
 
 
-@dataclass(frozen=True)
-class SendResult:
-    """Outcome of one send call. On success `provider_message_id` is the wamid;
-    on failure `permanent` says whether a retry can help, and `retry_after_ms`
-    (ms) overrides the retry backoff when the platform asks for a wait."""
-
-    ok: bool
-    provider_message_id: str | None = None
-    permanent: bool = False
-    error_code: int | None = None
-    error_title: str | None = None
-    retry_after_ms: int | None = None
+def never_connected(exc: BaseException) -> bool:
+    """Whether a request failed before a connection was open, so no byte of it
+    reached the platform: connection refused, DNS failure, connect timeout."""
+    if isinstance(exc, requests.ConnectTimeout):
+        return True
+    if not isinstance(exc, requests.ConnectionError):
+        return False
+    reason = exc.args[0] if exc.args else None
+    reason = getattr(reason, "reason", reason)  # urllib3's MaxRetryError wraps the cause
+    return isinstance(reason, NewConnectionError | ConnectTimeoutError)
 
 
 @dataclass(frozen=True)
@@ -68,15 +71,19 @@ class WhatsAppClient:
         api_version: e.g. `v21.0`.
         phone_number_id: the sending number's id.
         access_token: the bearer token (a secret).
-        timeout_ms: how long one HTTP call may take, in ms.
+        timeout_ms: the whole send call's budget in ms, reconnects included.
+            Each try gets what is left of it as its connect and read timeout;
+            requests' read timeout bounds each socket read, not the whole
+            answer, so a platform trickling bytes could stretch one try (Meta
+            answers a send in one short JSON body).
     """
 
     def __init__(self, api_base: str, api_version: str, phone_number_id: str, access_token: str, timeout_ms: int) -> None:
         self._url = f"{api_base.rstrip('/')}/{api_version}/{phone_number_id}/messages"
-        self._timeout_s = timeout_ms / 1000
+        self._budget_s = timeout_ms / 1000
         self._session = requests.Session()
         self._session.headers["Authorization"] = f"Bearer {access_token}"
-        adapter = requests.adapters.HTTPAdapter(pool_connections=4, pool_maxsize=32)
+        adapter = requests.adapters.HTTPAdapter(pool_connections=4, pool_maxsize=32, max_retries=0)
         self._session.mount("http://", adapter)
         self._session.mount("https://", adapter)
 
@@ -92,46 +99,55 @@ class WhatsAppClient:
             "biz_opaque_callback_data": delivery_id,
         }
 
-    # A refused connection never reached the platform, so retrying it at once
-    # cannot duplicate a message; anything later is left to the room's retry.
-    @retry(
-        retry=retry_if_exception_type(requests.ConnectionError),
-        stop=stop_after_attempt(3),
-        wait=wait_exponential(multiplier=0.05, max=0.5),
-        reraise=True,
-    )
     def _post(self, body: dict[str, Any]) -> requests.Response:
-        return self._session.post(self._url, json=body, timeout=self._timeout_s)
+        """POST within the budget. Retried (tenacity) only when the connection
+        could never be opened: such a request provably never reached the
+        platform, so trying again cannot duplicate the message."""
+        deadline = time.monotonic() + self._budget_s
 
-    def send(self, recipient: str, text: str, delivery_id: str, attempt: int = 1) -> SendResult:
+        @retry(retry=retry_if_exception(never_connected),
+               stop=stop_after_attempt(3) | stop_after_delay(self._budget_s),
+               wait=wait_exponential(multiplier=0.05, max=0.2), reraise=True)
+        def attempt() -> requests.Response:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise requests.ConnectTimeout("send budget used up before a connection was open")
+            return self._session.post(self._url, json=body, timeout=(left, left))
+
+        return attempt()
+
+    def send(self, recipient: str, text: str, delivery_id: str) -> SendResult:
         """Send one text message. Never raises for platform or network errors:
-        they come back as a failed `SendResult` (transient unless the error code
-        says the message can never be sent)."""
+
+        - ACCEPTED: HTTP 2xx with `messages[0].id` (the wamid);
+        - REFUSED: a Graph error answer (HTTP 4xx; `permanent` for the codes
+          that can never succeed, `rate_limited` for 131056), or no connection
+          could be opened within the budget;
+        - UNKNOWN: anything after the request may have been written (read
+          timeout, connection reset or dropped), HTTP 5xx, or 2xx without an id.
+        """
         try:
             resp = self._post(self.request_body(recipient, text, delivery_id))
         except requests.RequestException as exc:
-            return SendResult(ok=False, error_title=f"{type(exc).__name__}: {exc}"[:300])
+            outcome = SendOutcome.REFUSED if never_connected(exc) else SendOutcome.UNKNOWN
+            return SendResult(outcome, error_title=f"{type(exc).__name__}: {exc}"[:300])
         try:
             payload = resp.json()
         except ValueError:
             payload = {}
         if resp.ok:
             try:
-                return SendResult(ok=True, provider_message_id=str(payload["messages"][0]["id"]))
+                return SendResult(SendOutcome.ACCEPTED, provider_message_id=str(payload["messages"][0]["id"]))
             except (KeyError, IndexError, TypeError):
-                return SendResult(ok=False, error_title=f"HTTP {resp.status_code} without messages[0].id")
+                return SendResult(SendOutcome.UNKNOWN, error_title=f"HTTP {resp.status_code} without messages[0].id")
         error = payload.get("error") if isinstance(payload, dict) else None
         code = error.get("code") if isinstance(error, dict) else None
         title = (error.get("message") if isinstance(error, dict) else None) or f"HTTP {resp.status_code}"
         code = int(code) if isinstance(code, int | str) and str(code).isdigit() else None
-        retry_after_ms = 4**attempt * 1000 if code == PAIR_RATE_LIMIT else None
-        return SendResult(
-            ok=False,
-            permanent=code in PERMANENT_ERROR_CODES,
-            error_code=code,
-            error_title=str(title)[:300],
-            retry_after_ms=retry_after_ms,
-        )
+        if resp.status_code >= 500:
+            return SendResult(SendOutcome.UNKNOWN, error_code=code, error_title=str(title)[:300])
+        return SendResult(SendOutcome.REFUSED, permanent=code in PERMANENT_ERROR_CODES,
+                          rate_limited=code == PAIR_RATE_LIMIT, error_code=code, error_title=str(title)[:300])
 
 
 def sign(raw_body: bytes, app_secret: str) -> str:
@@ -140,10 +156,12 @@ def sign(raw_body: bytes, app_secret: str) -> str:
 
 
 def signature_valid(raw_body: bytes, header: str | None, app_secret: str) -> bool:
-    """Check `X-Hub-Signature-256` over the raw body, in constant time."""
+    """Check `X-Hub-Signature-256` over the raw body, in constant time. Any
+    header value, non-ASCII included, gives True or False, never an error."""
     if not header or not header.startswith("sha256="):
         return False
-    return hmac.compare_digest(sign(raw_body, app_secret), header.strip())
+    given = header.strip().encode("utf-8", errors="replace")
+    return hmac.compare_digest(sign(raw_body, app_secret).encode(), given)
 
 
 def handshake_challenge(args: dict[str, str], verify_token: str) -> str | None:

@@ -13,7 +13,7 @@ import requests
 from google.cloud import firestore
 
 from shared.providers.whatsapp import sign
-from shared.room import Enqueue, Policy, ScheduleTimer, TimerKind, decide, make_delivery_id
+from shared.room import Enqueue, Policy, ScheduleTimer, decide, make_delivery_id
 from shared.store import REJECTED, RoomStore
 from tests.conftest import room_events, wait_for
 
@@ -59,12 +59,13 @@ def test_bad_signature_is_refused_and_changes_nothing(stack, store, room_id):
     enqueue = Enqueue("m1", "whatsapp", "15550001", "hi", now, now)
     store.apply(room_id, lambda s: decide(s, enqueue, Policy(), "test"))
     before = store.room_ref(room_id).get().to_dict()
-    body = status_body(make_delivery_id(room_id, 1, 1, before["in_flight"]["started_at_us"]))
+    body = status_body(make_delivery_id(room_id, before["incarnation"], 1, 1, before["in_flight"]["started_at_us"]))
     for headers in ({}, {"X-Hub-Signature-256": "sha256=" + "0" * 64},
                     {"X-Hub-Signature-256": sign(body, "wrong-secret")},
-                    {"X-Hub-Signature-256": sign(body + b" ", SECRET)}):
+                    {"X-Hub-Signature-256": sign(body + b" ", SECRET)},
+                    {"X-Hub-Signature-256": "sha256=" + "é" * 64}):
         r = requests.post(stack.url("webhook"), data=body, headers=headers, timeout=5)
-        assert r.status_code == 401
+        assert r.status_code == 401, headers
     assert store.room_ref(room_id).get().to_dict() == before
     # The same body, signed right, acks the message.
     r = requests.post(stack.url("webhook"), data=body, headers={"X-Hub-Signature-256": sign(body, SECRET)}, timeout=5)
@@ -79,7 +80,7 @@ def test_webhook_body_of_the_wrong_shape_is_a_400(stack):
 
 
 def test_status_for_an_unknown_delivery_is_acknowledged_and_logged(stack, room_id):
-    for callback in ("garbage", "1.1.1700000000000.not/a/room", f"4.1.1700000000000.{room_id}"):
+    for callback in ("garbage", "1.1.1700000000000.abc.not/a/room", f"4.1.1700000000000.abc.{room_id}"):
         body = status_body(callback)
         r = requests.post(stack.url("webhook"), data=body, headers={"X-Hub-Signature-256": sign(body, SECRET)}, timeout=5)
         assert r.status_code == 200
@@ -111,14 +112,14 @@ def test_transient_firestore_failure_answers_503(stack, monkeypatch):
     from shared.events import EventLog
     from shared.providers import make_senders
     from shared.room import policy_from_settings
-    from shared.service import Baton
+    from shared.service import DeliveryService
     from shared.tasks import TimerScheduler, make_client
     from tools.stack import free_port
 
     monkeypatch.setenv("FIRESTORE_EMULATOR_HOST", f"127.0.0.1:{free_port()}")  # nobody listens there
     settings = config.load()
     dead = RoomStore(firestore.Client(project="baton-local"), 1, deadline_s=1.0)
-    app = Baton(settings, policy_from_settings(settings), dead, TimerScheduler(make_client(settings), settings),
+    app = DeliveryService(settings, policy_from_settings(settings), dead, TimerScheduler(make_client(settings), settings),
                 make_senders(settings), EventLog(keep=True))
     import functions.main as entry
 
@@ -135,7 +136,7 @@ def test_a_timer_reaches_the_timeout_function(stack, room_id):
     settings = dataclasses.replace(config.load(), timeout_url=stack.url("timeout"), tasks_queue_count=4)
     scheduler = TimerScheduler(make_client(settings), settings)
     due = time.time_ns() // 1000 + 300_000
-    timer = ScheduleTimer(room_id, 3, 2, TimerKind.ACK_TIMEOUT, due)
+    timer = ScheduleTimer(room_id, 12345, 3, 2, due)
     scheduler.schedule(timer)
     events = wait_for(lambda: [e for e in room_events(stack, room_id) if e["event"] == "timeout_ignored"],
                       what="the timer's call of `timeout`")

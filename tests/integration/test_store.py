@@ -8,10 +8,11 @@ import time
 import pytest
 from google.cloud import firestore
 
-from shared.room import Enqueue, Policy, Send, StatusUpdate, decide
+from shared import docsize
+from shared.room import ROOMS, Enqueue, Policy, Send, SendOutcome, SendReturned, StatusUpdate, decide, room_doc_bytes
 from shared.store import DEAD_LETTERS, REJECTED, RoomStore, begin_request, op_counts
 
-POLICY = Policy(ack_timeout_ms=1500)
+POLICY = Policy(ack_timeout_ms=1500, send_timeout_ms=1000)
 
 
 @pytest.fixture(scope="module")
@@ -24,13 +25,13 @@ def enqueue(mid: str) -> Enqueue:
     return Enqueue(mid, "whatsapp", "15550001", f"text of {mid}", now, now)
 
 
-def delivered(seq: int) -> StatusUpdate:
+def apply(store: RoomStore, room: str, event, policy: Policy = POLICY):
+    return store.apply(room, lambda s: decide(s, event, policy, "test"))
+
+
+def delivered(store: RoomStore, room: str, seq: int) -> StatusUpdate:
     now = time.time_ns() // 1000
-    return StatusUpdate(seq, 1, "delivered", now, now, f"wamid.{seq}")
-
-
-def apply(store: RoomStore, room: str, event):
-    return store.apply(room, lambda s: decide(s, event, POLICY, "test"))
+    return StatusUpdate(store.load_room(room).incarnation, seq, 1, "delivered", now, now, f"wamid.{seq}")
 
 
 def run_together(*fns):
@@ -56,30 +57,53 @@ def test_a_room_round_trips_through_its_document(store, room_id):
     room = store.load_room(room_id)
     assert room.in_flight.message.message_id == "m1"
     assert [m.message_id for m in room.pending] == ["m2"]
-    assert room.next_seq == 3 and room.recent_ids == ("m1", "m2")
+    assert room.next_seq == 3 and room.held_ids() == {"m1", "m2"}
     raw = store.room_ref(room_id).get().to_dict()
-    assert raw["expire_at"] is not None  # the TTL field
+    # A room that holds messages is never deleted by TTL: no expiry time.
+    assert raw["expire_at"] is None and raw["wake_at_us"] == room.in_flight.due_at_us
+
+
+def test_an_idle_room_gets_its_ttl_expiry_back(store, room_id):
+    apply(store, room_id, enqueue("m1"))
+    apply(store, room_id, delivered(store, room_id, 1))
+    raw = store.room_ref(room_id).get().to_dict()
+    assert raw["expire_at"] is not None and raw["wake_at_us"] is None
 
 
 def test_enqueue_racing_the_last_ack_loses_no_wake_up(store):
     """The users' lost wake-up: a message enqueued while the room's last ack is
     applied must be sent by exactly one of the two requests."""
+    decide_calls = []
     for trial in range(15):
         room = f"race-{time.time_ns()}-{trial}"
         apply(store, room, enqueue("m1"))
-        d_enqueue, d_ack = run_together(lambda r=room: apply(store, r, enqueue("m2")),
-                                        lambda r=room: apply(store, r, delivered(1)))
+        ack = delivered(store, room, 1)
+        calls = [0]
+
+        def counted(r, event, calls=calls):
+            def decide_fn(s):
+                calls[0] += 1
+                return decide(s, event, POLICY, "test")
+            return store.apply(r, decide_fn)
+
+        d_enqueue, d_ack = run_together(lambda r=room: counted(r, enqueue("m2")),
+                                        lambda r=room, a=ack: counted(r, a))
+        decide_calls.append(calls[0])
         sent = [e.message.seq for d in (d_enqueue, d_ack) for e in d.effects if isinstance(e, Send)]
         assert sent == [2], f"trial {trial}: sends {sent}"
         final = store.load_room(room)
         assert final.in_flight.message.seq == 2 and final.pending == ()
         assert final.counts == {"acked": 1}
+    # The race really happened: in some trials one request read the room
+    # before the other's commit and had to decide again.
+    assert max(decide_calls) > 2, decide_calls
 
 
 def test_duplicate_acks_at_once_advance_the_room_once(store, room_id):
     for mid in ("m1", "m2", "m3"):
         apply(store, room_id, enqueue(mid))
-    decisions = run_together(*[lambda: apply(store, room_id, delivered(1)) for _ in range(6)])
+    ack = delivered(store, room_id, 1)
+    decisions = run_together(*[lambda: apply(store, room_id, ack) for _ in range(6)])
     acked = [e for d in decisions for e in d.events if e.event == "acked"]
     assert len(acked) == 1
     room = store.load_room(room_id)
@@ -98,31 +122,46 @@ def test_happy_path_costs_one_read_and_one_write_per_transition(store, room_id):
     apply(store, room_id, enqueue("m1"))
     assert (op_counts().firestore_reads, op_counts().firestore_writes) == (1, 1)
     begin_request()
-    d = apply(store, room_id, delivered(5))  # unknown seq: nothing to write
+    d = apply(store, room_id, delivered(store, room_id, 5))  # unknown seq: nothing to write
     assert d.state is None
     assert (op_counts().firestore_reads, op_counts().firestore_writes) == (1, 0)
 
 
-def test_receipts_and_kept_records(store, room_id):
-    from datetime import UTC, datetime
-
-    assert not store.has_receipt(room_id, 1, 1)
-    store.write_receipt(room_id, 1, 1, "wamid.X", datetime.now(UTC))
-    assert store.has_receipt(room_id, 1, 1)
-    assert not store.has_receipt(room_id, 1, 2)
+def test_rejected_pushes_are_kept(store, room_id):
     store.keep_rejected(f"k-{room_id}", "bad data", {"data": "xx"})
     kept = store._db.collection(REJECTED).document(f"k-{room_id}").get().to_dict()
     assert kept["reason"] == "bad data" and kept["data"] == "xx" and kept["expire_at"]
 
 
 def test_dead_letter_is_committed_with_the_room(store, room_id):
-    from shared.room import Receipt, TimerFired, TimerKind
-
-    policy = Policy(ack_timeout_ms=1500, max_send_attempts=1)
-    store.apply(room_id, lambda s: decide(s, enqueue("m1"), policy, "test"))
-    fired = TimerFired(1, 1, TimerKind.ACK_TIMEOUT, time.time_ns() // 1000, Receipt.MISSING)
-    d = store.apply(room_id, lambda s: decide(s, fired, policy, "test"))
+    policy = Policy(ack_timeout_ms=1500, send_timeout_ms=1000, max_send_attempts=1)
+    apply(store, room_id, enqueue("m1"), policy)
+    room = store.load_room(room_id)
+    refused = SendReturned(room.incarnation, 1, 1, SendOutcome.REFUSED, time.time_ns() // 1000, "push:m1",
+                           error_code=130429, error_title="throughput")
+    d = apply(store, room_id, refused, policy)
     assert [e.event for e in d.events] == ["dead_lettered"]
-    kept = store._db.collection(DEAD_LETTERS).document(f"{room_id}:1").get().to_dict()
-    assert kept["message"]["text"] == "text of m1" and "no confirmed send" in kept["reason"]
+    kept = store._db.collection(DEAD_LETTERS).document(f"{room_id}:{room.incarnation}:1").get().to_dict()
+    assert kept["message"]["text"] == "text of m1" and "refused 1 times" in kept["reason"]
     assert store.load_room(room_id).counts == {"dead_lettered": 1}
+
+
+def test_a_room_filled_to_the_1_mib_limit_is_accepted_by_firestore_and_refuses_the_next(store, room_id):
+    """MAX_ROOM_BYTES at Firestore's own limit: every write the room accepts is
+    within 1 MiB by the documented size rules, and the emulator takes it; the
+    message that would cross it is refused (503) and awaited, not lost."""
+    policy = Policy(ack_timeout_ms=1500, send_timeout_ms=1000, max_room_bytes=docsize.MAX_DOCUMENT_BYTES)
+    text = "é" * 4000 + "x" * 96  # 4,096 characters, 8,096 UTF-8 bytes: WhatsApp's longest text
+    refused = None
+    for i in range(200):
+        d = apply(store, room_id, Enqueue(f"m{i}", "whatsapp", "15550001", text, 1, 1), policy)
+        if d.refused:
+            refused = i
+            break
+    assert refused is not None and refused > 100
+    stored = store.room_ref(room_id).get().to_dict()
+    stored.pop("expire_at")
+    assert docsize.document_size(f"{ROOMS}/{room_id}", stored) <= docsize.MAX_DOCUMENT_BYTES
+    room = store.load_room(room_id)
+    assert room_doc_bytes(room) <= docsize.MAX_DOCUMENT_BYTES
+    assert room.awaiting == ((f"m{refused}", 1),) and room.next_seq == refused + 1

@@ -1,0 +1,32 @@
+"""Wires the adapters to the delivery service, in one place.
+
+The entry points (functions/main.py) and the tools call `bootstrap()`; unit
+tests build `DeliveryService` themselves with in-memory fakes (tests/fakes.py).
+"""
+
+from __future__ import annotations
+
+from google.cloud import firestore
+
+from shared import config
+from shared.events import EventLog
+from shared.providers import make_senders
+from shared.room import policy_from_settings
+from shared.service import DeliveryService
+from shared.store import RoomStore
+from shared.tasks import TimerScheduler, make_client
+
+
+def bootstrap(settings: config.Settings | None = None) -> DeliveryService:
+    """A `DeliveryService` on Firestore, Cloud Tasks and the platform clients,
+    configured from `settings` (default: the environment, `config.load()`).
+
+    Raises:
+        ValueError: a setting is invalid (see `config.load`).
+    """
+    settings = settings or config.load()
+    store = RoomStore(firestore.Client(project=settings.project, database=settings.firestore_database),
+                      settings.retention_hours)
+    timers = TimerScheduler(make_client(settings), settings)
+    return DeliveryService(settings, policy_from_settings(settings), store, timers, make_senders(settings),
+                           EventLog(settings.event_log_path))

@@ -1,0 +1,49 @@
+"""The provider-neutral send interface every platform adapter implements.
+
+A send call ends in one of three outcomes, and the room's rules
+(shared/room.py) treat each differently: ACCEPTED starts the ack wait from the
+call's return; REFUSED (provably not sent) backs off and retries, or fails the
+message for good; UNKNOWN (possibly sent) is held like a sent message and
+resent only if no ack comes by its deadline.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Protocol
+
+
+class SendOutcome(StrEnum):
+    """What the caller of a send call knows when it returns."""
+
+    ACCEPTED = "accepted"  # the platform took the message (2xx with its message id)
+    REFUSED = "refused"  # provably not sent: an error answer, or no connection could be opened
+    UNKNOWN = "unknown"  # may have reached the platform: timeout after connecting, dropped connection, 5xx
+
+
+@dataclass(frozen=True)
+class SendResult:
+    """The outcome of one send call.
+
+    - `permanent` (REFUSED only): retrying cannot help (e.g. WhatsApp 131026).
+    - `rate_limited`: the platform's per-recipient pair rate limit (WhatsApp
+      131056); the room's rules decide the wait, not the adapter.
+    """
+
+    outcome: SendOutcome
+    provider_message_id: str | None = None
+    permanent: bool = False
+    rate_limited: bool = False
+    error_code: int | None = None
+    error_title: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.outcome is SendOutcome.ACCEPTED
+
+
+class Sender(Protocol):
+    """A platform client: `send` never raises for platform or network errors."""
+
+    def send(self, recipient: str, text: str, delivery_id: str) -> SendResult: ...
