@@ -150,7 +150,7 @@ def summarize(published: list[OutboundMessage], events: list[dict[str, Any]], fa
     per_message = Counter()
     for rec in sends:
         try:
-            room, seq, _, _ = parse_delivery_id(rec["callback"])
+            room, _, seq, _, _ = parse_delivery_id(rec["callback"])
         except ValueError:
             continue
         per_message[(room, seq)] += 1
@@ -162,7 +162,7 @@ def summarize(published: list[OutboundMessage], events: list[dict[str, Any]], fa
         last_acked: dict[str, int] = {}
         for item in received:
             try:
-                room, seq, _, _ = parse_delivery_id(item["callback"])
+                room, _, seq, _, _ = parse_delivery_id(item["callback"])
             except ValueError:
                 continue
             if seq < seen_max.get(room, 0):

@@ -181,7 +181,7 @@ def main() -> None:
     table.add_row("Firestore reads per ended message", f"{result['firestore_reads_per_message']:.2f}", "<= 5")
     table.add_row("Firestore writes per ended message", f"{result['firestore_writes_per_message']:.2f}", "<= 3")
     table.add_row("Cloud Tasks creates per ended message", f"{result['tasks_created_per_message']:.2f}", "")
-    for fn in ("enqueue", "webhook", "timeout"):
+    for fn in ("enqueue", "webhook", "timeout", "sweep"):
         table.add_row(f"{fn} invocations per ended message", f"{result.get(f'inv_{fn}_per_message', 0):.2f}", "")
     table.add_row("acked share", f"{result['acked_share']:.3f}", "")
     console.print(table)

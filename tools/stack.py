@@ -7,10 +7,14 @@ groups, on free ports chosen at start (so parallel runs never collide):
 - gcloud-tasks-emulator, from its own virtualenv `.venv-tasks` (it pins
   protobuf<5, which the current Google clients cannot share);
 - the fake WhatsApp platform (tools/fake_whatsapp.py);
-- `enqueue`, `webhook` and `timeout` under functions-framework;
+- `enqueue`, `deadletter`, `webhook`, `timeout` and `sweep` under
+  functions-framework;
+- the sweeper (tools/sweeper.py), which calls `sweep` every
+  `sweep_interval_s` seconds, as Cloud Scheduler does every minute in the cloud;
 
-then creates the topic, the ordered push subscription to `enqueue` and the
-Cloud Tasks queues, and writes `RUN_DIR/stack.json` (ports, process group ids,
+then creates the topic, the ordered push subscription to `enqueue` (with a
+dead-letter policy where the emulator keeps one), the dead-letter topic with
+its ordered push subscription to `deadletter`, and the Cloud Tasks queues, and writes `RUN_DIR/stack.json` (ports, process group ids,
 the environment for clients). `python -m tools.stack down` stops every group
 by its id and checks that each port is free again. Logs: `RUN_DIR/*.log`.
 
@@ -37,7 +41,9 @@ ROOT = Path(__file__).resolve().parent.parent
 PROJECT = "baton-local"
 TOPIC = "baton-outbound"
 SUBSCRIPTION = "baton-enqueue-push"
-FUNCTIONS = ("enqueue", "webhook", "timeout")
+DEAD_LETTER_TOPIC = "baton-outbound-dead-letter"
+DEAD_LETTER_SUBSCRIPTION = "baton-deadletter-push"
+FUNCTIONS = ("enqueue", "deadletter", "webhook", "timeout", "sweep")
 
 
 def free_port() -> int:
@@ -73,12 +79,16 @@ class Stack:
         env: extra environment for the functions (e.g. ACK_TIMEOUT_MS).
         fake_config: FakeConfig overrides for the fake platform.
         event_log: path of the delivery event log (default RUN_DIR/events.jsonl).
+        sweep_interval_s: seconds between two watchdog sweeps (0: no sweeper).
+        dead_letter_attempts: the enqueue subscription's max delivery attempts.
     """
 
     run_dir: Path
     env: dict[str, str] = field(default_factory=dict)
     fake_config: dict[str, Any] = field(default_factory=dict)
     event_log: Path | None = None
+    sweep_interval_s: float = 60.0
+    dead_letter_attempts: int = 100
     ports: dict[str, int] = field(default_factory=dict)
     pids: dict[str, int] = field(default_factory=dict)
 
@@ -128,6 +138,9 @@ class Stack:
         for fn in FUNCTIONS:
             self._spawn(fn, [ff, "--source", "functions/main.py", "--target", fn, "--host", "127.0.0.1",
                              "--port", str(p[fn])], env=self.function_env())
+        if self.sweep_interval_s > 0:
+            self._spawn("sweeper", [py, "-m", "tools.sweeper", "--url", self.url("sweep"),
+                                    "--interval-s", str(self.sweep_interval_s)])
         wait_until(lambda: requests.get(f"http://127.0.0.1:{p['firestore']}/", timeout=1).ok, 60, "Firestore emulator")
         wait_until(lambda: requests.get(f"http://127.0.0.1:{p['pubsub']}/", timeout=1).ok, 60, "Pub/Sub emulator")
         for name in ("tasks", "fake", *FUNCTIONS):
@@ -149,15 +162,31 @@ class Stack:
             publisher.create_topic(name=topic)
         except gexc.AlreadyExists:
             pass
-        subscriber = pubsub_v1.SubscriberClient()
-        sub = subscriber.subscription_path(PROJECT, SUBSCRIPTION)
+        dead_letter_topic = publisher.topic_path(PROJECT, DEAD_LETTER_TOPIC)
         try:
-            subscriber.create_subscription(request={
-                "name": sub, "topic": topic, "ack_deadline_seconds": 30, "enable_message_ordering": True,
-                "push_config": {"push_endpoint": f"http://127.0.0.1:{self.ports['enqueue']}/"},
-            })
+            publisher.create_topic(name=dead_letter_topic)
         except gexc.AlreadyExists:
             pass
+        subscriber = pubsub_v1.SubscriberClient()
+        subscriptions = {
+            SUBSCRIPTION: {"topic": topic, "push_endpoint": self.url("enqueue"),
+                           "dead_letter_policy": {"dead_letter_topic": dead_letter_topic,
+                                                  "max_delivery_attempts": self.dead_letter_attempts}},
+            DEAD_LETTER_SUBSCRIPTION: {"topic": dead_letter_topic, "push_endpoint": self.url("deadletter")},
+        }
+        for name, spec in subscriptions.items():
+            request: dict[str, Any] = {
+                "name": subscriber.subscription_path(PROJECT, name), "topic": spec["topic"],
+                "ack_deadline_seconds": 30, "enable_message_ordering": True,
+                "push_config": {"push_endpoint": spec["push_endpoint"]},
+                "retry_policy": {"minimum_backoff": {"seconds": 1}, "maximum_backoff": {"seconds": 600}},
+            }
+            if "dead_letter_policy" in spec:
+                request["dead_letter_policy"] = spec["dead_letter_policy"]
+            try:
+                subscriber.create_subscription(request=request)
+            except gexc.AlreadyExists:
+                pass
         settings = _settings_from(self.function_env(), config)
         TimerScheduler(make_client(settings), settings).ensure_queues()
 

@@ -46,6 +46,7 @@ def test_a_small_workload_is_delivered_in_order_and_nothing_is_lost(stack, fake_
     events = [e for e in read_events(stack.event_log) if (e["room_id"] or "").startswith(prefix)]
     summary = summarize(messages, events, fake_stats(stack), 0.0)
     assert summary.lost == [] and summary.ended_twice == []
+    assert summary.send_calls >= len(messages) and summary.duplicates_sent == 0  # no send faults here
     assert summary.acked_out_of_order == []
     assert summary.enqueued == len(messages)
     assert summary.acked + summary.timed_out + summary.failed + summary.dead_lettered == len(messages)
@@ -108,7 +109,7 @@ def test_a_duplicate_publish_is_delivered_once(stack):
     kinds = [e["event"] for e in room_events(stack, room)]
     assert kinds.count("enqueued") == 2 and kinds.count("duplicate_ignored") == 1
     sends = [s for s in fake_stats(stack)["sends"] if s["callback"].endswith(room)]
-    assert sorted(parse_delivery_id(s["callback"])[1] for s in sends) == [1, 2]
+    assert sorted(parse_delivery_id(s["callback"])[2] for s in sends) == [1, 2]
 
 
 def test_send_errors_retry_or_fail_and_the_room_moves_on(stack, fake_config):
