@@ -533,13 +533,43 @@ def room_to_doc(state: RoomState) -> dict[str, Any]:
         "ended": [f"{e.seq} {e.outcome} {e.message_id}" for e in state.ended],
         "awaiting": [{"id": mid, "pub_us": pub} for mid, pub in state.awaiting],
         "counts": dict(state.counts),
+        "accepted": {},  # every transaction folds and clears the blind-written acceptances
     }
 
 
+def ack_deadline_us(policy: Policy, returned_at_us: int) -> int:
+    """The end of a sent message's ack wait: `ACK_TIMEOUT_MS` after its send returned."""
+    return returned_at_us + policy.ack_timeout_ms * 1000
+
+
+def acceptance_key(incarnation: int, seq: int, attempt: int) -> str:
+    """The key of an attempt in the room document's `accepted` map (a plain
+    Firestore field name: letters, digits, `_`)."""
+    return f"a{_b36(incarnation)}_{seq}_{attempt}"
+
+
 def room_from_doc(room_id: str, d: dict[str, Any] | None) -> RoomState:
-    """Inverse of `room_to_doc`; a missing document is a new, empty room."""
+    """Inverse of `room_to_doc`; a missing document is a new, empty room.
+
+    The `accepted` map holds send acceptances written blind (no read, no
+    transaction: `RoomStore.record_accepted`), `{acceptance_key: deadline_us}`.
+    An entry for the in-flight attempt while it is SENDING is the same as the
+    rule for `SendReturned(ACCEPTED)`: the attempt is SENT with that deadline.
+    Entries of other attempts are stale and dropped at the next write.
+    """
     if not d:
         return RoomState(room_id)
+    state = _room_from_fields(room_id, d)
+    flight = state.in_flight
+    if flight is not None and flight.phase is Phase.SENDING:
+        deadline = (d.get("accepted") or {}).get(acceptance_key(state.incarnation, flight.message.seq,
+                                                                flight.attempt))
+        if deadline is not None:
+            state = replace(state, in_flight=replace(flight, phase=Phase.SENT, deadline_us=deadline))
+    return state
+
+
+def _room_from_fields(room_id: str, d: dict[str, Any]) -> RoomState:
     f = d.get("in_flight")
     ended = []
     for line in d.get("ended", []):
@@ -817,12 +847,12 @@ class Transition:
         if ev.outcome is SendOutcome.ACCEPTED:
             # The message is held ack_timeout from now. The timer armed at the
             # start stays; if it comes earlier it arms another for the rest.
-            deadline = ev.at_us + self.policy.ack_timeout_ms * 1000
+            deadline = ack_deadline_us(self.policy, ev.at_us)
             return self.done(replace(state, in_flight=replace(flight, phase=Phase.SENT, deadline_us=deadline)))
         if ev.outcome is SendOutcome.UNKNOWN:
             # Possibly sent (the service logged `send_unknown`): held like a
             # sent message, then resent if no ack came.
-            deadline = ev.at_us + self.policy.ack_timeout_ms * 1000
+            deadline = ack_deadline_us(self.policy, ev.at_us)
             return self.done(replace(state, in_flight=replace(flight, phase=Phase.UNKNOWN, deadline_us=deadline)))
         if ev.permanent:
             return self.done(self.end(state, EventType.FAILED, Trigger.FAILED, ev.cause, error_code=ev.error_code,

@@ -55,6 +55,7 @@ from shared.room import (
     StatusUpdate,
     TimerFired,
     WatchdogSweep,
+    ack_deadline_us,
     decide,
     parse_delivery_id,
 )
@@ -274,7 +275,7 @@ class DeliveryService:
         assert isinstance(effect, Send)
         return self._send(room_id, effect, component)
 
-    def _send(self, room_id: str, send: Send, component: str) -> Decision:
+    def _send(self, room_id: str, send: Send, component: str) -> Decision | None:
         msg = send.message
         assert msg.text is not None, "a parked placeholder is never sent"
         started = now_us()
@@ -306,6 +307,11 @@ class DeliveryService:
             self.events.emit(DeliveryEvent(EventType.SEND_FAILED, utc_iso(started), component, room_id,
                                            error_code=result.error_code, error_title=result.error_title,
                                            reason=kind, **common))
+        if result.outcome is SendOutcome.ACCEPTED:
+            # The common case costs one blind write instead of a transaction.
+            self.store.record_accepted(room_id, send.incarnation, msg.seq, send.attempt,
+                                       ack_deadline_us(self.policy, returned))
+            return None
         returned_event = SendReturned(send.incarnation, msg.seq, send.attempt, RoomSendOutcome(str(result.outcome)),
                                       returned, send.cause, result.permanent, result.rate_limited,
                                       result.error_code, result.error_title)

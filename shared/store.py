@@ -44,6 +44,7 @@ from shared.room import (
     Decision,
     KeepDeadLetter,
     RoomState,
+    acceptance_key,
     message_to_doc,
     room_from_doc,
     room_to_doc,
@@ -166,6 +167,29 @@ class RoomStore:
             counts.firestore_writes += 1 + len(dead_letters)
             return decision
         raise ContentionError(f"room {room_id!r} changed under {self._max_attempts} attempts in a row")
+
+    # -- send acceptances, written blind
+
+    def record_accepted(self, room_id: str, incarnation: int, seq: int, attempt: int, deadline_us: int) -> None:
+        """Record that the platform accepted (seq, attempt) and the message is
+        held until `deadline_us` (epoch us): one blind write of one entry of the
+        room's `accepted` map, no read. `room_from_doc` folds it into the
+        in-flight attempt exactly as the rule for an accepted send would, and
+        the next transaction clears it; a blind write racing a transaction
+        makes that transaction's precondition fail, so it reads it and decides
+        again. Saves the read of a transaction on every message.
+
+        Raises:
+            google.api_core.exceptions.GoogleAPICallError: Firestore refused or
+                was unreachable (the room then treats the attempt as one whose
+                outcome was never recorded, and holds it past the send window).
+        """
+        key = acceptance_key(incarnation, seq, attempt)
+        try:
+            self.room_ref(room_id).update({f"accepted.{key}": deadline_us}, **self._call)
+        except gexc.NotFound:
+            return  # no such room: nothing waits for this send
+        op_counts().firestore_writes += 1
 
     # -- kept records
 

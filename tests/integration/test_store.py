@@ -165,3 +165,20 @@ def test_a_room_filled_to_the_1_mib_limit_is_accepted_by_firestore_and_refuses_t
     room = store.load_room(room_id)
     assert room_doc_bytes(room) <= docsize.MAX_DOCUMENT_BYTES
     assert room.awaiting == ((f"m{refused}", 1),) and room.next_seq == refused + 1
+
+
+def test_a_blind_acceptance_is_folded_into_the_room_and_cleared_by_the_next_write(store, room_id):
+    apply(store, room_id, enqueue("m1"))
+    apply(store, room_id, enqueue("m2"))
+    room = store.load_room(room_id)
+    begin_request()
+    store.record_accepted(room_id, room.incarnation, 1, 1, 123_456)
+    assert (op_counts().firestore_reads, op_counts().firestore_writes) == (0, 1)
+    folded = store.load_room(room_id)
+    assert folded.in_flight.phase == "sent" and folded.in_flight.deadline_us == 123_456
+    apply(store, room_id, enqueue("m3"))
+    raw = store.room_ref(room_id).get().to_dict()
+    assert raw["accepted"] == {} and raw["in_flight"]["phase"] == "sent"
+    # A room that no longer exists is not created by an acceptance.
+    store.record_accepted(f"{room_id}-gone", 1, 1, 1, 1)
+    assert store.load_room(f"{room_id}-gone") is None

@@ -608,3 +608,16 @@ def test_every_transition_is_one_the_rulebook_lists(script):
         d = decide(state, event, policy, "walk")
         state = d.state if d.state is not None else state
         assert room_phase(state) in rule.then, (what, rule, room_phase(state))
+
+
+def test_a_blind_written_acceptance_reads_as_the_accepted_rule_would_decide():
+    from shared.room import acceptance_key
+
+    state, _ = step(RoomState("r1"), enqueue("m1"))
+    doc = room_to_doc(state)
+    by_rule, _ = step(state, returned(state, SendOutcome.ACCEPTED, T0 + 1_100_000))
+    doc["accepted"] = {acceptance_key(state.incarnation, 1, 1): by_rule.in_flight.deadline_us,
+                       acceptance_key(state.incarnation, 1, 2): 1}  # another attempt's: stale
+    assert room_from_doc("r1", doc) == by_rule
+    doc["accepted"] = {acceptance_key(state.incarnation + 1, 1, 1): 1}  # another incarnation's
+    assert room_from_doc("r1", doc) == state
