@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import random
 import time
+import uuid
 from collections.abc import Callable
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -52,6 +53,9 @@ from shared.room import (
 
 REJECTED = "rejected_messages"
 DEAD_LETTERS = "dead_letters"
+# A fresh id in every room write: after a commit whose answer was lost, the
+# next read shows whether the write that landed was this request's own.
+WRITE_ID = "write_id"
 
 
 class ContentionError(RuntimeError):
@@ -129,7 +133,10 @@ class RoomStore:
         on the emulator two overlapping transactions on one document cost
         2 s (measured, DESIGN.md); an ack and an enqueue of the same room meet
         often. Conditional writes keep the same atomicity without locks.
-        A decision that changes nothing writes nothing (one read).
+        A decision that changes nothing writes nothing (one read). If a commit
+        fails with a conflict, the room is read again; if the stored `write_id`
+        is this commit's own (the client library retried a commit that had
+        landed), the decision stands as committed, so its effects still run.
 
         `decide_fn` may run several times and must not have side effects.
         Returns the decision that was committed.
@@ -141,14 +148,23 @@ class RoomStore:
         """
         ref = self.room_ref(room_id)
         counts = op_counts()
+        unconfirmed: tuple[str, Decision, int] | None = None  # a commit whose answer was lost
         for attempt in range(self._max_attempts):
             snap = ref.get(**self._call)
             counts.firestore_reads += 1
-            decision = decide_fn(room_from_doc(room_id, snap.to_dict() if snap.exists else None))
+            stored = snap.to_dict() if snap.exists else None
+            if unconfirmed is not None and stored is not None and stored.get(WRITE_ID) == unconfirmed[0]:
+                # Our own commit landed although its answer said otherwise:
+                # its decision stands, and its effects must still run.
+                counts.firestore_writes += unconfirmed[2]
+                return unconfirmed[1]
+            unconfirmed = None
+            decision = decide_fn(room_from_doc(room_id, stored))
             if decision.state is None:
                 return decision
             expire_at = self._expire_at()
-            doc = {**room_to_doc(decision.state),
+            write_id = uuid.uuid4().hex
+            doc = {**room_to_doc(decision.state), WRITE_ID: write_id,
                    "expire_at": None if decision.state.holds_messages else expire_at}
             batch = self._db.batch()
             if snap.exists:
@@ -162,6 +178,10 @@ class RoomStore:
             try:
                 batch.commit(**self._call)
             except (gexc.FailedPrecondition, gexc.AlreadyExists, gexc.Aborted):
+                # Another writer came first, or the client library retried a
+                # commit of ours that had landed (its answer lost): the next
+                # read tells which, by the write id.
+                unconfirmed = (write_id, decision, 1 + len(dead_letters))
                 time.sleep(random.uniform(0, 0.005 * 2**attempt))
                 continue
             counts.firestore_writes += 1 + len(dead_letters)

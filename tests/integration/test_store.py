@@ -182,3 +182,32 @@ def test_a_blind_acceptance_is_folded_into_the_room_and_cleared_by_the_next_writ
     # A room that no longer exists is not created by an acceptance.
     store.record_accepted(f"{room_id}-gone", 1, 1, 1, 1)
     assert store.load_room(f"{room_id}-gone") is None
+
+
+def test_a_commit_whose_answer_was_lost_keeps_its_decision_and_effects(store, room_id, monkeypatch):
+    """The client library retries a commit that had landed; the retry fails its
+    precondition. The store must see its own write (write id) and return the
+    committed decision, not decide again on top of it (which would drop the
+    decision's send and timer: a stuck room)."""
+    from google.api_core import exceptions as gexc
+    from google.cloud.firestore_v1.batch import WriteBatch
+
+    apply(store, room_id, enqueue("m1"))
+    apply(store, room_id, enqueue("m2"))
+    real_commit = WriteBatch.commit
+    calls = []
+
+    def commit_then_lose_the_answer(self, *args, **kwargs):
+        result = real_commit(self, *args, **kwargs)
+        calls.append(1)
+        if len(calls) == 1:
+            raise gexc.FailedPrecondition("injected: the retried commit of a write that landed")
+        return result
+
+    monkeypatch.setattr(WriteBatch, "commit", commit_then_lose_the_answer)
+    d = apply(store, room_id, delivered(store, room_id, 1))
+    monkeypatch.undo()
+    assert [e.event for e in d.events] == ["acked"]
+    assert [(e.message.seq, e.attempt) for e in d.effects if isinstance(e, Send)] == [(2, 1)]
+    room = store.load_room(room_id)
+    assert room.counts == {"acked": 1} and room.in_flight.message.seq == 2 and len(calls) == 1
