@@ -8,7 +8,7 @@ ROOMS ?= 1000
 MESSAGES ?= 5
 RUN_DIR ?= run/local
 
-.PHONY: help venv up down demo test test-unit test-integration test-e2e lint bench-core clean
+.PHONY: help venv up down demo test test-unit test-integration test-e2e lint bench-core bench-hot-room clean
 .DEFAULT_GOAL := help
 
 help:
@@ -61,6 +61,10 @@ test: venv lint
 
 bench-core: venv
 	$(PY) -m tools.bench_core
+
+# One full room refusing pushes beside 300 cold rooms: does it slow them?
+bench-hot-room: venv
+	$(PY) -m tools.bench_hot_room
 
 clean:
 	rm -rf run out dist .pytest_cache
