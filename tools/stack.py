@@ -91,15 +91,52 @@ class Stack:
     dead_letter_attempts: int = 100
     ports: dict[str, int] = field(default_factory=dict)
     pids: dict[str, int] = field(default_factory=dict)
+    _commands: dict[str, tuple[list[str], dict[str, str] | None]] = field(default_factory=dict, repr=False)
 
     # ------------------------------------------------------------ lifecycle
 
     def _spawn(self, name: str, argv: list[str], env: dict[str, str] | None = None) -> None:
+        self._commands[name] = (argv, env)
         log = open(self.run_dir / f"{name}.log", "ab")  # noqa: SIM115 - handed to the child
         proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                 env={**os.environ, **(env or {})}, cwd=ROOT, start_new_session=True)
+        log.close()
         self.pids[name] = proc.pid
         self._save()
+
+    def kill(self, name: str) -> None:
+        """SIGKILL one part's whole process group at once (a crash, not a
+        shutdown), and reap it. `restart` brings it back on the same port."""
+        pgid = self.pids.pop(name)
+        try:
+            os.killpg(pgid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        for _ in range(50):
+            _reap(pgid)
+            try:
+                os.killpg(pgid, 0)
+            except ProcessLookupError:
+                break
+            time.sleep(0.05)
+        self._save()
+
+    def restart(self, name: str, timeout_s: float = 60.0) -> None:
+        """Start a part again with the command it was first started with, and
+        wait until its port answers (parts without a port: at once). The
+        Cloud Tasks emulator gets its queues again.
+
+        Raises:
+            TimeoutError: the port did not open in `timeout_s` s.
+        """
+        argv, env = self._commands[name]
+        self._spawn(name, argv, env)
+        if name in self.ports:
+            wait_until(lambda: port_open(self.ports[name]), timeout_s, name)
+        if name == "tasks":
+            # A restarted emulator has lost its queues and every task in them:
+            # the rooms' stored wake-ups and the watchdog are what remain.
+            self._provision_queues()
 
     def _save(self) -> None:
         (self.run_dir / "stack.json").write_text(json.dumps(
@@ -153,9 +190,6 @@ class Stack:
         from google.api_core import exceptions as gexc
         from google.cloud import pubsub_v1
 
-        from shared import config
-        from shared.tasks import TimerScheduler, make_client
-
         publisher = pubsub_v1.PublisherClient()
         topic = publisher.topic_path(PROJECT, TOPIC)
         try:
@@ -187,6 +221,14 @@ class Stack:
                 subscriber.create_subscription(request=request)
             except gexc.AlreadyExists:
                 pass
+        self._provision_queues()
+
+    def _provision_queues(self) -> None:
+        """The Cloud Tasks queues (the emulator keeps them, and their tasks,
+        in memory only)."""
+        from shared import config
+        from shared.tasks import TimerScheduler, make_client
+
         settings = _settings_from(self.function_env(), config)
         TimerScheduler(make_client(settings), settings).ensure_queues()
 
