@@ -69,4 +69,4 @@ bench-hot-room: venv
 clean:
 	rm -rf run out dist .pytest_cache
 
--include mk/*.mk
+include mk/*.mk
