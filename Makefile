@@ -8,7 +8,7 @@ ROOMS ?= 1000
 MESSAGES ?= 5
 RUN_DIR ?= run/local
 
-.PHONY: help venv up down demo test test-unit test-integration test-e2e lint bench-core bench-hot-room clean
+.PHONY: help venv up down demo test test-unit test-integration test-e2e lint bench-core bench-hot-room chaos clean
 .DEFAULT_GOAL := help
 
 help:
@@ -61,6 +61,17 @@ test: venv lint
 
 bench-core: venv
 	$(PY) -m tools.bench_core
+
+# Faults injected during a run, invariants checked from outside (tools/chaos.py).
+CHAOS_ROOMS ?= 1000
+CHAOS_MESSAGES ?= 10
+CHAOS_SEED ?= 7
+CHAOS_FAULT_RATE ?= 1.0
+CHAOS_KILL_EVERY_S ?= 3
+CHAOS_SECONDS ?= 0
+chaos: venv
+	$(PY) -m tools.chaos --rooms $(CHAOS_ROOMS) --messages $(CHAOS_MESSAGES) --seed $(CHAOS_SEED) \
+		--fault-rate $(CHAOS_FAULT_RATE) --kill-every-s $(CHAOS_KILL_EVERY_S) --fault-seconds $(CHAOS_SECONDS)
 
 # One full room refusing pushes beside 300 cold rooms: does it slow them?
 bench-hot-room: venv

@@ -1,0 +1,95 @@
+"""The chaos checker itself, fed hand-made records: each violation it exists
+to find makes it fail, and a clean run passes."""
+
+from __future__ import annotations
+
+from shared.room import make_delivery_id
+from tools.chaos_check import check
+
+INC = 1_700_000_000_000_000
+T = 1_700_000_100.0  # epoch s
+
+
+def did(seq: int, attempt: int = 1, room: str = "r") -> str:
+    return make_delivery_id(room, INC, seq, attempt, INC)
+
+
+def ev(event: str, seq: int, mid: str | None = None, room: str = "r") -> dict:
+    return {"event": event, "room_id": room, "seq": seq, "message_id": mid or f"m{seq}"}
+
+
+def clean_run() -> dict:
+    """Two messages: #1 acked (device at T+0.1), #2 sent after that and timed out."""
+    return {
+        "published_ids": {"m1", "m2"},
+        "events": [ev("enqueued", 1), ev("enqueued", 2), ev("acked", 1), ev("timed_out", 2)],
+        "sends": [{"callback": did(1), "at": T}, {"callback": did(2), "at": T + 0.2}],
+        "device": {"155": [{"callback": did(1), "at": T + 0.1}, {"callback": did(2), "at": T + 0.3}]},
+        "rooms_holding": [],
+        "ack_timeout_ms": 3000,
+    }
+
+
+def test_a_clean_run_passes():
+    v = check(**clean_run())
+    assert v.ok and v.send_calls == 2 and v.duplicates_sent == 0 and v.outcomes == {"acked": 1, "timed_out": 1}
+
+
+def test_a_lost_message_fails():
+    run = clean_run()
+    run["published_ids"].add("m3")
+    assert check(**run).lost == ["m3"]
+
+
+def test_a_rejected_message_is_not_lost():
+    run = clean_run()
+    run["published_ids"].add("bad")
+    run["events"].append({"event": "rejected", "room_id": "r", "seq": None, "message_id": "bad"})
+    assert check(**run).ok
+
+
+def test_a_message_ended_twice_fails():
+    run = clean_run()
+    run["events"].append(ev("timed_out", 1))
+    assert check(**run).ended_twice == ["m1"]
+
+
+def test_a_stuck_room_fails():
+    run = clean_run()
+    run["rooms_holding"] = ["r"]
+    assert not check(**run).ok
+
+
+def test_acked_messages_out_of_order_on_the_device_fail():
+    run = clean_run()
+    run["events"][-1] = ev("acked", 2)
+    run["device"]["155"].reverse()
+    v = check(**run)
+    assert v.device_out_of_order and not v.ok
+
+
+def test_a_send_inside_the_previous_ack_window_fails():
+    run = clean_run()
+    # #1 reached the device only at T+2, yet #2 went out at T+0.2 with no timeout passed.
+    run["device"]["155"][0]["at"] = T + 2.0
+    v = check(**run)
+    assert v.early_handover and "#2" in v.early_handover[0]
+
+
+def test_the_window_counts_from_the_last_send_of_the_previous_message():
+    run = clean_run()
+    run["device"] = {}  # nothing ever reached the device: #1 timed out
+    run["events"][2] = ev("timed_out", 1)
+    run["sends"] = [{"callback": did(1), "at": T}, {"callback": did(1, 2), "at": T + 1.0},
+                    {"callback": did(2), "at": T + 3.5}]
+    v = check(**run)
+    assert v.early_handover and v.duplicates_sent == 1  # 3.5 s < 1.0 s + 3 s
+    run["sends"][2]["at"] = T + 4.1
+    assert check(**run).ok
+
+
+def test_after_a_failed_message_the_next_may_go_at_once():
+    run = clean_run()
+    run["device"]["155"][0]["at"] = T + 2.0
+    run["events"][2] = ev("failed", 1)
+    assert check(**run).ok

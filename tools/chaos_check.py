@@ -1,0 +1,125 @@
+"""The chaos run's checker: judges a run from outside, from the fake platform's
+record (what it received and what each device got, with times) and the
+delivery event log, never from baton's own view of itself.
+
+Violations (each a list of human-readable strings):
+- `lost`: a published message (not rejected as malformed) with no terminal event;
+- `ended_twice`: a message with more than one terminal event;
+- `stuck`: a room that still holds a message at the end (from Firestore);
+- `device_out_of_order`: two acked messages of one room that reached the
+  device in the wrong order;
+- `early_handover`: a room's message n+1 reached the platform while message n
+  was within its ack window: before n reached the device, and less than the
+  ack timeout after n's last send reached the platform, and n did not fail.
+
+Pure: `check()` takes plain data, so tests/unit/test_chaos_check.py can feed it
+hand-made records with each violation.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from shared.events import TERMINAL_EVENTS
+from shared.room import parse_delivery_id
+
+# The fake platform stamps a send when it has read the request, and baton
+# stamps its return after that; a few ms of slack absorb the clock reads.
+TOLERANCE_S = 0.005
+
+
+def epoch_s(ts: str) -> float:
+    """Epoch seconds of an event's RFC 3339 `ts`."""
+    return datetime.fromisoformat(ts.replace("Z", "+00:00")).timestamp()
+
+
+@dataclass
+class Verdict:
+    """What the checker found. `ok` when every violation list is empty."""
+
+    lost: list[str] = field(default_factory=list)
+    ended_twice: list[str] = field(default_factory=list)
+    stuck: list[str] = field(default_factory=list)
+    device_out_of_order: list[str] = field(default_factory=list)
+    early_handover: list[str] = field(default_factory=list)
+    outcomes: Counter[str] = field(default_factory=Counter)
+    send_calls: int = 0
+    duplicates_sent: int = 0
+    max_sends_per_message: int = 0
+
+    @property
+    def ok(self) -> bool:
+        return not (self.lost or self.ended_twice or self.stuck or self.device_out_of_order or self.early_handover)
+
+    def violations(self) -> dict[str, list[str]]:
+        return {"lost": self.lost, "ended_twice": self.ended_twice, "stuck": self.stuck,
+                "device_out_of_order": self.device_out_of_order, "early_handover": self.early_handover}
+
+
+def _key(callback: str) -> tuple[str, int, int] | None:
+    """(room, incarnation, seq) of a delivery id, or None if it is not one."""
+    try:
+        room, incarnation, seq, _, _ = parse_delivery_id(callback)
+    except ValueError:
+        return None
+    return room, incarnation, seq
+
+
+def check(published_ids: set[str], events: list[dict[str, Any]], sends: list[dict[str, Any]],
+          device: dict[str, list[dict[str, Any]]], rooms_holding: list[str], ack_timeout_ms: int) -> Verdict:
+    """Judge one run.
+
+    Args:
+        published_ids: message ids the producer published.
+        events: the delivery event log's records (dicts as written).
+        sends: the fake platform's send records: `callback` (delivery id), `at` (epoch s).
+        device: recipient -> what its device received, in order: `callback`, `at` (epoch s).
+        rooms_holding: rooms whose document still holds a message at the end.
+        ack_timeout_ms: the run's ACK_TIMEOUT_MS.
+    """
+    v = Verdict(stuck=sorted(rooms_holding))
+    terminal = [e for e in events if e["event"] in TERMINAL_EVENTS]
+    ends = Counter(e["message_id"] for e in terminal)
+    v.outcomes = Counter(e["event"] for e in terminal)
+    rejected = {e["message_id"] for e in events if e["event"] == "rejected"}
+    v.lost = sorted(m for m in published_ids if not ends[m] and m not in rejected)
+    v.ended_twice = sorted(m for m, n in ends.items() if n > 1)
+    outcome_of = {(e["room_id"], e["seq"]): e["event"] for e in terminal}
+
+    send_times: dict[tuple[str, int, int], list[float]] = defaultdict(list)
+    for s in sends:
+        key = _key(s["callback"])
+        if key is not None:
+            send_times[key].append(s["at"])
+    v.send_calls = sum(len(t) for t in send_times.values())
+    v.duplicates_sent = sum(len(t) - 1 for t in send_times.values())
+    v.max_sends_per_message = max((len(t) for t in send_times.values()), default=0)
+
+    received: dict[tuple[str, int, int], float] = {}
+    acked = {(e["room_id"], e["seq"]) for e in terminal if e["event"] == "acked"}
+    for items in device.values():
+        last_acked: dict[tuple[str, int], int] = {}
+        for item in items:
+            key = _key(item["callback"])
+            if key is None:
+                continue
+            received[key] = min(received.get(key, item["at"]), item["at"])
+            room, incarnation, seq = key
+            if (room, seq) in acked:
+                if seq < last_acked.get((room, incarnation), 0):
+                    v.device_out_of_order.append(f"{room}#{seq} reached the device after #{last_acked[(room, incarnation)]}")
+                last_acked[(room, incarnation)] = max(last_acked.get((room, incarnation), 0), seq)
+
+    window_s = ack_timeout_ms / 1000
+    for (room, incarnation, seq), times in sorted(send_times.items()):
+        previous = send_times.get((room, incarnation, seq - 1))
+        if not previous or outcome_of.get((room, seq - 1)) in ("failed", "skipped", "dead_lettered"):
+            continue
+        first_next = min(times)
+        free_at = min(received.get((room, incarnation, seq - 1), float("inf")), max(previous) + window_s)
+        if first_next < free_at - TOLERANCE_S:
+            v.early_handover.append(f"{room}#{seq} sent {(free_at - first_next) * 1000:.0f} ms inside #{seq - 1}'s window")
+    return v
