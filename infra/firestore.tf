@@ -1,6 +1,8 @@
-# Room state (native mode): one document per room (`rooms/{room}`), send
-# receipts (`rooms/{room}/sends/{seq}-{attempt}`), pushes kept as invalid
-# (`rejected_messages`) and messages baton gave up on (`dead_letters`).
+# Room state (native mode): one document per room (`rooms/{room}`: its queue,
+# the message in flight, send outcomes, de-duplication ids, parked messages),
+# pushes kept as invalid (`rejected_messages`), messages baton gave up on
+# (`dead_letters`) and dead-lettered pushes parked with their body
+# (`parked_messages`).
 resource "google_firestore_database" "main" {
   project     = var.project_id
   name        = "(default)"
@@ -18,11 +20,15 @@ resource "google_firestore_database" "main" {
   depends_on = [google_project_service.apis]
 }
 
-# Every document carries `expire_at` (RETENTION_HOURS after its last change);
-# a TTL policy per collection group deletes it within about 24 h after that
-# (https://cloud.google.com/firestore/docs/ttl). Rooms live up to an hour.
+# TTL on `expire_at`, per collection group: a document is deleted within
+# about 24 h after the time there (https://cloud.google.com/firestore/docs/ttl).
+# The code sets it RETENTION_HOURS after the last change, and on a room only
+# while the room is idle: a room that holds a message (in flight, queued,
+# parked or awaited) has `expire_at = null`, and TTL never deletes a document
+# whose field is null or missing. A parked message gets a time only once an
+# operator has resolved it. Rooms live up to an hour.
 resource "google_firestore_field" "ttl" {
-  for_each   = toset(["rooms", "sends", "rejected_messages", "dead_letters"])
+  for_each   = toset(["rooms", "rejected_messages", "dead_letters", "parked_messages"])
   project    = var.project_id
   database   = google_firestore_database.main.name
   collection = each.value
@@ -31,6 +37,32 @@ resource "google_firestore_field" "ttl" {
   ttl_config {}
   # No single-field index on a timestamp nobody queries: an index on a
   # steadily increasing value is also a write hotspot.
+  index_config {}
+}
+
+# Single-field index exemptions on the room document's large fields, which
+# nothing queries: every write of a room would otherwise update an index
+# entry per array element and map subfield of its queue, its ended list and
+# its counts, paying for them and bringing a full room towards Firestore's
+# 40,000 index entries per document
+# (https://cloud.google.com/firestore/quotas#indexes). An empty index_config
+# turns off every single-field index of a field, its subfields included.
+# `accepted` (send acceptances written blind, one new key per attempt) is
+# exempt for the same reason. `recent_ids` is no longer written, but rooms
+# stored by an older version keep it (the code updates a room field by
+# field) until TTL deletes them.
+#
+# Not exempt: `wake_at_us`, a top-level integer. The watchdog's query
+# (`wake_at_us < now - grace`, ordered by `wake_at_us`) is a single-field
+# range query that the automatic single-field index serves; no composite
+# index is needed.
+resource "google_firestore_field" "room_unindexed" {
+  for_each   = toset(["pending", "recent_ids", "ended", "counts", "in_flight", "awaiting", "accepted"])
+  project    = var.project_id
+  database   = google_firestore_database.main.name
+  collection = "rooms"
+  field      = each.value
+
   index_config {}
 }
 

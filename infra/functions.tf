@@ -1,4 +1,4 @@
-# The three functions share one source archive (`make package`:
+# The five functions share one source archive (`make package`:
 # functions/main.py at its root, the shared/ package, requirements.txt) and
 # differ by entry point. The object name carries the archive's sha256, so a
 # new build redeploys the functions and an unchanged one does not.
@@ -9,7 +9,7 @@ resource "google_storage_bucket_object" "source" {
 }
 
 resource "google_cloudfunctions2_function" "fn" {
-  # checkov:skip=CKV_GCP_124:only webhook allows all ingress (Meta calls it from the internet, signature-checked); enqueue and timeout are internal-only
+  # checkov:skip=CKV_GCP_124:only webhook allows all ingress (Meta calls it from the internet, signature-checked); enqueue, deadletter, timeout and sweep are internal-only
   for_each = local.functions
   name     = "${var.name_prefix}-${each.key}"
   location = var.region
@@ -35,9 +35,10 @@ resource "google_cloudfunctions2_function" "fn" {
     max_instance_request_concurrency = var.function_threads
     min_instance_count               = var.min_instances[each.key]
     max_instance_count               = var.max_instances[each.key]
-    # Pub/Sub push and Cloud Tasks from the same project count as internal
-    # traffic (https://cloud.google.com/run/docs/securing/ingress), so only
-    # the webhook, which Meta calls, is reachable from the internet.
+    # Pub/Sub push, Cloud Tasks and Cloud Scheduler from the same project
+    # count as internal traffic
+    # (https://cloud.google.com/run/docs/securing/ingress), so only the
+    # webhook, which Meta calls, is reachable from the internet.
     ingress_settings               = each.key == "webhook" ? "ALLOW_ALL" : "ALLOW_INTERNAL_ONLY"
     all_traffic_on_latest_revision = true
     environment_variables          = local.function_env

@@ -13,10 +13,11 @@ resource "google_service_account" "function" {
   depends_on   = [google_project_service.apis]
 }
 
-# The identity Pub/Sub presents (OIDC) when it pushes to `enqueue`.
+# The identity Pub/Sub presents (OIDC) when it pushes to `enqueue` (the
+# outbound topic) and to `deadletter` (the dead-letter topic).
 resource "google_service_account" "pubsub_push" {
   account_id   = "${var.name_prefix}-pubsub-push"
-  display_name = "baton Pub/Sub push identity (invokes enqueue)"
+  display_name = "baton Pub/Sub push identity (invokes enqueue, deadletter)"
   depends_on   = [google_project_service.apis]
 }
 
@@ -25,6 +26,17 @@ resource "google_service_account" "pubsub_push" {
 resource "google_service_account" "tasks_invoker" {
   account_id   = "${var.name_prefix}-tasks-invoker"
   display_name = "baton Cloud Tasks identity (invokes timeout)"
+  depends_on   = [google_project_service.apis]
+}
+
+# The identity Cloud Scheduler presents (OIDC) when it calls `sweep` every
+# minute (scheduler.tf). Google's Cloud Scheduler service agent mints the
+# token; it holds roles/cloudscheduler.serviceAgent from the moment the API
+# is enabled (https://cloud.google.com/scheduler/docs/http-target-auth), so
+# nothing is granted to it here.
+resource "google_service_account" "scheduler" {
+  account_id   = "${var.name_prefix}-scheduler"
+  display_name = "baton Cloud Scheduler identity (invokes sweep)"
   depends_on   = [google_project_service.apis]
 }
 
@@ -47,8 +59,10 @@ resource "google_service_account" "dataproc" {
 
 # ---------------------------------------------------------------- functions --
 
-# roles/datastore.user: read and write room documents. Firestore grants data
-# access per database at the finest, and the functions own this database.
+# roles/datastore.user: read and write room documents (every function;
+# sweep also runs the watchdog's query on `wake_at_us`). Firestore grants
+# data access per database at the finest, and the functions own this
+# database.
 resource "google_project_iam_member" "function_firestore" {
   for_each = local.functions
   project  = var.project_id
@@ -57,8 +71,15 @@ resource "google_project_iam_member" "function_firestore" {
 }
 
 # roles/cloudtasks.enqueuer on each ack-timeout queue, not the project: every
-# function arms timers (enqueue and webhook start sends; timeout arms resend
-# timers).
+# function arms timers. enqueue and webhook start sends (each with its ack
+# timer); timeout arms resend timers and the rest of an early timer; sweep
+# re-drives overdue rooms, which resends or arms a new wake-up. deadletter
+# only parks a message, and a parked message at the head blocks its room
+# rather than starting a send; but parking runs through the same room rules
+# and effect runner as every other event, so any timer those rules decide
+# there must be armable: without the grant, arming would fail, the push would
+# be answered 503 and retried until someone noticed. Same rights as enqueue,
+# to be safe.
 resource "google_cloud_tasks_queue_iam_member" "function_enqueuer" {
   for_each = { for pair in setproduct(tolist(local.functions), range(var.tasks_queue_count)) : "${pair[0]}-${pair[1]}" => pair }
   project  = var.project_id
@@ -69,7 +90,8 @@ resource "google_cloud_tasks_queue_iam_member" "function_enqueuer" {
 }
 
 # roles/iam.serviceAccountUser on the Cloud Tasks identity only: creating a
-# task whose OIDC token is minted as that account needs actAs on it.
+# task whose OIDC token is minted as that account needs actAs on it (every
+# function, for the reasons just above).
 resource "google_service_account_iam_member" "function_acts_as_tasks_invoker" {
   for_each           = local.functions
   service_account_id = google_service_account.tasks_invoker.name
@@ -88,6 +110,26 @@ resource "google_cloud_run_service_iam_member" "pubsub_invokes_enqueue" {
   service  = google_cloudfunctions2_function.fn["enqueue"].name
   role     = "roles/run.invoker"
   member   = "serviceAccount:${google_service_account.pubsub_push.email}"
+}
+
+# roles/run.invoker on `deadletter` only: Pub/Sub pushes the dead-letter
+# topic to it with an OIDC token of the same push identity.
+resource "google_cloud_run_service_iam_member" "pubsub_invokes_deadletter" {
+  project  = var.project_id
+  location = var.region
+  service  = google_cloudfunctions2_function.fn["deadletter"].name
+  role     = "roles/run.invoker"
+  member   = "serviceAccount:${google_service_account.pubsub_push.email}"
+}
+
+# roles/run.invoker on `sweep` only: Cloud Scheduler calls it every minute
+# with an OIDC token of the scheduler identity.
+resource "google_cloud_run_service_iam_member" "scheduler_invokes_sweep" {
+  project  = var.project_id
+  location = var.region
+  service  = google_cloudfunctions2_function.fn["sweep"].name
+  role     = "roles/run.invoker"
+  member   = "serviceAccount:${google_service_account.scheduler.email}"
 }
 
 # roles/run.invoker on `timeout` only: Cloud Tasks calls it with an OIDC

@@ -6,6 +6,10 @@
 #        send the room's head message to WhatsApp (secrets.tf), then
 #        arm an ack timer in Cloud Tasks ----------> function `timeout` (tasks.tf)
 #   WhatsApp --signed status webhook--> function `webhook` (public) --> next head
+#   push failed dead_letter_max_attempts times --> dead-letter topic
+#     --ordered push, OIDC--> function `deadletter`: parks it in its room (pubsub.tf)
+#   Cloud Scheduler, every minute, OIDC --> function `sweep`: re-drives rooms
+#     whose wake-up is overdue (the watchdog)                       (scheduler.tf)
 #   delivery events --Logging sink--> bucket --> PySpark on Dataproc Serverless
 #                                                                   (analytics.tf)
 # Identities and their roles: iam.tf. Buckets: storage.tf.
@@ -15,14 +19,15 @@ data "google_project" "this" {
 }
 
 locals {
-  # The three HTTP entry points of functions/main.py; each is a function.
-  functions = toset(["enqueue", "webhook", "timeout"])
+  # The HTTP entry points of functions/main.py; each is a function.
+  functions = toset(["enqueue", "deadletter", "webhook", "timeout", "sweep"])
 
   # Relative to this module, so `terraform -chdir=infra` and `cd infra` agree.
   source_archive = coalesce(var.source_archive, "${path.module}/../dist/baton-functions.zip")
 
-  # Every function needs the URL of `timeout` (enqueue and webhook arm ack
-  # timers, `timeout` itself arms resend timers), so taking it from
+  # Every function needs the URL of `timeout` (every one may start a send and
+  # arm its timer: enqueue, webhook, `timeout` itself for resends, sweep when
+  # it re-drives a room, deadletter through the same rules), so taking it from
   # google_cloudfunctions2_function.fn["timeout"] would make that function
   # depend on itself: a cycle. Cloud Run gives every service a deterministic
   # URL, https://SERVICE-PROJECT_NUMBER.REGION.run.app
@@ -46,10 +51,14 @@ locals {
     TASKS_SERVICE_ACCOUNT    = google_service_account.tasks_invoker.email
     ACK_TIMEOUT_MS           = tostring(var.ack_timeout_ms)
     SEND_TIMEOUT_MS          = tostring(var.send_timeout_ms)
+    SEND_START_DEADLINE_MS   = tostring(var.send_start_deadline_ms)
     MAX_SEND_ATTEMPTS        = tostring(var.max_send_attempts)
     SEND_RETRY_BASE_MS       = tostring(var.send_retry_base_ms)
-    DEDUP_WINDOW             = tostring(var.dedup_window)
-    MAX_PENDING_BYTES        = tostring(var.max_pending_bytes)
+    DEDUP_RETENTION          = tostring(var.dedup_retention)
+    MAX_QUEUED_MESSAGES      = tostring(var.max_queued_messages)
+    MAX_ROOM_BYTES           = tostring(var.max_room_bytes)
+    WATCHDOG_GRACE_MS        = tostring(var.watchdog_grace_ms)
+    SWEEP_BATCH_SIZE         = tostring(var.sweep_batch_size)
     RETENTION_HOURS          = tostring(var.retention_hours)
     WHATSAPP_API_BASE        = var.whatsapp_api_base
     WHATSAPP_API_VERSION     = var.whatsapp_api_version
@@ -65,8 +74,9 @@ resource "google_project_service" "apis" {
   for_each = toset([
     "artifactregistry.googleapis.com",     # 2nd gen functions keep their built images here
     "cloudbuild.googleapis.com",           # builds the functions from the source archive
-    "cloudfunctions.googleapis.com",       # the three functions
+    "cloudfunctions.googleapis.com",       # the five functions
     "cloudresourcemanager.googleapis.com", # project number and project-level IAM grants
+    "cloudscheduler.googleapis.com",       # the watchdog's every-minute call of `sweep`
     "cloudtasks.googleapis.com",           # ack-timeout and resend timers
     "compute.googleapis.com",              # the analytics subnet (Dataproc Serverless needs a VPC)
     "dataproc.googleapis.com",             # Dataproc Serverless batches of the analytics pipeline

@@ -14,8 +14,13 @@ output "topic_id" {
 }
 
 output "dead_letter_subscription" {
-  description = "Subscription keeping the pushes that failed dead_letter_max_attempts times (7 days)."
-  value       = google_pubsub_subscription.dead_letter_keep.name
+  description = "Ordered push subscription that delivers the pushes which failed dead_letter_max_attempts times to the deadletter function, which parks each in its room."
+  value       = google_pubsub_subscription.dead_letter_push.name
+}
+
+output "sweep_job" {
+  description = "Cloud Scheduler job that calls the sweep function (the watchdog) every minute; `gcloud scheduler jobs run NAME --location=REGION` runs it at once."
+  value       = google_cloud_scheduler_job.sweep.name
 }
 
 output "timeout_url" {

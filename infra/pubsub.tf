@@ -10,7 +10,8 @@ resource "google_pubsub_topic" "outbound" {
 }
 
 # Pushes that failed dead_letter_max_attempts times land here, so a message
-# that keeps failing frees its room's ordering key instead of blocking it.
+# that keeps failing frees its room's ordering key instead of blocking it;
+# `deadletter` then parks it in its room (dead_letter_push below).
 resource "google_pubsub_topic" "dead_letter" {
   # checkov:skip=CKV_GCP_83:Google-managed encryption at rest; the message bodies go to the platform anyway, CMEK is an option, not a need
   name                       = "${var.name_prefix}-outbound-dead-letter"
@@ -38,11 +39,15 @@ resource "google_pubsub_subscription" "enqueue_push" {
     }
   }
 
-  # A nack (enqueue answers 503 when a room is over MAX_PENDING_BYTES, or
-  # fails) is retried with exponential backoff instead of at once.
+  # A nack (enqueue answers 503 when a room holds MAX_QUEUED_MESSAGES or
+  # MAX_ROOM_BYTES, or when it fails) is retried with exponential backoff
+  # instead of at once, up to 600 s, the documented maximum
+  # (https://cloud.google.com/pubsub/docs/handling-failures). With
+  # dead_letter_max_attempts at 100, a room under back-pressure is retried
+  # for hours, not dead-lettered within minutes.
   retry_policy {
     minimum_backoff = "1s"
-    maximum_backoff = "60s"
+    maximum_backoff = "600s"
   }
 
   dead_letter_policy {
@@ -64,17 +69,55 @@ resource "google_pubsub_subscription" "enqueue_push" {
   }
 }
 
-# Keeps dead letters (7 days) for inspection and redrive; without a
+# The dead-letter topic's consumer: ordered push to `deadletter`, which parks
+# each message at its place in its room; the room then waits, blocked with a
+# visible reason, until an operator redrives or skips it. A message Pub/Sub
+# dead-letters must never be skipped: it was accepted from the producer, and
+# the room's later messages must not overtake it unnoticed. Pub/Sub
+# dead-letters on a best-effort basis and may forward the same message more
+# than once (DeadLetterPolicy,
+# https://cloud.google.com/pubsub/docs/reference/rest/v1/projects.subscriptions#deadletterpolicy);
+# `deadletter` recognises a copy it already parked and acks it. Ordered, so
+# dead letters with their room as ordering key reach `deadletter` one at a
+# time per room and in order; where a message goes does not depend on it (the
+# room keeps a placeholder at the place of a push it refused). Without a
 # subscription, messages published to the dead-letter topic would be lost.
-resource "google_pubsub_subscription" "dead_letter_keep" {
-  name                       = "${var.name_prefix}-outbound-dead-letter-keep"
-  topic                      = google_pubsub_topic.dead_letter.id
-  labels                     = var.labels
+resource "google_pubsub_subscription" "dead_letter_push" {
+  name                    = "${var.name_prefix}-outbound-dead-letter-push"
+  topic                   = google_pubsub_topic.dead_letter.id
+  labels                  = var.labels
+  enable_message_ordering = true
+  ack_deadline_seconds    = var.push_ack_deadline_seconds
+  # Unacknowledged messages are kept 7 days (Pub/Sub allows up to 31): time
+  # for an operator to bring `deadletter` back if it keeps failing.
   message_retention_duration = "604800s"
-  ack_deadline_seconds       = 60
+
+  push_config {
+    push_endpoint = google_cloudfunctions2_function.fn["deadletter"].service_config[0].uri
+    # Authenticated push: deadletter is not public; its invoker is this identity.
+    oidc_token {
+      service_account_email = google_service_account.pubsub_push.email
+      audience              = google_cloudfunctions2_function.fn["deadletter"].service_config[0].uri
+    }
+  }
+
+  # Retried with back-off up to 600 s, and never dead-lettered again (no
+  # dead_letter_policy): a message that cannot be parked yet waits here.
+  retry_policy {
+    minimum_backoff = "1s"
+    maximum_backoff = "600s"
+  }
 
   expiration_policy {
     ttl = ""
+  }
+
+  lifecycle {
+    # A push still running when its deadline passes is pushed again.
+    precondition {
+      condition     = var.push_ack_deadline_seconds >= var.function_timeout_seconds
+      error_message = "push_ack_deadline_seconds must be at least function_timeout_seconds."
+    }
   }
 }
 

@@ -8,12 +8,16 @@ locals {
     WHATSAPP_APP_SECRET   = "whatsapp-app-secret"   # HMAC key of X-Hub-Signature-256
     WHATSAPP_VERIFY_TOKEN = "whatsapp-verify-token" # token of the GET subscribe handshake
   }
-  # Which function reads which secret: every function sends (access token);
-  # only the webhook checks signatures and answers the handshake.
+  # Which function reads which secret: every function may send (access
+  # token): sweep re-drives a room, which can resend its message, and
+  # deadletter runs the same room rules and effects as enqueue. Only the
+  # webhook checks signatures and answers the handshake.
   function_secrets = {
-    enqueue = ["WHATSAPP_ACCESS_TOKEN"]
-    webhook = ["WHATSAPP_ACCESS_TOKEN", "WHATSAPP_APP_SECRET", "WHATSAPP_VERIFY_TOKEN"]
-    timeout = ["WHATSAPP_ACCESS_TOKEN"]
+    enqueue    = ["WHATSAPP_ACCESS_TOKEN"]
+    deadletter = ["WHATSAPP_ACCESS_TOKEN"]
+    webhook    = ["WHATSAPP_ACCESS_TOKEN", "WHATSAPP_APP_SECRET", "WHATSAPP_VERIFY_TOKEN"]
+    timeout    = ["WHATSAPP_ACCESS_TOKEN"]
+    sweep      = ["WHATSAPP_ACCESS_TOKEN"]
   }
   secret_grants = { for pair in flatten([for fn, names in local.function_secrets : [for n in names : { fn = fn, env = n }]]) : "${pair.fn}-${pair.env}" => pair }
 }

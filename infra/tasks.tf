@@ -15,17 +15,23 @@ resource "google_cloud_tasks_queue" "ack_timeouts" {
     max_concurrent_dispatches = 1000
   }
 
-  # A timer whose call failed (timeout unavailable, cold start) is retried
-  # quickly at first: a late timer holds its room. `timeout` applies a timer
-  # only to the exact (message, attempt) it was made for, so retries and
-  # duplicates are harmless; after an hour the room's messages have expired
-  # from the product's point of view anyway.
+  # A timer task is never dropped: max_attempts = -1 and
+  # max_retry_duration = "0s" both mean unlimited
+  # (https://cloud.google.com/tasks/docs/reference/rest/v2/projects.locations.queues#RetryConfig).
+  # A dropped timer would leave its room with nothing to wake it; the
+  # watchdog's sweep (scheduler.tf) would find the room only after
+  # watchdog_grace_ms more. The watchdog is a backstop, not the plan. A
+  # failed call (timeout unavailable, cold start, a 503 asking for a retry)
+  # is retried quickly at first, since a late timer holds its room, then at
+  # most every 60 s. `timeout` applies a timer only to the exact (room
+  # incarnation, message, attempt) it was made for, so retries and
+  # duplicates are harmless.
   retry_config {
-    max_attempts       = 20
+    max_attempts       = -1
     min_backoff        = "0.5s"
-    max_backoff        = "30s"
+    max_backoff        = "60s"
     max_doublings      = 5
-    max_retry_duration = "3600s"
+    max_retry_duration = "0s"
   }
 
   depends_on = [google_project_service.apis]

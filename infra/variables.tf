@@ -23,7 +23,8 @@ variable "name_prefix" {
   default     = "baton"
 
   validation {
-    # The longest service account id is PREFIX-tasks-invoker (14 more characters).
+    # The longest service account ids, PREFIX-tasks-invoker and
+    # PREFIX-fn-deadletter, have 14 more characters.
     condition     = can(regex("^[a-z][a-z0-9-]{0,14}[a-z0-9]$", var.name_prefix))
     error_message = "name_prefix: 2-16 characters, lowercase letters, digits and hyphens, starting with a letter and not ending with a hyphen."
   }
@@ -73,30 +74,30 @@ variable "function_threads" {
 }
 
 variable "function_timeout_seconds" {
-  description = "Request timeout of each function, s. A request runs one Firestore commit and at most one platform call."
+  description = "Request timeout of each function, s (15..1800: it is also the attempt deadline of the sweep's Cloud Scheduler job). A request runs one Firestore commit and at most one platform call; a sweep re-drives up to sweep_batch_size rooms."
   type        = number
   default     = 60
 }
 
 variable "min_instances" {
-  description = "Minimum instances per function (keys enqueue, webhook, timeout): warm instances keep cold starts off the hand-over path, and are billed while idle."
+  description = "Minimum instances per function (keys enqueue, deadletter, webhook, timeout, sweep): warm instances keep cold starts off the hand-over path, and are billed while idle."
   type        = map(number)
-  default     = { enqueue = 1, webhook = 1, timeout = 0 }
+  default     = { enqueue = 1, deadletter = 0, webhook = 1, timeout = 0, sweep = 0 }
 
   validation {
-    condition     = length(setsubtract(["enqueue", "webhook", "timeout"], keys(var.min_instances))) == 0
-    error_message = "min_instances needs a value for each of enqueue, webhook and timeout."
+    condition     = length(setsubtract(["enqueue", "deadletter", "webhook", "timeout", "sweep"], keys(var.min_instances))) == 0
+    error_message = "min_instances needs a value for each of enqueue, deadletter, webhook, timeout and sweep."
   }
 }
 
 variable "max_instances" {
-  description = "Maximum instances per function (keys enqueue, webhook, timeout)."
+  description = "Maximum instances per function (keys enqueue, deadletter, webhook, timeout, sweep). sweep is called once a minute; deadletter only when Pub/Sub gives up on a push."
   type        = map(number)
-  default     = { enqueue = 20, webhook = 40, timeout = 20 }
+  default     = { enqueue = 20, deadletter = 5, webhook = 40, timeout = 20, sweep = 2 }
 
   validation {
-    condition     = length(setsubtract(["enqueue", "webhook", "timeout"], keys(var.max_instances))) == 0
-    error_message = "max_instances needs a value for each of enqueue, webhook and timeout."
+    condition     = length(setsubtract(["enqueue", "deadletter", "webhook", "timeout", "sweep"], keys(var.max_instances))) == 0
+    error_message = "max_instances needs a value for each of enqueue, deadletter, webhook, timeout and sweep."
   }
 }
 
@@ -124,6 +125,17 @@ variable "send_timeout_ms" {
   }
 }
 
+variable "send_start_deadline_ms" {
+  description = "SEND_START_DEADLINE_MS: ms after the room's decision by which a send call must have started; a later one is not made (the attempt counts as refused and is retried)."
+  type        = number
+  default     = 2000
+
+  validation {
+    condition     = var.send_start_deadline_ms >= 1
+    error_message = "send_start_deadline_ms must be at least 1."
+  }
+}
+
 variable "max_send_attempts" {
   description = "MAX_SEND_ATTEMPTS: send attempts of one message before baton dead-letters it."
   type        = number
@@ -146,25 +158,58 @@ variable "send_retry_base_ms" {
   }
 }
 
-variable "dedup_window" {
-  description = "DEDUP_WINDOW: message ids remembered per room for de-duplication of Pub/Sub redeliveries."
+variable "dedup_retention" {
+  description = "DEDUP_RETENTION: ended message ids remembered per room to recognise a Pub/Sub redelivery, besides every message the room holds."
   type        = number
   default     = 1000
 
   validation {
-    condition     = var.dedup_window >= 1
-    error_message = "dedup_window must be at least 1."
+    condition     = var.dedup_retention >= 1
+    error_message = "dedup_retention must be at least 1."
   }
 }
 
-variable "max_pending_bytes" {
-  description = "MAX_PENDING_BYTES: bytes of queued messages per room before enqueue pushes back with 503 (Firestore documents hold at most 1 MiB)."
+variable "max_queued_messages" {
+  description = "MAX_QUEUED_MESSAGES: messages a room may hold before enqueue pushes back with 503 (Pub/Sub redelivers the push later)."
   type        = number
-  default     = 600000
+  default     = 1000
 
   validation {
-    condition     = var.max_pending_bytes >= 1 && var.max_pending_bytes < 1048576
-    error_message = "max_pending_bytes must be 1..1048575: the room document must stay below Firestore's 1 MiB."
+    condition     = var.max_queued_messages >= 1
+    error_message = "max_queued_messages must be at least 1."
+  }
+}
+
+variable "max_room_bytes" {
+  description = "MAX_ROOM_BYTES: Firestore storage size (bytes) of a room document before enqueue pushes back with 503; at most 1048576 (Firestore's 1 MiB document limit)."
+  type        = number
+  default     = 900000
+
+  validation {
+    condition     = var.max_room_bytes >= 1 && var.max_room_bytes <= 1048576
+    error_message = "max_room_bytes must be 1..1048576: a room document cannot exceed Firestore's 1 MiB."
+  }
+}
+
+variable "watchdog_grace_ms" {
+  description = "WATCHDOG_GRACE_MS: ms a room's wake-up (wake_at_us) may be overdue before the every-minute watchdog sweep re-drives the room. A room with a lost timer waits at most about this plus one minute."
+  type        = number
+  default     = 60000
+
+  validation {
+    condition     = var.watchdog_grace_ms >= 1
+    error_message = "watchdog_grace_ms must be at least 1."
+  }
+}
+
+variable "sweep_batch_size" {
+  description = "SWEEP_BATCH_SIZE: overdue rooms one watchdog sweep re-drives at most, oldest first; the rest wait for the next minute's sweep."
+  type        = number
+  default     = 500
+
+  validation {
+    condition     = var.sweep_batch_size >= 1
+    error_message = "sweep_batch_size must be at least 1."
   }
 }
 
@@ -199,7 +244,7 @@ variable "whatsapp_phone_number_id" {
 # ---------------------------------------------------- Pub/Sub, Cloud Tasks --
 
 variable "push_ack_deadline_seconds" {
-  description = "Seconds Pub/Sub waits for enqueue's answer before it redelivers the push (10..600); at least function_timeout_seconds."
+  description = "Seconds Pub/Sub waits for enqueue's (and deadletter's) answer before it redelivers the push (10..600); at least function_timeout_seconds."
   type        = number
   default     = 60
 
@@ -210,9 +255,9 @@ variable "push_ack_deadline_seconds" {
 }
 
 variable "dead_letter_max_attempts" {
-  description = "Push deliveries of one Pub/Sub message before it goes to the dead-letter topic and frees its room's ordering key (5..100)."
+  description = "Push deliveries of one Pub/Sub message to enqueue before it goes to the dead-letter topic, where deadletter parks it in its room (5..100). 100, the maximum: with back-off up to 600 s, a room under back-pressure is retried for hours, not dead-lettered in minutes."
   type        = number
-  default     = 10
+  default     = 100
 
   validation {
     condition     = var.dead_letter_max_attempts >= 5 && var.dead_letter_max_attempts <= 100

@@ -4,9 +4,10 @@ No provider can be downloaded on these machines, so `terraform validate`
 cannot run. These tests parse infra/*.tf with the HCL parser checkov uses
 (bc-python-hcl2, in .venv-infra: `make test-infra`) and hold the
 configuration to the code: the settings shared/config.py reads, the entry
-points of functions/main.py, the collections shared/store.py writes, the log
-type shared/events.py routes. They import nothing that needs Google's client
-libraries (shared/store.py is read with `ast`), so .venv-infra suffices.
+points of functions/main.py, the collections shared/store.py writes, the
+fields of a room document (shared/room.py), the log type shared/events.py
+routes. They import nothing that needs Google's client libraries
+(shared/store.py is read with `ast`), so .venv-infra suffices.
 """
 
 from __future__ import annotations
@@ -26,7 +27,24 @@ from shared.events import LOG_TYPE, METRICS_LOG_TYPE
 
 ROOT = Path(__file__).resolve().parents[2]
 INFRA = ROOT / "infra"
-FUNCTIONS = {"enqueue", "webhook", "timeout"}
+FUNCTIONS = {"enqueue", "deadletter", "webhook", "timeout", "sweep"}
+# Every function but the webhook is called only by a Google service of this
+# project with an OIDC token: function -> the service account that invokes it.
+INVOKERS = {
+    "enqueue": "pubsub_push",
+    "deadletter": "pubsub_push",
+    "timeout": "tasks_invoker",
+    "sweep": "scheduler",
+}
+# Settings of shared/config.py whose Terraform variable (same name, lower
+# case) must default to the code's own default.
+DELIVERY_SETTINGS = {
+    "ACK_TIMEOUT_MS", "SEND_TIMEOUT_MS", "SEND_START_DEADLINE_MS", "MAX_SEND_ATTEMPTS", "SEND_RETRY_BASE_MS",
+    "DEDUP_RETENTION", "MAX_QUEUED_MESSAGES", "MAX_ROOM_BYTES", "WATCHDOG_GRACE_MS", "SWEEP_BATCH_SIZE",
+    "RETENTION_HOURS",
+}
+# Firestore's document size limit (bytes).
+FIRESTORE_MAX_DOCUMENT_BYTES = 1_048_576
 # Set by Terraform but read by the platform, not by baton's code:
 # THREADS is read by functions-framework (gunicorn threads per instance).
 PLATFORM_ENV_VARS = {"THREADS"}
@@ -110,16 +128,39 @@ def iam_grants(tf: dict) -> list[tuple[str, str, dict]]:
     ]
 
 
-def store_constants() -> dict[str, str]:
-    """Module-level string constants of shared/store.py, without importing it
-    (it imports google.cloud.firestore, which .venv-infra does not have)."""
-    tree = ast.parse((ROOT / "shared" / "store.py").read_text())
+def string_constants(module: str) -> dict[str, str]:
+    """Module-level string constants of shared/MODULE.py, without importing it
+    (shared/store.py imports google.cloud.firestore, which .venv-infra does
+    not have)."""
+    tree = ast.parse((ROOT / "shared" / f"{module}.py").read_text())
     found = {}
     for node in tree.body:
         if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str):
             for target in node.targets:
                 if isinstance(target, ast.Name):
                     found[target.id] = node.value.value
+    return found
+
+
+def store_collections() -> set[str]:
+    """Every collection shared/store.py names in a `.collection(X)` or
+    `.collection_group(X)` call, X a string or a constant of shared/store.py
+    or shared/room.py."""
+    constants = {**string_constants("room"), **string_constants("store")}
+    tree = ast.parse((ROOT / "shared" / "store.py").read_text())
+    found = set()
+    for node in ast.walk(tree):
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                and node.func.attr in ("collection", "collection_group") and node.args):
+            arg = node.args[0]
+            if isinstance(arg, ast.Constant) and isinstance(arg.value, str):
+                found.add(arg.value)
+            elif isinstance(arg, ast.Name):
+                assert arg.id in constants, f"shared/store.py: collection name {arg.id} is not a string constant"
+                found.add(constants[arg.id])
+            else:
+                raise AssertionError(f"shared/store.py: a collection name built at run time: {ast.unparse(arg)}")
+    assert found, "no collection found in shared/store.py"
     return found
 
 
@@ -138,17 +179,46 @@ def test_push_subscription_is_ordered_authenticated_retried_and_dead_lettered(tf
     assert oidc["service_account_email"] == "${google_service_account.pubsub_push.email}"
     assert oidc["audience"] == push["push_endpoint"]
     retry = sub["retry_policy"]
-    assert retry["minimum_backoff"] and retry["maximum_backoff"]
+    assert retry["minimum_backoff"]
     dead = sub["dead_letter_policy"]
     assert dead["dead_letter_topic"] == "${google_pubsub_topic.dead_letter.id}"
     assert dead["max_delivery_attempts"] == "${var.dead_letter_max_attempts}"
     assert "var.push_ack_deadline_seconds" in sub["ack_deadline_seconds"]
 
 
-def test_dead_letters_are_kept_by_a_subscription(tf):
-    keep = resource(tf, "google_pubsub_subscription", "dead_letter_keep")
-    assert keep["topic"] == "${google_pubsub_topic.dead_letter.id}"
-    assert keep["expiration_policy"]["ttl"] == ""
+def test_enqueue_push_backs_off_to_600s_and_dead_letters_after_100_attempts(tf):
+    """A room under back-pressure is retried for hours, not dead-lettered in
+    minutes: the documented maxima of both settings."""
+    sub = resource(tf, "google_pubsub_subscription", "enqueue_push")
+    assert sub["retry_policy"]["maximum_backoff"] == "600s"
+    attempts = tf["variable"]["dead_letter_max_attempts"]
+    assert attempts["default"] == 100
+    condition = attempts["validation"]["condition"]
+    assert "var.dead_letter_max_attempts >= 5" in condition and "var.dead_letter_max_attempts <= 100" in condition
+
+
+def test_dead_letters_are_pushed_in_order_to_deadletter(tf):
+    """Every dead-lettered message is parked in its room, never skipped: an
+    ordered, authenticated push to `deadletter` that keeps retrying."""
+    assert "dead_letter_keep" not in tf["resource"]["google_pubsub_subscription"]
+    subs = [b for b in tf["resource"]["google_pubsub_subscription"].values()
+            if b["topic"] == "${google_pubsub_topic.dead_letter.id}"]
+    assert len(subs) == 1, "the dead-letter topic has exactly one subscription, its consumer"
+    sub = resource(tf, "google_pubsub_subscription", "dead_letter_push")
+    assert sub is subs[0]
+    assert sub["enable_message_ordering"] is True
+    push = sub["push_config"]
+    assert push["push_endpoint"] == '${google_cloudfunctions2_function.fn["deadletter"].service_config[0].uri}'
+    assert "no_wrapper" not in push  # deadletter parses the same envelope as enqueue
+    oidc = push["oidc_token"]
+    assert oidc["service_account_email"] == "${google_service_account.pubsub_push.email}"
+    assert oidc["audience"] == push["push_endpoint"]
+    assert sub["retry_policy"]["maximum_backoff"] == "600s"
+    assert sub["message_retention_duration"] == "604800s"
+    assert sub["expiration_policy"]["ttl"] == ""
+    # The end of the line: nothing dead-letters a dead letter.
+    assert "dead_letter_policy" not in sub
+    assert "var.push_ack_deadline_seconds" in sub["ack_deadline_seconds"]
 
 
 def test_pubsub_agent_may_forward_dead_letters(tf):
@@ -177,19 +247,26 @@ def test_only_the_webhook_is_public(tf):
     assert body["role"] == "roles/run.invoker"
 
 
-def test_enqueue_and_timeout_are_invoked_only_by_their_callers(tf):
-    invokers = {
-        body["service"]: body["member"]
+def test_internal_functions_are_internal_only_and_invoked_only_by_their_callers(tf):
+    invokers = [
+        (body["service"], body["member"])
         for rtype, _, body in iam_grants(tf)
-        if rtype == "google_cloud_run_service_iam_member" and body["role"] == "roles/run.invoker"
-    }
-    assert invokers['${google_cloudfunctions2_function.fn["enqueue"].name}'] == (
-        "serviceAccount:${google_service_account.pubsub_push.email}"
-    )
-    assert invokers['${google_cloudfunctions2_function.fn["timeout"].name}'] == (
-        "serviceAccount:${google_service_account.tasks_invoker.email}"
-    )
-    assert len(invokers) == 3  # and the public webhook, nothing else
+        if body.get("role") == "roles/run.invoker"
+    ]
+    services = [service for service, _ in invokers]
+    assert len(services) == len(set(services)), "one invoker per function"
+    by_service = dict(invokers)
+    for function, account in INVOKERS.items():
+        assert by_service[f'${{google_cloudfunctions2_function.fn["{function}"].name}}'] == (
+            f"serviceAccount:${{google_service_account.{account}.email}}"
+        ), function
+    assert set(FUNCTIONS) - set(INVOKERS) == {"webhook"}
+    assert len(by_service) == len(FUNCTIONS)  # and the public webhook, nothing else
+    # No invoker role granted anywhere but on one function (none project-wide).
+    assert all(rtype == "google_cloud_run_service_iam_member" for rtype, _, body in iam_grants(tf)
+               if "invoker" in str(body.get("role", "")))
+    # Only the webhook takes traffic from outside Google: enqueue, deadletter,
+    # timeout and sweep are internal-only.
     ingress = resource(tf, "google_cloudfunctions2_function", "fn")["service_config"]["ingress_settings"]
     assert ingress == '${each.key == "webhook" ? "ALLOW_ALL" : "ALLOW_INTERNAL_ONLY"}'
 
@@ -221,7 +298,7 @@ def test_every_caller_has_its_own_service_account(tf):
     fn = resource(tf, "google_cloudfunctions2_function", "fn")
     assert fn["service_config"]["service_account_email"] == "${google_service_account.function[each.key].email}"
     assert resource(tf, "google_service_account", "function")["for_each"] == "${local.functions}"
-    for name in ("pubsub_push", "tasks_invoker", "build", "dataproc"):
+    for name in ("pubsub_push", "tasks_invoker", "scheduler", "build", "dataproc"):
         resource(tf, "google_service_account", name)
     assert fn["build_config"]["service_account"] == "${google_service_account.build.id}"
 
@@ -253,6 +330,9 @@ def test_secrets_are_never_plain_environment_variables(tf, tf_text):
     per_function = tf["locals"]["function_secrets"]
     assert set(per_function) == FUNCTIONS
     assert set(as_list(per_function["webhook"])) == SECRET_ENV_VARS
+    # Every function may send: sweep re-drives rooms, deadletter runs the room rules.
+    assert all("WHATSAPP_ACCESS_TOKEN" in as_list(names) for names in per_function.values())
+    assert all(set(as_list(per_function[fn])) == {"WHATSAPP_ACCESS_TOKEN"} for fn in FUNCTIONS - {"webhook"})
     assert all(set(as_list(names)) <= SECRET_ENV_VARS for names in per_function.values())
     config = resource(tf, "google_cloudfunctions2_function", "fn")["service_config"]
     mounted = config["dynamic"]["secret_environment_variables"]
@@ -332,17 +412,75 @@ def test_queues_match_what_the_code_expects(tf):
     assert env["TASKS_LOCATION"] == queue["location"] == "${var.region}"
     assert env["TASKS_SERVICE_ACCOUNT"] == "${google_service_account.tasks_invoker.email}"
     assert queue["rate_limits"]["max_dispatches_per_second"] <= 500
-    assert queue["retry_config"]["max_attempts"] >= 1
+
+
+def test_timer_tasks_are_retried_without_limit(tf):
+    """A dropped timer would leave its room with nothing to wake it but the
+    watchdog: -1 attempts and 0s duration both mean unlimited."""
+    retry = resource(tf, "google_cloud_tasks_queue", "ack_timeouts")["retry_config"]
+    assert retry["max_attempts"] in (-1, "${-1}")  # the parser keeps a negative number as an expression
+    assert retry["max_retry_duration"] == "0s"
+    assert retry["max_backoff"] == "60s"
+    assert float(retry["min_backoff"].rstrip("s")) <= 1
+
+
+def test_the_watchdog_runs_every_minute_with_oidc(tf):
+    job = resource(tf, "google_cloud_scheduler_job", "sweep")
+    assert job["schedule"] == "* * * * *"
+    assert job["region"] == "${var.region}"
+    target = job["http_target"]
+    assert target["http_method"] == "POST"
+    assert target["uri"] == '${google_cloudfunctions2_function.fn["sweep"].service_config[0].uri}'
+    oidc = target["oidc_token"]
+    assert oidc["service_account_email"] == "${google_service_account.scheduler.email}"
+    assert oidc["audience"] == target["uri"]
+    assert "oauth_token" not in target
+    retry = job["retry_config"]
+    assert 1 <= retry["retry_count"] <= 5  # Cloud Scheduler allows 0..5
+    assert re.fullmatch(r"\$\{var\.function_timeout_seconds\}s", job["attempt_deadline"])
+    apis = tf["resource"]["google_project_service"]["apis"]["for_each"]
+    assert "cloudscheduler.googleapis.com" in members(apis)
+    # The only scheduler job, and the scheduler identity invokes nothing else.
+    assert list(tf["resource"]["google_cloud_scheduler_job"]) == ["sweep"]
+    scheduler_grants = [name for _, name, body in iam_grants(tf)
+                        if "google_service_account.scheduler." in str(body.get("member", ""))]
+    assert scheduler_grants == ["scheduler_invokes_sweep"]
 
 
 def test_ttl_covers_every_collection_the_store_writes(tf):
-    constants = store_constants()
-    collections = {constants[name] for name in ("ROOMS", "SENDS", "REJECTED", "DEAD_LETTERS")}
     ttl = resource(tf, "google_firestore_field", "ttl")
-    assert members(ttl["for_each"]) == collections
+    collections = members(ttl["for_each"])
+    assert store_collections() <= collections, f"no TTL policy: {store_collections() - collections}"
+    # Dead-lettered pushes parked with their body; the receipts subcollection
+    # `rooms/*/sends` is gone (send outcomes live in the room).
+    assert "parked_messages" in collections
+    assert "sends" not in collections
     assert ttl["field"] == "expire_at"
     assert "ttl_config" in ttl
     assert tf["locals"]["function_env"]["RETENTION_HOURS"] == "${tostring(var.retention_hours)}"
+
+
+def test_the_room_documents_large_fields_are_not_indexed(tf):
+    """Single-field index exemptions on every list and map of a room (and the
+    fields the brief names); the watchdog's field `wake_at_us` stays indexed."""
+    exempt = resource(tf, "google_firestore_field", "room_unindexed")
+    assert exempt["collection"] == "rooms"
+    assert exempt["field"] == "${each.value}"
+    assert exempt["index_config"] == {}, "an empty index_config turns every single-field index off"
+    assert "ttl_config" not in exempt
+    fields = members(exempt["for_each"])
+    assert {"pending", "recent_ids", "ended", "counts", "in_flight", "awaiting"} <= fields
+    from shared.room import RoomState, room_to_doc  # pure Python; imported here so no other test depends on it
+
+    doc = room_to_doc(RoomState(room_id="r"))
+    big = {name for name, value in doc.items() if isinstance(value, (list, dict))}
+    assert big <= fields, f"lists and maps of a room document left indexed: {big - fields}"
+    assert "wake_at_us" in doc and "wake_at_us" not in fields
+    # Nothing else turns wake_at_us's index off, and no composite index is needed.
+    for name, body in tf["resource"]["google_firestore_field"].items():
+        if body.get("collection") == "rooms" or "rooms" in str(body.get("for_each", "")):
+            assert body["field"] != "wake_at_us", name
+    assert "google_firestore_index" not in tf["resource"]
 
 
 def test_firestore_is_native_and_rules_deny_every_client(tf):
@@ -384,6 +522,27 @@ def test_buckets_are_private_and_versioned(tf):
 # ------------------------------------------------- variables and layout --
 
 
+def test_delivery_settings_default_to_the_codes_defaults_and_are_validated(tf):
+    env = tf["locals"]["function_env"]
+    for name in DELIVERY_SETTINGS:
+        variable = name.lower()
+        assert env[name] == f"${{tostring(var.{variable})}}", name
+        body = tf["variable"][variable]
+        assert body["type"] == "${number}", name
+        assert body["default"] == int(ENV_VARS[name][0]), f"{variable}: default differs from shared/config.py"
+        assert f"var.{variable} >= 1" in body["validation"]["condition"], name
+    room_bytes = tf["variable"]["max_room_bytes"]["validation"]["condition"]
+    assert f"var.max_room_bytes <= {FIRESTORE_MAX_DOCUMENT_BYTES}" in room_bytes
+    assert not {"dedup_window", "max_pending_bytes"} & set(tf["variable"]), "settings the code no longer reads"
+
+
+def test_every_function_has_instance_limits(tf):
+    for limit in ("min_instances", "max_instances"):
+        body = tf["variable"][limit]
+        assert set(body["default"]) == FUNCTIONS, limit
+        assert members(body["validation"]["condition"]) == FUNCTIONS, limit
+
+
 def test_variables_are_typed_and_described_and_outputs_described(tf):
     assert tf["variable"]
     for name, body in tf["variable"].items():
@@ -391,7 +550,8 @@ def test_variables_are_typed_and_described_and_outputs_described(tf):
         assert body.get("description"), f"variable {name} has no description"
     for name, body in tf["output"].items():
         assert body.get("description"), f"output {name} has no description"
-    for wanted in ("webhook_url", "topic", "delivery_log_bucket", "analytics_bucket", "source_bucket"):
+    for wanted in ("webhook_url", "topic", "dead_letter_subscription", "sweep_job", "delivery_log_bucket",
+                   "analytics_bucket", "source_bucket"):
         assert wanted in tf["output"], f"missing output {wanted}"
 
 
@@ -418,6 +578,16 @@ def test_layout_follows_terraform_google_modules():
     declared = set(re.findall(r'^variable "([^"]+)"', (INFRA / "variables.tf").read_text(), re.M))
     assigned = set(re.findall(r"^([a-z0-9_]+)\s*=", example, re.M))
     assert assigned <= declared, f"example sets unknown variables: {assigned - declared}"
+
+
+def test_the_deploy_guide_lists_every_resource_and_no_other(tf):
+    """docs/deploy.md's "What it creates" names every resource, and names no
+    resource that is gone (such as the old dead-letter pull subscription)."""
+    guide = (ROOT / "docs" / "deploy.md").read_text()
+    declared = {f"{rtype}.{name}" for rtype, named in tf["resource"].items() for name in named}
+    named = set(re.findall(r"\b(google_[a-z0-9_]+\.[a-z0-9_]+)", guide))
+    assert declared - named == set(), "resources missing from docs/deploy.md"
+    assert named - declared == set(), "docs/deploy.md names resources that do not exist"
 
 
 def test_every_checkov_skip_gives_a_reason(tf_text):
