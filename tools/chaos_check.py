@@ -3,7 +3,8 @@ record (what it received and what each device got, with times) and the
 delivery event log, never from baton's own view of itself.
 
 Violations (each a list of human-readable strings):
-- `lost`: a published message (not rejected as malformed) with no terminal event;
+- `lost`: a published message (not rejected as malformed) with no terminal
+  event and not among its room's ended messages in Firestore;
 - `ended_twice`: a message with more than one terminal event;
 - `stuck`: a room that still holds a message at the end (from Firestore);
 - `device_out_of_order`: two acked messages of one room that reached the
@@ -11,6 +12,11 @@ Violations (each a list of human-readable strings):
 - `early_handover`: a room's message n+1 reached the platform while message n
   was within its ack window: before n reached the device, and less than the
   ack timeout after n's last send reached the platform, and n did not fail.
+
+Not a violation, but counted: `unlogged_ends`, messages their room records as
+ended whose terminal event line is missing: the process died after the commit
+and before it wrote the line (the lines are written after the commit, so that
+a decision that does not commit is never logged).
 
 Pure: `check()` takes plain data, so tests/unit/test_chaos_check.py can feed it
 hand-made records with each violation.
@@ -46,6 +52,7 @@ class Verdict:
     device_out_of_order: list[str] = field(default_factory=list)
     early_handover: list[str] = field(default_factory=list)
     outcomes: Counter[str] = field(default_factory=Counter)
+    unlogged_ends: list[str] = field(default_factory=list)
     send_calls: int = 0
     duplicates_sent: int = 0
     max_sends_per_message: int = 0
@@ -69,7 +76,8 @@ def _key(callback: str) -> tuple[str, int, int] | None:
 
 
 def check(published_ids: set[str], events: list[dict[str, Any]], sends: list[dict[str, Any]],
-          device: dict[str, list[dict[str, Any]]], rooms_holding: list[str], ack_timeout_ms: int) -> Verdict:
+          device: dict[str, list[dict[str, Any]]], rooms_holding: list[str], ack_timeout_ms: int,
+          ended_in_rooms: set[str] | frozenset[str] = frozenset()) -> Verdict:
     """Judge one run.
 
     Args:
@@ -79,13 +87,16 @@ def check(published_ids: set[str], events: list[dict[str, Any]], sends: list[dic
         device: recipient -> what its device received, in order: `callback`, `at` (epoch s).
         rooms_holding: rooms whose document still holds a message at the end.
         ack_timeout_ms: the run's ACK_TIMEOUT_MS.
+        ended_in_rooms: message ids the rooms' documents record as ended.
     """
     v = Verdict(stuck=sorted(rooms_holding))
     terminal = [e for e in events if e["event"] in TERMINAL_EVENTS]
     ends = Counter(e["message_id"] for e in terminal)
     v.outcomes = Counter(e["event"] for e in terminal)
     rejected = {e["message_id"] for e in events if e["event"] == "rejected"}
-    v.lost = sorted(m for m in published_ids if not ends[m] and m not in rejected)
+    unlogged = sorted(m for m in published_ids if not ends[m] and m not in rejected)
+    v.lost = [m for m in unlogged if m not in ended_in_rooms]
+    v.unlogged_ends = [m for m in unlogged if m in ended_in_rooms]
     v.ended_twice = sorted(m for m, n in ends.items() if n > 1)
     outcome_of = {(e["room_id"], e["seq"]): e["event"] for e in terminal}
 

@@ -93,3 +93,11 @@ def test_after_a_failed_message_the_next_may_go_at_once():
     run["device"]["155"][0]["at"] = T + 2.0
     run["events"][2] = ev("failed", 1)
     assert check(**run).ok
+
+
+def test_an_end_the_room_recorded_but_never_logged_is_not_lost_but_counted():
+    run = clean_run()
+    run["events"].remove(ev("timed_out", 2))
+    assert check(**run).lost == ["m2"]
+    v = check(**run, ended_in_rooms={"m2"})
+    assert v.ok and v.unlogged_ends == ["m2"]
