@@ -1,8 +1,8 @@
 # Room state (native mode): one document per room (`rooms/{room}`: its queue,
-# the message in flight, send outcomes, de-duplication ids, parked messages),
-# pushes kept as invalid (`rejected_messages`), messages baton gave up on
-# (`dead_letters`) and dead-lettered pushes parked with their body
-# (`parked_messages`).
+# the message in flight, send outcomes, de-duplication ids, and the pushes
+# Pub/Sub dead-lettered, parked with their body at their place in the queue),
+# pushes kept as invalid (`rejected_messages`) and messages baton gave up on
+# (`dead_letters`).
 resource "google_firestore_database" "main" {
   project     = var.project_id
   name        = "(default)"
@@ -25,10 +25,11 @@ resource "google_firestore_database" "main" {
 # The code sets it RETENTION_HOURS after the last change, and on a room only
 # while the room is idle: a room that holds a message (in flight, queued,
 # parked or awaited) has `expire_at = null`, and TTL never deletes a document
-# whose field is null or missing. A parked message gets a time only once an
-# operator has resolved it. Rooms live up to an hour.
+# whose field is null or missing. A parked message lives in its room's queue,
+# so its room keeps no expiry until an operator has resolved it. Rooms live
+# up to an hour.
 resource "google_firestore_field" "ttl" {
-  for_each   = toset(["rooms", "rejected_messages", "dead_letters", "parked_messages"])
+  for_each   = toset(["rooms", "rejected_messages", "dead_letters"])
   project    = var.project_id
   database   = google_firestore_database.main.name
   collection = each.value

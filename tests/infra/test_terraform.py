@@ -451,10 +451,9 @@ def test_ttl_covers_every_collection_the_store_writes(tf):
     ttl = resource(tf, "google_firestore_field", "ttl")
     collections = members(ttl["for_each"])
     assert store_collections() <= collections, f"no TTL policy: {store_collections() - collections}"
-    # Dead-lettered pushes parked with their body; the receipts subcollection
-    # `rooms/*/sends` is gone (send outcomes live in the room).
-    assert "parked_messages" in collections
-    assert "sends" not in collections
+    # ... and nothing else: parked messages live in their room's queue, and the
+    # receipts subcollection `rooms/*/sends` is gone (outcomes live in the room).
+    assert collections == store_collections(), collections - store_collections()
     assert ttl["field"] == "expire_at"
     assert "ttl_config" in ttl
     assert tf["locals"]["function_env"]["RETENTION_HOURS"] == "${tostring(var.retention_hours)}"
