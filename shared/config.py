@@ -16,7 +16,7 @@ import os
 from dataclasses import dataclass, fields
 
 # Names of every environment variable the code reads, with its default and what
-# it means. infra/ and the README's configuration table are checked against it.
+# it means. infra/ and docs/configuration.md are checked against it.
 ENV_VARS: dict[str, tuple[str, str]] = {
     "GOOGLE_CLOUD_PROJECT": ("baton-local", "GCP project id (Firestore, Pub/Sub, Cloud Tasks)"),
     "FIRESTORE_DATABASE": ("(default)", "Firestore database id"),

@@ -16,7 +16,7 @@ Line shape (keys always present, `null` where a field does not apply)::
      "log_type": "baton.delivery", "schema_version": 1,
      "event": "acked", "ts": "2026-11-22T11:25:17.123456Z", "component": "webhook",
      "room_id": "room-7", "seq": 3, "attempt": 1, "message_id": "m-...",
-     "provider": "whatsapp", "delivery_id": "3.1.1763810717123.room-7",
+     "provider": "whatsapp", "delivery_id": "3.1.1763810717123.hd7v4lrwu8.room-7",
      "provider_message_id": "wamid....", "status": "delivered",
      "trigger": null, "reason": null, "error_code": null, "error_title": null,
      "published_at": null, "publish_to_send_ms": null,
@@ -98,8 +98,9 @@ class DeliveryEvent:
     - `attempt`: the send attempt, from 1; it is the fencing token of a send.
     - `delivery_id`: our id of one attempt, sent to the platform as
       `biz_opaque_callback_data` and echoed in its status webhooks.
-    - `trigger`: on `sent`, what started the send (`enqueue`, `ack`, `failed`,
-      `timed_out`, `dead_lettered`, `retry`, `resend`).
+    - `trigger`: on `sent`, what started the send (`shared.room.Trigger`:
+      `enqueue`, `ack`, `failed`, `timed_out`, `dead_lettered`, `skipped`,
+      `redrive`, `retry`, `resend`).
     - `publish_to_send_ms`: Pub/Sub publish time to this send call (on `sent`).
     - `send_to_ack_ms`: this attempt's send to the status that acked it (on
       `acked`, and on `status_ignored` with reason `late_ack`).
