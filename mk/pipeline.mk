@@ -68,7 +68,7 @@ report-cloud: pipeline-zip
 	@echo "report: $(CLOUD_REPORT_DIR)/report.html (gcloud storage cp it to open it)"
 
 bench-pipeline: venv
-	$(PY) -m pipeline.bench --sizes $(BENCH_SIZES) --rooms $(BENCH_ROOMS) --dir $(BENCH_DIR) $(BENCH_ARGS)
+	$(PY) -m tools.bench_pipeline --sizes $(BENCH_SIZES) --rooms $(BENCH_ROOMS) --dir $(BENCH_DIR) $(BENCH_ARGS)
 
 test-pipeline: venv
 	$(PY) -m pytest tests/pipeline -q

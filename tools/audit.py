@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from shared.events import TERMINAL_EVENTS
-from shared.publisher import OutboundMessage
 from shared.room import parse_delivery_id
+from tools.publisher import OutboundMessage
 
 
 def make_workload(rooms: int, per_room: int, seed: int = 1, prefix: str = "room") -> list[OutboundMessage]:

@@ -31,9 +31,9 @@ from rich.console import Console
 from rich.table import Table
 
 from shared.events import TERMINAL_EVENTS
-from shared.publisher import OutboundMessage, Publisher
 from tools.audit import epoch_s, make_workload, percentile, read_events
 from tools.demo import deliver
+from tools.publisher import OutboundMessage, Publisher
 from tools.stack import PROJECT, ROOT, TOPIC, Stack
 
 

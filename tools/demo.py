@@ -25,8 +25,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from shared.events import TERMINAL_EVENTS
-from shared.publisher import OutboundMessage, Publisher
 from tools.audit import Summary, make_workload, read_events, summarize
+from tools.publisher import OutboundMessage, Publisher
 from tools.stack import PROJECT, ROOT, TOPIC, Stack
 
 

@@ -12,11 +12,11 @@ import uuid
 import requests
 from google.cloud import pubsub_v1
 
-from shared.publisher import OutboundMessage, Publisher
 from shared.room import parse_delivery_id
 from tests.conftest import room_events, wait_for
 from tools.audit import make_workload, read_events, summarize
 from tools.demo import deliver, fake_stats
+from tools.publisher import OutboundMessage, Publisher
 from tools.stack import PROJECT, TOPIC
 
 

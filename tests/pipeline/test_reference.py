@@ -4,9 +4,9 @@ agree with Spark's on a generated log (two independent implementations)."""
 from __future__ import annotations
 
 from pipeline import transforms as tf
-from pipeline.duckdb_reference import compare_rooms, compute_rooms
 from pipeline.extract import read_lines
-from pipeline.synth import generate
+from tools.duckdb_reference import compare_rooms, compute_rooms
+from tools.synth_log import generate
 
 
 def test_spark_and_duckdb_agree_on_a_generated_log(spark, tmp_path):

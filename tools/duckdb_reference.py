@@ -2,7 +2,7 @@
 DuckDB on one machine: the benchmark's reference, and a second, independent
 implementation to check the Spark one against.
 
-    python -m pipeline.duckdb_reference --input EVENTS.jsonl --output rooms.parquet
+    python -m tools.duckdb_reference --input EVENTS.jsonl --output rooms.parquet
 
 Same definitions as the Spark transforms (see their docstrings); it reads the
 plain line format only, and skips lines that are not valid events instead of
@@ -157,7 +157,7 @@ def compare_rooms(spark_rooms_dir: str, duck_rooms_file: str) -> dict[str, int]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m pipeline.duckdb_reference", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(prog="python -m tools.duckdb_reference", description=__doc__.split("\n")[0])
     p.add_argument("--input", required=True)
     p.add_argument("--output", required=True)
     p.add_argument("--threads", type=int, default=2)

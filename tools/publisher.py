@@ -6,7 +6,7 @@ pushes one message per room at a time, in publish order), attributes
 `recipient`, `message_id` (the producer's idempotency key), and data =
 `{"type": "text", "text": ...}` as JSON.
 
-CLI: `python -m shared.publisher WORKLOAD.jsonl` publishes a workload file,
+CLI: `python -m tools.publisher WORKLOAD.jsonl` publishes a workload file,
 one JSON object per line with `room_id`, `provider`, `recipient`,
 `message_id`, `text`; PUBSUB_EMULATOR_HOST points it at the emulator.
 """

@@ -1,12 +1,12 @@
 """Benchmark: the Spark job against DuckDB on synthetic logs of several sizes.
 
-For each size: generate the log (`pipeline.synth`), run the whole Spark job
+For each size: generate the log (`tools.synth_log`), run the whole Spark job
 (`python -m pipeline.job`, every table and the report) and DuckDB's per-room
-reference (`pipeline.duckdb_reference`), each in its own process, timing the
+reference (`tools.duckdb_reference`), each in its own process, timing the
 wall clock and sampling the resident memory of the process tree (Python +
 JVM) from /proc every 0.2 s. Then check the two per-room tables agree.
 
-    python -m pipeline.bench --sizes 1000000,10000000 --dir out/bench
+    python -m tools.bench_pipeline --sizes 1000000,10000000 --dir out/bench
 
 Generated logs are deleted after each size unless --keep.
 """
@@ -23,8 +23,8 @@ import threading
 import time
 from pathlib import Path
 
-from pipeline.duckdb_reference import compare_rooms
-from pipeline.synth import generate
+from tools.duckdb_reference import compare_rooms
+from tools.synth_log import generate
 
 
 def _children(pid: int) -> list[int]:
@@ -126,7 +126,7 @@ def bench(sizes: list[int], rooms: int, root: Path, keep: bool, driver_memory: s
         )  # fmt: skip
         print(f"[{tag}] Spark rooms only {r_wall:.1f} s (exit {r_rc}); DuckDB ...", flush=True)
         d_wall, d_rss, d_rc = run_measured(
-            [py, "-m", "pipeline.duckdb_reference", "--input", str(events), "--output", str(duck)],
+            [py, "-m", "tools.duckdb_reference", "--input", str(events), "--output", str(duck)],
             root / f"duckdb-{tag}.log",
         )
         ok = s_rc == 0 and r_rc == 0 and d_rc == 0
@@ -187,7 +187,7 @@ def print_table(results: list[dict]) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m pipeline.bench", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(prog="python -m tools.bench_pipeline", description=__doc__.split("\n")[0])
     p.add_argument("--sizes", default="1000000,10000000,30000000", help="comma-separated event counts")
     p.add_argument("--rooms", type=int, default=25_000)
     p.add_argument("--dir", default="out/bench")

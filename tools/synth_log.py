@@ -13,7 +13,7 @@ task that finds nothing in flight, and for 60% a later `read` (ignored): about
 
 Deterministic: every random draw is a hash of the message number and a salt.
 
-    python -m pipeline.synth --events 1000000 --rooms 25000 --out out/bench/events-1M.jsonl
+    python -m tools.synth_log --events 1000000 --rooms 25000 --out out/bench/events-1M.jsonl
 """
 
 from __future__ import annotations
@@ -225,7 +225,7 @@ def generate(out_path: str, events: int, rooms: int = 25_000, threads: int = 2) 
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m pipeline.synth", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(prog="python -m tools.synth_log", description=__doc__.split("\n")[0])
     p.add_argument("--events", type=int, required=True)
     p.add_argument("--rooms", type=int, default=25_000)
     p.add_argument("--out", required=True)
