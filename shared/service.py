@@ -200,17 +200,22 @@ class DeliveryService:
     # ------------------------------------------------------------ timers and the watchdog
 
     def handle_timer(self, body: bytes) -> Reply:
-        """A Cloud Tasks timer. 400 for a body that is not a timer; 5xx makes
-        Cloud Tasks retry (its queues retry without limit, infra/tasks.tf)."""
+        """A Cloud Tasks timer. 5xx makes Cloud Tasks retry (its queues retry
+        without limit, infra/tasks.tf). A body that is not a timer can never
+        become one, so it is answered 200 (`result: dropped`, with the reason)
+        and logged as an error rather than retried forever; if it was meant
+        for a real room, that room's stored wake-up brings the watchdog."""
         arrived = now_us()
         try:
             t = json.loads(body)
             room_id = str(t["room_id"])
             event = TimerFired(int(t["incarnation"]), int(t["seq"]), int(t["attempt"]), int(t["due_at_us"]), arrived)
-        except (ValueError, KeyError, TypeError) as exc:
-            return Reply(400, {"error": f"not a baton timer: {exc}"})
-        if not ROOM_ID.match(room_id):
-            return Reply(400, {"error": "not a baton timer: bad room id"})
+            if not ROOM_ID.match(room_id):
+                raise ValueError(f"bad room id {room_id[:80]!r}")
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            reason = f"not a baton timer: {type(exc).__name__}: {exc}"[:300]
+            print(json.dumps({"severity": "ERROR", "message": f"timeout: dropped a task: {reason}"}), flush=True)
+            return Reply(200, {"result": "dropped", "error": reason})
         self.apply(room_id, event, "timeout")
         return Reply(200, {"result": "ok"})
 

@@ -141,3 +141,12 @@ def test_a_timer_reaches_the_timeout_function(stack, room_id):
     events = wait_for(lambda: [e for e in room_events(stack, room_id) if e["event"] == "timeout_ignored"],
                       what="the timer's call of `timeout`")
     assert (events[0]["seq"], events[0]["attempt"]) == (3, 2)
+
+
+def test_a_task_that_is_not_a_timer_is_dropped_with_its_reason_not_retried_forever(stack):
+    """The timer queues retry without limit, so only a 2xx ends a task; one
+    that can never be a timer is answered 200 with the reason, and logged."""
+    for body in (b"junk", b"{}", b'{"room_id": "a/b", "incarnation": 1, "seq": 1, "attempt": 1, "due_at_us": 1}'):
+        r = requests.post(stack.url("timeout"), data=body, timeout=10)
+        assert r.status_code == 200 and r.json()["result"] == "dropped" and "not a baton timer" in r.json()["error"]
+    assert "dropped a task" in (stack.run_dir / "timeout.log").read_text()
