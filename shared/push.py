@@ -1,9 +1,12 @@
 """Parsing the Pub/Sub push envelope into a room event, or a reason to reject.
 
 Envelope (https://cloud.google.com/pubsub/docs/push#receive_push):
-`{"message": {"data": base64, "attributes": {...}, "messageId", "publishTime"},
-"subscription"}`. The emulator's envelope has no `orderingKey`, so the room id
-travels as the `room_id` attribute as well as the ordering key.
+`{"message": {"data": base64, "attributes": {...}, "messageId", "publishTime",
+"orderingKey"}, "subscription"}`. The emulator's envelope has no `orderingKey`,
+so the room id travels as the `room_id` attribute as well as the ordering key;
+when both are present they must agree (Pub/Sub orders by the key, the room is
+chosen by the attribute: a message whose two disagree would be ordered in one
+room's stream and delivered in another's).
 
 Producer contract: attributes `room_id`, `provider`, `recipient`, `message_id`
 (the idempotency key); data = JSON `{"type": "text", "text": "..."}`.
@@ -63,6 +66,10 @@ def _parse_time_us(value: Any) -> int | None:
         return None
 
 
+def _clip(value: Any, limit: int = 1024) -> str | None:
+    return value[:limit] if isinstance(value, str) else None if value is None else repr(value)[:limit]
+
+
 def parse_push(body: bytes, now_us: int) -> Accepted | Rejected:
     """Validate one push request.
 
@@ -83,7 +90,7 @@ def parse_push(body: bytes, now_us: int) -> Accepted | Rejected:
     raw_data = message.get("data", "")
     record = {"pubsub_message_id": pubsub_id, "attributes": attrs if isinstance(attrs, dict) else str(attrs),
               "data": raw_data[:65536] if isinstance(raw_data, str) else None,
-              "publish_time": message.get("publishTime")}
+              "publish_time": message.get("publishTime"), "ordering_key": _clip(message.get("orderingKey"))}
 
     def reject(reason: str) -> Rejected:
         room = attrs.get("room_id") if isinstance(attrs, dict) and isinstance(attrs.get("room_id"), str) else None
@@ -92,9 +99,15 @@ def parse_push(body: bytes, now_us: int) -> Accepted | Rejected:
 
     if not isinstance(attrs, dict):
         return reject("`attributes` is not an object")
-    room_id = attrs.get("room_id") or message.get("orderingKey")
+    ordering_key = message.get("orderingKey")
+    if ordering_key is not None and not isinstance(ordering_key, str):
+        return reject("`orderingKey` is not a string")
+    room_id = attrs.get("room_id") or ordering_key
     if not isinstance(room_id, str) or not ROOM_ID.match(room_id):
         return reject("missing or invalid `room_id` attribute")
+    if ordering_key and ordering_key != room_id:
+        return reject(f"`room_id` attribute {room_id!r} disagrees with the envelope's `orderingKey` "
+                      f"{_clip(ordering_key, 300)!r}")
     message_id = attrs.get("message_id")
     if not isinstance(message_id, str) or not MESSAGE_ID.match(message_id):
         return reject("missing or invalid `message_id` attribute")

@@ -13,9 +13,22 @@ Messages waiting for the same device are delivered independently, so a burst
 can arrive in any order (as Meta documents). The device log is how the demo
 and the tests judge ordering: `GET /_fake/stats`.
 
+Faults of the send call itself, each for chosen recipients (their next
+sends) or as a share of all sends (drawn from the seeded rng):
+- a Graph error answer (HTTP 400, nothing sent): `send_errors`, and 130429
+  (throughput) or 131056 (pair rate limit) at random;
+- `http_5xx`: HTTP 500/503 with a Graph error body, nothing sent;
+- `drop_after_read`: the whole request is read and the message sent (the
+  device receives it, webhooks follow), then the connection is closed with no
+  HTTP answer at all: the sender cannot know it went out;
+- `slow_send_ms`: the message is sent when the request is read, the answer
+  comes only that many ms later (past the sender's timeout, typically).
+`GET /_fake/stats` counts each fault injected, by kind (`faults`).
+
 Run: `python -m tools.fake_whatsapp --port 8090 --webhook-url http://127.0.0.1:8081/`.
 Change behaviour at run time: `POST /_fake/config` with a JSON subset of
-`FakeConfig`; `POST /_fake/reset` clears the records.
+`FakeConfig` (checked against its types); `POST /_fake/reset` clears the
+records.
 """
 
 from __future__ import annotations
@@ -32,6 +45,8 @@ import re
 import signal
 import threading
 import time
+import typing
+from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field, fields
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -44,8 +59,9 @@ SEND_PATH = re.compile(r"^/v[0-9.]+/(?P<phone>[^/]+)/messages$")
 
 @dataclass
 class FakeConfig:
-    """How the fake platform behaves. Probabilities are shares in [0, 1];
-    times in ms."""
+    """How the fake platform behaves. Probabilities (`*_prob`) are shares in
+    [0, 1] of all sends; times in ms. Per-recipient faults apply to that
+    recipient's next sends, one list item (or one count) per send."""
 
     ack_prob: float = 0.87  # messages that ever get a delivered/read webhook
     ack_median_ms: float = 80.0  # log-normal delivery latency, median
@@ -60,7 +76,22 @@ class FakeConfig:
     silent_recipients: list[str] = field(default_factory=list)  # never ack these
     slow_recipients: dict[str, float] = field(default_factory=dict)  # recipient -> fixed ack latency ms
     send_errors: dict[str, list[int]] = field(default_factory=dict)  # recipient -> error codes for its next sends
+    throughput_error_prob: float = 0.0  # sends answered with error 130429 (throughput limit), not sent
+    pair_rate_limit_prob: float = 0.0  # sends answered with error 131056 (pair rate limit), not sent
+    http_5xx: dict[str, list[int]] = field(default_factory=dict)  # recipient -> HTTP 5xx for its next sends, not sent
+    http_5xx_prob: float = 0.0  # sends answered HTTP 500 or 503, not sent
+    drop_after_read: dict[str, int] = field(default_factory=dict)  # recipient -> how many next sends to drop
+    drop_after_read_prob: float = 0.0  # sends sent, then the connection closed with no answer
+    slow_send_ms: dict[str, list[float]] = field(default_factory=dict)  # recipient -> answer delays of its next sends
+    slow_send_prob: float = 0.0  # sends whose answer comes `slow_send_prob_ms` after they were sent
+    slow_send_prob_ms: float = 5000.0
     seed: int = 7
+
+
+# Graph error bodies of the faults (https://developers.facebook.com/docs/whatsapp/cloud-api/support/error-codes).
+RANDOM_SEND_ERRORS = {130429: ("throughput_error", "(#130429) Rate limit hit"),
+                      131056: ("pair_rate_limit", "(#131056) (Business Account, Consumer Account) pair rate limit hit")}
+HTTP_5XX_ERRORS = {500: (1, "An unknown error occurred"), 503: (2, "Service temporarily unavailable")}
 
 
 @dataclass
@@ -97,7 +128,8 @@ class FakeWhatsApp:
             self.acked: set[str] = set()  # wamids whose ack webhook was posted
             self.webhooks_posted = 0
             self.webhooks_failed = 0
-            self.send_errors_returned = 0
+            self.send_errors_returned = 0  # Graph error answers (HTTP 400), queued or random
+            self.faults: Counter[str] = Counter()  # faults injected, by kind
 
     # ------------------------------------------------------------ timeline
 
@@ -119,7 +151,9 @@ class FakeWhatsApp:
 
     # ------------------------------------------------------------ sends
 
-    def handle_send(self, phone_id: str, auth: str | None, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+    def handle_send(self, phone_id: str, auth: str | None, body: dict[str, Any]) -> tuple[int | None, dict[str, Any]]:
+        """Answer one send call: `(HTTP status, JSON body)`, or `(None, {})`
+        to close the connection without any answer."""
         if auth != f"Bearer {self.access_token}":
             return 401, _error(190, "Invalid OAuth access token.", "OAuthException")
         if body.get("messaging_product") != "whatsapp" or body.get("type") != "text":
@@ -129,11 +163,10 @@ class FakeWhatsApp:
             return 400, _error(131008, "Required parameter is missing", "OAuthException")
         cfg = self.config
         with self.lock:
-            queued_errors = cfg.send_errors.get(recipient)
-            if queued_errors:
-                code = queued_errors.pop(0)
-                self.send_errors_returned += 1
-                return 400, _error(code, f"simulated error {code}", "OAuthException")
+            refusal = self._refusal(recipient)
+            if refusal is not None:
+                return refusal
+            drop, slow_ms = self._after_send_faults(recipient)
         if cfg.send_latency_ms:
             time.sleep(cfg.send_latency_ms / 1000)
         now = time.time()
@@ -144,11 +177,67 @@ class FakeWhatsApp:
             plan = self._plan(record)
         for when, action in plan:
             self.at(when, action)
+        if slow_ms:
+            time.sleep(slow_ms / 1000)
+        if drop:
+            return None, {}
         return 200, {
             "messaging_product": "whatsapp",
             "contacts": [{"input": recipient, "wa_id": recipient.lstrip("+")}],
             "messages": [{"id": wamid}],
         }
+
+    def _chance(self, prob: float) -> bool:
+        """A draw from the seeded rng, made only for a non-zero share (so the
+        other draws do not shift when no fault is asked for)."""
+        return prob > 0 and self.rng.random() < prob
+
+    def _refusal(self, recipient: str) -> tuple[int, dict[str, Any]] | None:
+        """A fault answered instead of sending, if any. Lock held."""
+        cfg = self.config
+        queued_errors = cfg.send_errors.get(recipient)
+        if queued_errors:
+            code = queued_errors.pop(0)
+            self.send_errors_returned += 1
+            self.faults["send_error"] += 1
+            return 400, _error(code, f"simulated error {code}", "OAuthException")
+        queued_5xx = cfg.http_5xx.get(recipient)
+        if queued_5xx:
+            return self._http_5xx(queued_5xx.pop(0))
+        for code, prob in ((130429, cfg.throughput_error_prob), (131056, cfg.pair_rate_limit_prob)):
+            if self._chance(prob):
+                kind, message = RANDOM_SEND_ERRORS[code]
+                self.send_errors_returned += 1
+                self.faults[kind] += 1
+                return 400, _error(code, message, "OAuthException")
+        if self._chance(cfg.http_5xx_prob):
+            return self._http_5xx(self.rng.choice(sorted(HTTP_5XX_ERRORS)))
+        return None
+
+    def _http_5xx(self, status: int) -> tuple[int, dict[str, Any]]:
+        self.faults["http_5xx"] += 1
+        code, message = HTTP_5XX_ERRORS.get(status, HTTP_5XX_ERRORS[500])
+        return status, _error(code, message, "OAuthException")
+
+    def _after_send_faults(self, recipient: str) -> tuple[bool, float]:
+        """Whether to drop the answer of a send that goes out, and how many ms
+        to hold it back. Lock held."""
+        cfg = self.config
+        drop = False
+        if cfg.drop_after_read.get(recipient, 0) > 0:
+            cfg.drop_after_read[recipient] -= 1
+            drop = True
+        elif self._chance(cfg.drop_after_read_prob):
+            drop = True
+        slow_ms = 0.0
+        queued_slow = cfg.slow_send_ms.get(recipient)
+        if queued_slow:
+            slow_ms = float(queued_slow.pop(0))
+        elif self._chance(cfg.slow_send_prob):
+            slow_ms = cfg.slow_send_prob_ms
+        self.faults["drop_after_read"] += drop
+        self.faults["slow_send"] += slow_ms > 0
+        return drop, slow_ms
 
     def _plan(self, rec: SendRecord) -> list[tuple[float, Any]]:
         """Decide this message's fate: when the device receives it and which
@@ -220,8 +309,8 @@ class FakeWhatsApp:
         if session is None:
             session = self.local.session = requests.Session()
         try:
-            ok = session.post(self.webhook_url, data=raw, timeout=10,
-                              headers={"Content-Type": "application/json", "X-Hub-Signature-256": signature}).status_code == 200
+            headers = {"Content-Type": "application/json", "X-Hub-Signature-256": signature}
+            ok = session.post(self.webhook_url, data=raw, timeout=10, headers=headers).status_code == 200
         except requests.RequestException:
             ok = False
         with self.lock:
@@ -242,19 +331,53 @@ class FakeWhatsApp:
                 "webhooks_posted": self.webhooks_posted,
                 "webhooks_failed": self.webhooks_failed,
                 "send_errors_returned": self.send_errors_returned,
+                "faults": {kind: self.faults[kind] for kind in FAULT_KINDS},
                 "pending_actions": len(self.timeline),
             }
 
     def update_config(self, changes: dict[str, Any]) -> None:
+        """Apply a JSON subset of `FakeConfig`, all or nothing.
+
+        Raises:
+            ValueError: an unknown key, or a value not of the field's type
+                (a probability outside [0, 1], an HTTP status outside 5xx).
+        """
+        if not isinstance(changes, dict):
+            raise ValueError("config changes must be a JSON object")
         known = {f.name for f in fields(FakeConfig)}
         unknown = set(changes) - known
         if unknown:
             raise ValueError(f"unknown config keys {sorted(unknown)}")
+        hints = typing.get_type_hints(FakeConfig)
+        for key, value in changes.items():
+            if not _conforms(value, hints[key]):
+                raise ValueError(f"`{key}` must be of type {hints[key]}, not {value!r}")
+            if key.endswith("_prob") and not 0 <= value <= 1:
+                raise ValueError(f"`{key}` is a share in [0, 1], not {value!r}")
+            if key == "http_5xx" and not all(500 <= st <= 599 for sts in value.values() for st in sts):
+                raise ValueError("`http_5xx` statuses must be 5xx")
         with self.lock:
             for key, value in changes.items():
                 setattr(self.config, key, value)
             if "seed" in changes:
                 self.rng = random.Random(changes["seed"])
+
+
+FAULT_KINDS = ("send_error", "throughput_error", "pair_rate_limit", "http_5xx", "drop_after_read", "slow_send")
+
+
+def _conforms(value: Any, hint: Any) -> bool:
+    """Whether a JSON value fits a FakeConfig field's type."""
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin is list:
+        return isinstance(value, list) and all(_conforms(v, args[0]) for v in value)
+    if origin is dict:
+        return isinstance(value, dict) and all(isinstance(k, str) and _conforms(v, args[1]) for k, v in value.items())
+    if isinstance(value, bool):
+        return hint is bool
+    if hint is float:
+        return isinstance(value, int | float)
+    return isinstance(value, hint)
 
 
 def _error(code: int, message: str, kind: str) -> dict[str, Any]:
@@ -270,13 +393,19 @@ def make_handler(fake: FakeWhatsApp) -> type[BaseHTTPRequestHandler]:
         def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - quiet access log
             pass
 
-        def _json(self, status: int, body: Any) -> None:
+        def _json(self, status: int | None, body: Any) -> None:
+            if status is None:  # drop: no answer at all, the connection is closed
+                self.close_connection = True
+                return
             raw = json.dumps(body).encode()
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(raw)))
-            self.end_headers()
-            self.wfile.write(raw)
+            try:
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(raw)))
+                self.end_headers()
+                self.wfile.write(raw)
+            except OSError:  # the client gave up waiting (a slow send)
+                self.close_connection = True
 
         def _body(self) -> Any:
             length = int(self.headers.get("Content-Length") or 0)

@@ -8,9 +8,13 @@ Only WhatsApp's Cloud API for now; Instagram messaging has no delivery webhook
 
 from __future__ import annotations
 
-from shared.config import Settings
+from typing import TYPE_CHECKING
+
 from shared.providers.base import Sender, SendOutcome, SendResult
 from shared.providers.whatsapp import WhatsAppClient
+
+if TYPE_CHECKING:  # only for the annotation: importing shared.providers reads no configuration
+    from shared.config import Settings
 
 __all__ = ["KNOWN_PROVIDERS", "Sender", "SendOutcome", "SendResult", "make_senders"]
 
@@ -18,7 +22,10 @@ KNOWN_PROVIDERS = frozenset({"whatsapp"})
 
 
 def make_senders(settings: Settings) -> dict[str, Sender]:
-    """One client per known provider, configured from the settings."""
+    """One client per known provider, configured from the settings
+    (`whatsapp_api_base`, `whatsapp_api_version`, `whatsapp_phone_number_id`,
+    `whatsapp_access_token`, and `send_timeout_ms`: one send call's whole
+    budget in ms, reconnects included)."""
     return {
         "whatsapp": WhatsAppClient(
             settings.whatsapp_api_base,

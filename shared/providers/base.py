@@ -18,17 +18,24 @@ class SendOutcome(StrEnum):
     """What the caller of a send call knows when it returns."""
 
     ACCEPTED = "accepted"  # the platform took the message (2xx with its message id)
-    REFUSED = "refused"  # provably not sent: an error answer, or no connection could be opened
-    UNKNOWN = "unknown"  # may have reached the platform: timeout after connecting, dropped connection, 5xx
+    REFUSED = "refused"  # provably not sent: the platform answered with an error, or no connection could be opened
+    UNKNOWN = "unknown"  # may have reached the platform: timeout after connecting, dropped connection, 5xx,
+    #                      2xx without an id; counts as possibly sent
 
 
 @dataclass(frozen=True)
 class SendResult:
     """The outcome of one send call.
 
-    - `permanent` (REFUSED only): retrying cannot help (e.g. WhatsApp 131026).
+    - `provider_message_id`: the platform's id (WhatsApp's `wamid`), set
+      only when ACCEPTED.
+    - `permanent` (only meaningful for REFUSED): retrying cannot help (e.g.
+      WhatsApp 131026 undeliverable, 131047 outside the 24 h window).
     - `rate_limited`: the platform's per-recipient pair rate limit (WhatsApp
-      131056); the room's rules decide the wait, not the adapter.
+      131056, retry after 4^n s); the room's rules compute the wait, never
+      the adapter.
+    - `error_code`, `error_title`: the platform's error code and message, or
+      for a network failure a description of it (what the event log shows).
     """
 
     outcome: SendOutcome
