@@ -22,7 +22,9 @@ sends) or as a share of all sends (drawn from the seeded rng):
   device receives it, webhooks follow), then the connection is closed with no
   HTTP answer at all: the sender cannot know it went out;
 - `slow_send_ms`: the message is sent when the request is read, the answer
-  comes only that many ms later (past the sender's timeout, typically).
+  comes only that many ms later (past the sender's timeout, typically);
+- `answer_without_id`: sent, but answered 200 with an empty `messages` list;
+- `trickle_answer_ms`: sent, and the answer written one byte every that many ms.
 `GET /_fake/stats` counts each fault injected, by kind (`faults`).
 
 Run: `python -m tools.fake_whatsapp --port 8090 --webhook-url http://127.0.0.1:8081/`.
@@ -85,6 +87,8 @@ class FakeConfig:
     slow_send_ms: dict[str, list[float]] = field(default_factory=dict)  # recipient -> answer delays of its next sends
     slow_send_prob: float = 0.0  # sends whose answer comes `slow_send_prob_ms` after they were sent
     slow_send_prob_ms: float = 5000.0
+    answer_without_id: dict[str, int] = field(default_factory=dict)  # recipient -> next sends sent, answered 200 with no id
+    trickle_answer_ms: dict[str, list[float]] = field(default_factory=dict)  # recipient -> ms between answer bytes
     seed: int = 7
 
 
@@ -151,9 +155,11 @@ class FakeWhatsApp:
 
     # ------------------------------------------------------------ sends
 
-    def handle_send(self, phone_id: str, auth: str | None, body: dict[str, Any]) -> tuple[int | None, dict[str, Any]]:
-        """Answer one send call: `(HTTP status, JSON body)`, or `(None, {})`
-        to close the connection without any answer."""
+    def handle_send(self, phone_id: str, auth: str | None,
+                    body: dict[str, Any]) -> tuple[int | None, dict[str, Any] | TrickledAnswer]:
+        """Answer one send call: `(HTTP status, JSON body)` (a `TrickledAnswer`
+        to write it slowly), or `(None, {})` to close the connection without
+        any answer."""
         if auth != f"Bearer {self.access_token}":
             return 401, _error(190, "Invalid OAuth access token.", "OAuthException")
         if body.get("messaging_product") != "whatsapp" or body.get("type") != "text":
@@ -181,11 +187,20 @@ class FakeWhatsApp:
             time.sleep(slow_ms / 1000)
         if drop:
             return None, {}
-        return 200, {
+        answer: dict[str, Any] = {
             "messaging_product": "whatsapp",
             "contacts": [{"input": recipient, "wa_id": recipient.lstrip("+")}],
             "messages": [{"id": wamid}],
         }
+        with self.lock:
+            if cfg.answer_without_id.get(recipient, 0) > 0:
+                cfg.answer_without_id[recipient] -= 1
+                self.faults["answer_without_id"] += 1
+                answer["messages"] = []
+            trickle = cfg.trickle_answer_ms.get(recipient)
+            ms_per_byte = float(trickle.pop(0)) if trickle else 0.0
+            self.faults["trickle_answer"] += ms_per_byte > 0
+        return 200, TrickledAnswer(answer, ms_per_byte) if ms_per_byte else answer
 
     def _chance(self, prob: float) -> bool:
         """A draw from the seeded rng, made only for a non-zero share (so the
@@ -363,7 +378,16 @@ class FakeWhatsApp:
                 self.rng = random.Random(changes["seed"])
 
 
-FAULT_KINDS = ("send_error", "throughput_error", "pair_rate_limit", "http_5xx", "drop_after_read", "slow_send")
+FAULT_KINDS = ("send_error", "throughput_error", "pair_rate_limit", "http_5xx", "drop_after_read", "slow_send",
+               "answer_without_id", "trickle_answer")
+
+
+@dataclass(frozen=True)
+class TrickledAnswer:
+    """An answer the handler writes one byte every `ms_per_byte` ms."""
+
+    body: dict[str, Any]
+    ms_per_byte: float
 
 
 def _conforms(value: Any, hint: Any) -> bool:
@@ -397,13 +421,19 @@ def make_handler(fake: FakeWhatsApp) -> type[BaseHTTPRequestHandler]:
             if status is None:  # drop: no answer at all, the connection is closed
                 self.close_connection = True
                 return
-            raw = json.dumps(body).encode()
+            trickle_ms = body.ms_per_byte if isinstance(body, TrickledAnswer) else 0.0
+            raw = json.dumps(body.body if isinstance(body, TrickledAnswer) else body).encode()
             try:
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(raw)))
                 self.end_headers()
-                self.wfile.write(raw)
+                if not trickle_ms:
+                    self.wfile.write(raw)
+                for i in range(len(raw) if trickle_ms else 0):  # a platform trickling its answer
+                    self.wfile.write(raw[i:i + 1])
+                    self.wfile.flush()
+                    time.sleep(trickle_ms / 1000)
             except OSError:  # the client gave up waiting (a slow send)
                 self.close_connection = True
 

@@ -19,10 +19,8 @@ import signal
 import socket
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +30,7 @@ from urllib3.exceptions import MaxRetryError, NewConnectionError, ProtocolError
 
 from shared.providers import SendOutcome, SendResult
 from shared.providers.whatsapp import WhatsAppClient
+from tools.stack import free_port, port_open
 
 ROOT = Path(__file__).resolve().parents[2]
 TOKEN = "test-access-token"
@@ -40,18 +39,6 @@ BUDGET_MS = 800
 MARGIN_S = 0.3
 QUIET = {"ack_prob": 1.0, "fail_prob": 0.0, "duplicate_prob": 0.0, "reorder_prob": 0.0}
 _numbers = itertools.count(15550000001)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def port_open(port: int) -> bool:
-    with socket.socket() as s:
-        s.settimeout(0.2)
-        return s.connect_ex(("127.0.0.1", port)) == 0
 
 
 def recipient() -> str:
@@ -272,56 +259,17 @@ def test_a_connection_reset_after_connecting_is_tried_once(fake):
     assert result.outcome is SendOutcome.UNKNOWN
 
 
-# ---------------------------------------------------------------- answers the fake never gives
-# A one-off server in this process for answers outside the wire format.
-
-
-@pytest.fixture
-def odd_platform() -> Iterator[str]:
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-
-        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - quiet
-            pass
-
-        def do_POST(self) -> None:
-            self.rfile.read(int(self.headers.get("Content-Length") or 0))
-            kind = self.path.split("/")[2]
-            raw = b'{"messaging_product": "whatsapp", "messages": []}'
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(raw) if kind == "no-id" else 4096))
-            self.end_headers()
-            try:
-                if kind == "no-id":
-                    self.wfile.write(raw)
-                else:  # trickle: one byte every 0.2 s (each read well inside the read timeout), for 8 s
-                    for _ in range(40):
-                        self.wfile.write(b" ")
-                        self.wfile.flush()
-                        time.sleep(0.2)
-            except OSError:
-                pass
-            self.close_connection = True
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    server.daemon_threads = True
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
-
-
-def test_a_2xx_without_a_message_id_is_unknown(odd_platform):
-    result = WhatsAppClient(odd_platform, "v21.0", "no-id", TOKEN, BUDGET_MS).send(recipient(), "hi", "d-1")
+def test_a_2xx_without_a_message_id_is_unknown(fake):
+    to = recipient()
+    fake.configure({"answer_without_id": {to: 1}})
+    result = fake.client().send(to, "hi", "d-1")
     assert result.outcome is SendOutcome.UNKNOWN and result.provider_message_id is None
 
 
-def test_an_answer_trickled_byte_by_byte_is_cut_at_the_budget(odd_platform):
-    client = WhatsAppClient(odd_platform, "v21.0", "trickle", TOKEN, BUDGET_MS)
-    result, elapsed = timed_send(client, recipient())
+def test_an_answer_trickled_byte_by_byte_is_cut_at_the_budget(fake):
+    to = recipient()
+    fake.configure({"trickle_answer_ms": {to: [200.0]}})  # each read well inside the read timeout
+    result, elapsed = timed_send(fake.client(), to)
     assert result.outcome is SendOutcome.UNKNOWN
     # The body is read in chunks with the deadline checked in between; one
     # read (0.2 s here) may run past it.
