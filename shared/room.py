@@ -112,6 +112,7 @@ class IgnoreReason(StrEnum):
     NOT_PARKED = "not_parked"
     NO_BODY = "no_body_yet"
     NOT_HELD = "not_held"
+    ACKED_WHILE_RESENDING = "acked_while_resending"
 
 
 @dataclass(frozen=True)
@@ -142,6 +143,11 @@ class InFlight:
     - `idempotency_key`: the request that started this attempt; a redelivery of
       that request re-arms the timer (its first delivery may have died between
       the commit and the effects).
+    - `acked_early`: the status (`delivered`/`read`) of an EARLIER attempt that
+      acked the message while this one was being sent. The message has
+      reached the device, but this attempt's send call may still go out: the
+      baton passes only once it cannot (its outcome came, or its send window
+      is over), so no copy of it can follow the next message.
     """
 
     message: QueuedMessage
@@ -151,6 +157,7 @@ class InFlight:
     due_at_us: int
     idempotency_key: str
     deadline_us: int | None = None
+    acked_early: str | None = None
 
 
 @dataclass(frozen=True)
@@ -528,6 +535,7 @@ def room_to_doc(state: RoomState) -> dict[str, Any]:
             "due_at_us": flight.due_at_us,
             "deadline_us": flight.deadline_us,
             "idempotency_key": flight.idempotency_key,
+            "acked_early": flight.acked_early,
         },
         "pending": [message_to_doc(m) for m in state.pending],
         "ended": [f"{e.seq} {e.outcome} {e.message_id}" for e in state.ended],
@@ -587,6 +595,7 @@ def _room_from_fields(room_id: str, d: dict[str, Any]) -> RoomState:
             due_at_us=f["due_at_us"],
             idempotency_key=f["idempotency_key"],
             deadline_us=f.get("deadline_us"),
+            acked_early=f.get("acked_early"),
         ),
         pending=tuple(message_from_doc(m) for m in d.get("pending", [])),
         ended=tuple(ended),
@@ -844,6 +853,9 @@ class Transition:
             return self.ignore(EventType.STATUS_IGNORED, IgnoreReason.STALE_SEND_OUTCOME, seq=ev.seq,
                                attempt=ev.attempt, status=str(ev.outcome))
         state = self.state
+        if flight.acked_early is not None:
+            # An earlier attempt was acked meanwhile; this call is over now.
+            return self.done(self.end(state, EventType.ACKED, Trigger.ACK, ev.cause, status=flight.acked_early))
         if ev.outcome is SendOutcome.ACCEPTED:
             # The message is held ack_timeout from now. The timer armed at the
             # start stays; if it comes earlier it arms another for the rest.
@@ -891,6 +903,16 @@ class Transition:
             self.log(EventType.STATUS_IGNORED, None, seq=ev.seq, reason=str(reason),
                      send_to_ack_ms=(ev.at_us - ev.sent_at_us) / 1000 if late else None, **ids)
             return self.done(None)
+        if ev.status in ACK_STATUSES and ev.attempt < flight.attempt and flight.phase is Phase.SENDING:
+            # An earlier attempt reached the device while this one is being
+            # sent: the message is acked, but the baton waits until this
+            # attempt's call cannot go out any more.
+            if flight.acked_early is not None:
+                return self.ignore(EventType.STATUS_IGNORED, IgnoreReason.ACKED_WHILE_RESENDING, seq=ev.seq, **ids)
+            self.log(EventType.STATUS_IGNORED, None, seq=ev.seq, reason=str(IgnoreReason.ACKED_WHILE_RESENDING),
+                     **ids)
+            window_end = flight.started_at_us + self.policy.send_window_ms * 1000
+            return self.done(self.arm(self.state, replace(flight, acked_early=ev.status, due_at_us=window_end)))
         if ev.status in ACK_STATUSES:
             # Any attempt of this seq reaching the device acks the message.
             return self.done(self.end(self.state, EventType.ACKED, Trigger.ACK, ev.idempotency_key,
@@ -919,6 +941,11 @@ class Transition:
         """The in-flight attempt's wake-up came: act if its wait is over, else
         wait (a new timer) for the rest."""
         state = self.state
+        if flight.acked_early is not None:
+            window_end = flight.started_at_us + self.policy.send_window_ms * 1000
+            if flight.phase is Phase.SENDING and self.now_us < window_end:
+                return self.wait_until(state, flight, window_end)
+            return self.end(state, EventType.ACKED, Trigger.ACK, cause, status=flight.acked_early)
         if flight.phase is Phase.SENDING:
             # No outcome recorded. A send of this attempt, if one was made,
             # returned by `started + send window`; hold the ack timeout after that.
@@ -1066,10 +1093,12 @@ def _rules() -> tuple[Rule, ...]:
              "the parked head is released and sent; without its body yet, refused"),
         Rule(_P.BLOCKED, "skip", frozenset({_P.SENDING, _P.IDLE, _P.BLOCKED}),
              "the message ends as skipped; the next head starts"),
-        Rule(_P.SENDING, "send accepted", frozenset({_P.SENT, _P.SENDING}),
-             "held until an ack or ack timeout after the send returned (an older attempt's outcome: ignored)"),
-        Rule(_P.SENDING, "send unknown", frozenset({_P.UNKNOWN, _P.SENDING}),
-             "possibly sent: held until an ack or ack timeout after the call returned, then resent"),
+        Rule(_P.SENDING, "send accepted", frozenset({_P.SENT, _P.SENDING}) | _NEXT,
+             "held until an ack or ack timeout after the send returned (an older attempt's outcome: ignored); "
+             "if an earlier attempt was acked meanwhile, the room moves on"),
+        Rule(_P.SENDING, "send unknown", frozenset({_P.UNKNOWN, _P.SENDING}) | _NEXT,
+             "possibly sent: held until an ack or ack timeout after the call returned, then resent; "
+             "if an earlier attempt was acked meanwhile, the room moves on"),
         Rule(_P.SENDING, "send refused", frozenset({_P.BACKOFF}) | _NEXT,
              "provably not sent: retry timer (x4 per attempt; 4^n s for a pair rate limit); "
              "dead-lettered after MAX_SEND_ATTEMPTS, and the room moves on"),
@@ -1089,7 +1118,8 @@ def _rules() -> tuple[Rule, ...]:
             Rule(phase, "push", frozenset({phase}), "queued behind the in-flight message; refused (503) when full"),
             Rule(phase, "dead-letter copy", frozenset({phase}), "parked at its place in the queue"),
             Rule(phase, "status delivered/read", _NEXT | {phase},
-                 "any attempt of the in-flight message acks it: the room moves on; other seqs: ignored"),
+                 "any attempt of the in-flight message acks it: the room moves on (an earlier attempt's ack "
+                 "while a resend is being sent: once that send can no longer go out); other seqs: ignored"),
             Rule(phase, "status failed", _NEXT | {phase},
                  "the in-flight attempt failed: ends as failed, the room moves on; other attempts: ignored"),
             Rule(phase, "watchdog", frozenset({phase}) | _NEXT,

@@ -184,6 +184,15 @@ class RoomStore:
                 unconfirmed = (write_id, decision, 1 + len(dead_letters))
                 time.sleep(random.uniform(0, 0.005 * 2**attempt))
                 continue
+            except (gexc.DeadlineExceeded, gexc.ServiceUnavailable, gexc.InternalServerError, gexc.RetryError):
+                # The commit's answer is unknown: it may have landed. Read
+                # once more; if it did, the decision stands, else the error.
+                landed = ref.get(**self._call).to_dict() or {}
+                counts.firestore_reads += 1
+                if landed.get(WRITE_ID) != write_id:
+                    raise
+                counts.firestore_writes += 1 + len(dead_letters)
+                return decision
             counts.firestore_writes += 1 + len(dead_letters)
             return decision
         raise ContentionError(f"room {room_id!r} changed under {self._max_attempts} attempts in a row")

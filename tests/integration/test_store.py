@@ -211,3 +211,25 @@ def test_a_commit_whose_answer_was_lost_keeps_its_decision_and_effects(store, ro
     assert [(e.message.seq, e.attempt) for e in d.effects if isinstance(e, Send)] == [(2, 1)]
     room = store.load_room(room_id)
     assert room.counts == {"acked": 1} and room.in_flight.message.seq == 2 and len(calls) == 1
+
+
+def test_a_commit_that_landed_but_answered_deadline_exceeded_keeps_its_decision(store, room_id, monkeypatch):
+    """The caller sees DEADLINE_EXCEEDED for a commit that landed (the client
+    library does not retry it): the store reads its write id back and returns
+    the committed decision instead of failing the request."""
+    from google.api_core import exceptions as gexc
+    from google.cloud.firestore_v1.batch import WriteBatch
+
+    apply(store, room_id, enqueue("m1"))
+    apply(store, room_id, enqueue("m2"))
+    real_commit = WriteBatch.commit
+
+    def commit_then_time_out(self, *args, **kwargs):
+        real_commit(self, *args, **kwargs)
+        raise gexc.DeadlineExceeded("injected: the commit landed, its answer did not")
+
+    monkeypatch.setattr(WriteBatch, "commit", commit_then_time_out)
+    d = apply(store, room_id, delivered(store, room_id, 1))
+    monkeypatch.undo()
+    assert [e.event for e in d.events] == ["acked"]
+    assert [(e.message.seq, e.attempt) for e in d.effects if isinstance(e, Send)] == [(2, 1)]

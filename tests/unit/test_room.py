@@ -219,9 +219,31 @@ def test_an_ack_of_an_earlier_attempt_acks_the_message():
     state, _ = step(RoomState("r1"), enqueue("m1"))
     state, _ = step(state, returned(state, SendOutcome.UNKNOWN, T0 + S))
     state, _ = step(state, fire(state, T0 + 5 * S))
-    assert state.in_flight.attempt == 2
+    state, _ = step(state, returned(state, SendOutcome.UNKNOWN, T0 + 5 * S + 10_000, attempt=2))
+    assert state.in_flight.attempt == 2 and state.in_flight.phase is Phase.UNKNOWN
     state, d = step(state, ack(state, 1, attempt=1))
     assert kinds(d) == ["acked"] and state.in_flight is None
+
+
+def test_an_earlier_attempts_ack_during_a_resend_passes_the_baton_only_after_that_send():
+    """Found by the fault harness: attempt 1's late ack came while attempt 2
+    was being sent; starting m2 at once let attempt 2's copy of m1 reach the
+    platform after m2."""
+    state, _ = step(RoomState("r1"), enqueue("m1"))
+    state, _ = step(state, enqueue("m2"))
+    state, _ = step(state, returned(state, SendOutcome.UNKNOWN, T0 + S))
+    state, _ = step(state, fire(state, T0 + 5 * S))
+    assert state.in_flight.attempt == 2 and state.in_flight.phase is Phase.SENDING
+    resend_started = state.in_flight.started_at_us
+    state, d = step(state, ack(state, 1, attempt=1, at=T0 + 5 * S + 20_000))
+    assert sends(d) == [] and d.events[0].reason == "acked_while_resending"
+    assert timers(d) == [(1, 2, resend_started + POLICY.send_window_ms * 1000)]
+    # The resend's call returns: m1 ends acked and m2 goes.
+    after_send, d = step(state, returned(state, SendOutcome.ACCEPTED, T0 + 5 * S + 50_000, attempt=2))
+    assert kinds(d)[0] == "acked" and d.events[0].status == "delivered" and sends(d) == [(2, 1)]
+    # Or its outcome is never recorded: the send window's end passes the baton.
+    _, d = step(state, fire(state, resend_started + POLICY.send_window_ms * 1000))
+    assert kinds(d)[0] == "acked" and sends(d) == [(2, 1)]
 
 
 # ------------------------------------------------------------------ refused sends
