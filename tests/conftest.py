@@ -20,7 +20,7 @@ import requests
 
 # Short timeouts keep the suite fast; SEND_TIMEOUT_MS must stay below ACK_TIMEOUT_MS.
 TEST_ENV = {"ACK_TIMEOUT_MS": "1500", "SEND_TIMEOUT_MS": "1000", "SEND_START_DEADLINE_MS": "1000",
-            "SEND_RETRY_BASE_MS": "300", "WATCHDOG_GRACE_MS": "2000"}
+            "SEND_RETRY_BASE_MS": "300", "WATCHDOG_GRACE_MS": "5000"}
 
 
 @pytest.fixture(scope="session")

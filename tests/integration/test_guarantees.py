@@ -51,7 +51,7 @@ def test_a_timer_that_cannot_be_armed_fails_the_request_and_the_watchdog_rescues
                                                                                            fake_config):
     """Cloud Tasks unreachable after the commit: the send still goes out, the
     push answers 503 (Pub/Sub would redeliver), and the running watchdog finds
-    the room once its wake-up is overdue by WATCHDOG_GRACE_MS (2 s here)."""
+    the room once its wake-up is overdue by WATCHDOG_GRACE_MS (5 s here)."""
     silent = "15551110000"
     fake_config({"silent_recipients": [silent]})
     broken = service(stack, store, tasks_emulator_host=f"127.0.0.1:{free_port()}")

@@ -153,8 +153,11 @@ def test_a_room_filled_to_the_1_mib_limit_is_accepted_by_firestore_and_refuses_t
     policy = Policy(ack_timeout_ms=1500, send_timeout_ms=1000, max_room_bytes=docsize.MAX_DOCUMENT_BYTES)
     text = "é" * 4000 + "x" * 96  # 4,096 characters, 8,096 UTF-8 bytes: WhatsApp's longest text
     refused = None
+    # Real times: a room whose wake-up were long overdue would be the running
+    # watchdog's to re-drive, concurrently with this test.
+    now = time.time_ns() // 1000
     for i in range(200):
-        d = apply(store, room_id, Enqueue(f"m{i}", "whatsapp", "15550001", text, 1, 1), policy)
+        d = apply(store, room_id, Enqueue(f"m{i}", "whatsapp", "15550001", text, now, now), policy)
         if d.refused:
             refused = i
             break
@@ -164,7 +167,7 @@ def test_a_room_filled_to_the_1_mib_limit_is_accepted_by_firestore_and_refuses_t
     assert docsize.document_size(f"{ROOMS}/{room_id}", stored) <= docsize.MAX_DOCUMENT_BYTES
     room = store.load_room(room_id)
     assert room_doc_bytes(room) <= docsize.MAX_DOCUMENT_BYTES
-    assert room.awaiting == ((f"m{refused}", 1),) and room.next_seq == refused + 1
+    assert room.awaiting == ((f"m{refused}", now),) and room.next_seq == refused + 1
 
 
 def test_a_blind_acceptance_is_folded_into_the_room_and_cleared_by_the_next_write(store, room_id):
