@@ -198,6 +198,10 @@ class JsonLineWriter:
 
     def write(self, record: dict[str, Any]) -> None:
         line = json.dumps(record, separators=(",", ":"), ensure_ascii=False) + "\n"
+        try:
+            line.encode("utf-8")
+        except UnicodeEncodeError:  # a lone surrogate from outside: escape it, keep the line
+            line = json.dumps(record, separators=(",", ":"), ensure_ascii=True) + "\n"
         with self._lock:
             if self._stdout:
                 sys.stdout.write(line)

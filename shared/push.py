@@ -28,9 +28,11 @@ from shared.room import Enqueue
 
 # Firestore document ids may not contain '/', and ids of the form __x__ are
 # reserved (https://firebase.google.com/docs/firestore/quotas#collections_documents_and_fields).
-ROOM_ID = re.compile(r"^(?!__.*__$)[A-Za-z0-9_.:@+=-]{1,256}$")
-MESSAGE_ID = re.compile(r"^[\x21-\x7e]{1,256}$")
-RECIPIENT = re.compile(r"^\+?[0-9]{5,20}$")
+# Matched whole (`fullmatch`: `$` would also match before a final newline);
+# `.` and `..` are not document ids either.
+ROOM_ID = re.compile(r"(?!__.*__$)(?!\.\.?$)[A-Za-z0-9_.:@+=-]{1,256}")
+MESSAGE_ID = re.compile(r"[\x21-\x7e]{1,256}")
+RECIPIENT = re.compile(r"\+?[0-9]{5,20}")
 # WhatsApp's limit on a text message body, in characters
 # (https://developers.facebook.com/docs/whatsapp/cloud-api/reference/messages#text-object).
 MAX_TEXT_CHARS = 4096
@@ -61,13 +63,47 @@ def _parse_time_us(value: Any) -> int | None:
         # Pub/Sub gives nanoseconds, e.g. 2026-11-22T11:25:17.123456789Z.
         head, _, frac = value.rstrip("Z").partition(".")
         dt = datetime.fromisoformat(head + "+00:00")
+        if not 1970 <= dt.year <= 9998:  # a time baton could not log back (utc_iso) is no publish time
+            return None
         return int(dt.timestamp()) * 1_000_000 + int((frac + "000000")[:6])
     except ValueError:
         return None
 
 
-def _clip(value: Any, limit: int = 1024) -> str | None:
-    return value[:limit] if isinstance(value, str) else None if value is None else repr(value)[:limit]
+def _utf8(text: str) -> bool:
+    """Whether `text` can be stored and logged as UTF-8 (no lone surrogates)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def storable(value: Any, limit: int = 65536) -> str | None:
+    """A raw envelope field as a string Firestore can always store: JSON
+    (non-ASCII escaped, so lone surrogates and odd types survive), cut at
+    `limit` characters; None stays None."""
+    if value is None:
+        return None
+    return json.dumps(value, ensure_ascii=True, default=repr)[:limit]
+
+
+def _plain(value: Any, limit: int) -> str | None:
+    """A string field as received (cut at `limit`), or `storable(value)`."""
+    if isinstance(value, str) and _utf8(value):
+        return value[:limit]
+    return storable(value, limit)
+
+
+def _storable_attributes(attrs: Any) -> dict[str, str] | str | None:
+    """Pub/Sub attributes (string to string) as a map, or as JSON text when
+    they are not what Firestore can store as one."""
+    if isinstance(attrs, dict) and all(
+            isinstance(k, str) and k and len(k.encode("utf-8", "replace")) <= 1500 and _utf8(k)
+            and isinstance(v, str) and _utf8(v) for k, v in attrs.items()) \
+            and len(json.dumps(attrs)) <= 65536:
+        return attrs
+    return storable(attrs)
 
 
 def parse_push(body: bytes, now_us: int) -> Accepted | Rejected:
@@ -85,12 +121,15 @@ def parse_push(body: bytes, now_us: int) -> Accepted | Rejected:
     if not isinstance(message, dict):
         return Rejected(body_key, "push body has no `message` object", {"raw": body[:65536].decode(errors="replace")})
     pubsub_id = message.get("messageId") or message.get("message_id")
-    key = f"pubsub-{pubsub_id}" if isinstance(pubsub_id, str) and pubsub_id.isalnum() else body_key
+    usable_id = isinstance(pubsub_id, str) and pubsub_id.isascii() and pubsub_id.isalnum() and len(pubsub_id) <= 100
+    key = f"pubsub-{pubsub_id}" if usable_id else body_key
     attrs = message.get("attributes") or {}
     raw_data = message.get("data", "")
-    record = {"pubsub_message_id": pubsub_id, "attributes": attrs if isinstance(attrs, dict) else str(attrs),
-              "data": raw_data[:65536] if isinstance(raw_data, str) else None,
-              "publish_time": message.get("publishTime"), "ordering_key": _clip(message.get("orderingKey"))}
+    # Kept as received where Firestore can store it, else as JSON text: a
+    # rejected push is always kept (never a 5xx for bad input).
+    record = {"pubsub_message_id": _plain(pubsub_id, 1024), "attributes": _storable_attributes(attrs),
+              "data": _plain(raw_data, 65536), "publish_time": _plain(message.get("publishTime"), 1024),
+              "ordering_key": _plain(message.get("orderingKey"), 1024)}
 
     def reject(reason: str) -> Rejected:
         room = attrs.get("room_id") if isinstance(attrs, dict) and isinstance(attrs.get("room_id"), str) else None
@@ -103,19 +142,19 @@ def parse_push(body: bytes, now_us: int) -> Accepted | Rejected:
     if ordering_key is not None and not isinstance(ordering_key, str):
         return reject("`orderingKey` is not a string")
     room_id = attrs.get("room_id") or ordering_key
-    if not isinstance(room_id, str) or not ROOM_ID.match(room_id):
+    if not isinstance(room_id, str) or not ROOM_ID.fullmatch(room_id):
         return reject("missing or invalid `room_id` attribute")
     if ordering_key and ordering_key != room_id:
         return reject(f"`room_id` attribute {room_id!r} disagrees with the envelope's `orderingKey` "
-                      f"{_clip(ordering_key, 300)!r}")
+                      f"{_plain(ordering_key, 300)!r}")
     message_id = attrs.get("message_id")
-    if not isinstance(message_id, str) or not MESSAGE_ID.match(message_id):
+    if not isinstance(message_id, str) or not MESSAGE_ID.fullmatch(message_id):
         return reject("missing or invalid `message_id` attribute")
     provider = attrs.get("provider")
     if provider not in KNOWN_PROVIDERS:
         return reject(f"unknown `provider` {provider!r}; known: {sorted(KNOWN_PROVIDERS)}")
     recipient = attrs.get("recipient")
-    if not isinstance(recipient, str) or not RECIPIENT.match(recipient):
+    if not isinstance(recipient, str) or not RECIPIENT.fullmatch(recipient):
         return reject("missing or invalid `recipient` attribute (a phone number)")
     try:
         data = json.loads(base64.b64decode(raw_data, validate=True)) if isinstance(raw_data, str) else None
@@ -124,6 +163,8 @@ def parse_push(body: bytes, now_us: int) -> Accepted | Rejected:
     if not isinstance(data, dict) or data.get("type", "text") != "text" or not isinstance(data.get("text"), str):
         return reject('`data` must be {"type": "text", "text": "..."}')
     text = data["text"]
+    if not _utf8(text):
+        return reject("`text` is not valid Unicode (a lone surrogate)")
     if not text.strip() or len(text) > MAX_TEXT_CHARS:
         return reject(f"`text` must have 1 to {MAX_TEXT_CHARS} characters")
     published_at_us = _parse_time_us(message.get("publishTime")) or now_us

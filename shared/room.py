@@ -479,12 +479,14 @@ def make_delivery_id(room_id: str, incarnation: int, seq: int, attempt: int, sta
     return f"{seq}.{attempt}.{started_at_us // 1000}.{_b36(incarnation)}.{room_id}"
 
 
-def parse_delivery_id(delivery_id: str) -> tuple[str, int, int, int, int]:
+def parse_delivery_id(delivery_id: object) -> tuple[str, int, int, int, int]:
     """Inverse of `make_delivery_id`: (room_id, incarnation, seq, attempt, started_at_us).
 
     Raises:
-        ValueError: not a delivery id baton made.
+        ValueError: not a delivery id baton made (or not a string at all).
     """
+    if not isinstance(delivery_id, str):
+        raise ValueError(f"not a baton delivery id: {delivery_id!r:.80}")
     parts = delivery_id.split(".", 4)
     if len(parts) != 5 or not parts[4]:
         raise ValueError(f"not a baton delivery id: {delivery_id!r}")

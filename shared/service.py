@@ -178,8 +178,8 @@ class DeliveryService:
         applied = 0
         for st in statuses:
             try:
-                room_id, incarnation, seq, attempt, sent_at_us = parse_delivery_id(st.callback_data or "")
-                if not ROOM_ID.match(room_id):
+                room_id, incarnation, seq, attempt, sent_at_us = parse_delivery_id(st.callback_data)
+                if not ROOM_ID.fullmatch(room_id):
                     raise ValueError(room_id)
             except ValueError:
                 self.events.emit(DeliveryEvent(EventType.STATUS_UNKNOWN, utc_iso(arrived), "webhook", None,
@@ -210,9 +210,9 @@ class DeliveryService:
             t = json.loads(body)
             room_id = str(t["room_id"])
             event = TimerFired(int(t["incarnation"]), int(t["seq"]), int(t["attempt"]), int(t["due_at_us"]), arrived)
-            if not ROOM_ID.match(room_id):
+            if not ROOM_ID.fullmatch(room_id):
                 raise ValueError(f"bad room id {room_id[:80]!r}")
-        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        except (ValueError, KeyError, TypeError, AttributeError, OverflowError) as exc:
             reason = f"not a baton timer: {type(exc).__name__}: {exc}"[:300]
             print(json.dumps({"severity": "ERROR", "message": f"timeout: dropped a task: {reason}"}), flush=True)
             return Reply(200, {"result": "dropped", "error": reason})
