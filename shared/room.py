@@ -784,12 +784,7 @@ class Transition:
         # A later message of the room arrived: Pub/Sub, which delivers one
         # message of an ordering key at a time, has given up on the awaited
         # ones. Each gets its place now, ahead of this message.
-        for mid, pub in awaited:
-            state = self.place(state, QueuedMessage(
-                state.next_seq, mid, ev.provider, ev.recipient, None, pub, self.now_us,
-                parked="refused while the room was full and dead-lettered by Pub/Sub; "
-                       "its copy from the dead-letter topic fills this place"))
-        state = replace(state, awaiting=())
+        state = replace(self.hold_places(state, tuple(awaited), ev.provider, ev.recipient), awaiting=())
         msg = QueuedMessage(state.next_seq, ev.message_id, ev.provider, ev.recipient, ev.text,
                             ev.published_at_us, self.now_us)
         # Placeholders are not counted: they are tiny and never refused.
@@ -813,6 +808,17 @@ class Transition:
         self.log(EventType.BACKPRESSURE, None, message_id=ev.message_id, provider=ev.provider, reason=reason)
         marked = replace(state, awaiting=(*state.awaiting, (ev.message_id, ev.published_at_us)))
         return self.done(None if marked == self.state else marked, refused=reason)
+
+    def hold_places(self, state: RoomState, awaited: tuple[tuple[str, int], ...], provider: str,
+                    recipient: str) -> RoomState:
+        """Placeholders, in order, for awaited pushes that Pub/Sub has given up
+        on: each keeps its message's place until its dead-letter copy fills it."""
+        for mid, pub in awaited:
+            state = self.place(state, QueuedMessage(
+                state.next_seq, mid, provider, recipient, None, pub, self.now_us,
+                parked="refused while the room was full and dead-lettered by Pub/Sub; "
+                       "its copy from the dead-letter topic fills this place"))
+        return state
 
     def place(self, state: RoomState, msg: QueuedMessage) -> RoomState:
         """Append a parked message (or placeholder) to the queue with the next seq."""
@@ -842,10 +848,17 @@ class Transition:
             # the whole retry budget): messages published after it may already
             # have been sent. It is parked at the tail; the reason says so.
             reason += "; it was never seen by its room, so later messages may have been sent before it"
-        state = replace(state, awaiting=tuple(a for a in state.awaiting if a[0] != ev.message_id))
+        # Pushes awaited before this one came earlier in the room's order
+        # (Pub/Sub delivers a key's messages one at a time): their places come
+        # first. Those awaited after it stay awaited.
+        ids = [mid for mid, _ in state.awaiting]
+        cut = ids.index(ev.message_id) if ev.message_id in ids else len(ids)
+        before, after = state.awaiting[:cut], state.awaiting[cut + 1:]
+        was_empty = state.in_flight is None and not state.pending
+        state = replace(self.hold_places(state, before, ev.provider, ev.recipient), awaiting=after)
         state = self.place(state, QueuedMessage(state.next_seq, ev.message_id, ev.provider, ev.recipient,
                                                 ev.text, ev.published_at_us, self.now_us, parked=reason))
-        if state.in_flight is None and len(state.pending) == 1:
+        if was_empty:
             state = self.advance(state, Trigger.ENQUEUE, ev.idempotency_key)  # logs `blocked`
         return self.done(state)
 

@@ -643,3 +643,15 @@ def test_a_blind_written_acceptance_reads_as_the_accepted_rule_would_decide():
     assert room_from_doc("r1", doc) == by_rule
     doc["accepted"] = {acceptance_key(state.incarnation + 1, 1, 1): 1}  # another incarnation's
     assert room_from_doc("r1", doc) == state
+
+
+def test_a_never_seen_dead_letter_copy_is_parked_behind_the_awaited_earlier_message():
+    """Found by the fault harness: m3 was refused (awaited); m4 was refused
+    without its room ever seeing it; m4's dead-letter copy must not jump m3."""
+    policy = full_policy()
+    state, _ = step(RoomState("r1"), enqueue("m1"), policy)
+    state, _ = step(state, enqueue("m2"), policy)
+    state, _ = step(state, enqueue("m3"), policy)  # refused, awaited
+    state, d = step(state, Park("m4", "whatsapp", "15550001", "four", T0, T0 + 6 * S, "dead-lettered"), policy)
+    assert kinds(d) == ["parked", "parked"] and state.awaiting == ()
+    assert [(m.message_id, m.text) for m in state.pending] == [("m2", "hi"), ("m3", None), ("m4", "four")]
