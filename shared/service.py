@@ -176,6 +176,7 @@ class DeliveryService:
         except (ValueError, UnicodeDecodeError) as exc:
             return Reply(400, {"error": f"not a WhatsApp status webhook: {exc}"})
         applied = 0
+        failures: list[Exception] = []
         for st in statuses:
             try:
                 room_id, incarnation, seq, attempt, sent_at_us = parse_delivery_id(st.callback_data)
@@ -193,8 +194,17 @@ class DeliveryService:
                 # so no transaction is spent on it.
                 self._after_commit(room_id, decide(RoomState(room_id), event, self.policy, "webhook"), "webhook")
                 continue
-            self.apply(room_id, event, "webhook")
+            try:
+                self.apply(room_id, event, "webhook")
+            except (gexc.GoogleAPICallError, gexc.RetryError, TimerArmFailed, RuntimeError) as exc:
+                # One room's trouble must not hold the other rooms' statuses
+                # of this payload back: apply them all, then ask for a retry
+                # (the ones applied are duplicates then, and change nothing).
+                failures.append(exc)
+                continue
             applied += 1
+        if failures:
+            raise failures[0]
         return Reply(200, {"statuses": len(statuses), "applied": applied})
 
     # ------------------------------------------------------------ timers and the watchdog

@@ -1466,17 +1466,12 @@ def test_found_a_never_seen_dead_letter_copy_is_parked_behind_an_awaited_earlier
     assert state.logs["room-0"].entry[(0, "0m4")] < state.logs["room-0"].entry[(0, "0m5")]
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "shared/service.py handle_status_webhook applies a webhook's statuses one after the other and lets the first "
-    "failure (Firestore error, ContentionError, TimerArmFailed) end the request: the statuses after it, of other "
-    "rooms, are not applied until Meta retries the whole webhook (with backoff), so those rooms wait out their ack "
-    "timeout instead (inv. 6: a failing room delays another). Applying every status, then answering 503 if any "
-    "failed, would keep the rooms apart (a retried webhook's applied statuses are recognised duplicates)"))
 def test_found_a_failing_room_in_a_batched_webhook_delays_the_other_rooms_ack():
-    """Inv. 6. m1 of room-0 and m1 of room-1 are in flight; one webhook
-    brings both `delivered` statuses. room-0's commit fails: the webhook
-    answers 503 and room-1's ack is never applied; room-1's m1 times out at
-    3.25 s although the platform delivered it at once."""
+    """Inv. 6 (found by this harness, fixed). m1 of room-0 and m1 of room-1
+    are in flight; one webhook brings both `delivered` statuses and room-0's
+    commit fails. It used to end the request before room-1's ack was
+    applied (room-1 then timed out); now every status is applied and the
+    webhook answers 503 for room-0's retry. The replay must show no violation."""
     violates(r"inv6: a webhook with statuses of \['room-0', 'room-1'\] answered 503; the status of \['room-1'\]",
              BatchedWebhookMachine, """
         state.publish(room='room-0')
