@@ -45,6 +45,23 @@ gets a placeholder at its place in the queue, and its copy from the dead-letter
 topic fills it (`Park`). A parked message at the head blocks the room (visibly,
 `blocked_reason`) until an operator redrives it or skips it.
 
+Operators (shared/operators.py, the `baton` CLI) act through events of this
+rulebook like everything else, each in one transaction, each logged with its
+actor and reason, each a no-op the second time:
+
+- `Pause`: nothing new starts (the queue keeps accepting messages); a message
+  already in flight ends by its own rules (ack, timeout, failure, its
+  resends). `Resume` starts the head again.
+- `Skip`: the message ends as `skipped`. A queued one leaves the queue; the
+  in-flight one passes the baton at once, unless its send call may still be
+  under way (SENDING, inside the send window): then, as for `acked_early`,
+  the baton passes only once that call cannot go out any more, so no copy of
+  the skipped message can follow the next one.
+- `Redrive`: a parked message is released in its place; a message baton
+  dead-lettered (kept in `dead_letters/`) goes back to the head of the queue,
+  ahead of every message that came after it, and is sent as soon as nothing
+  is in flight.
+
 Times are epoch microseconds (`*_us`) inside the state and events; policy
 durations are milliseconds (`*_ms`).
 """
@@ -91,6 +108,7 @@ class Trigger(StrEnum):
     DEAD_LETTERED = "dead_lettered"
     SKIPPED = "skipped"
     REDRIVE = "redrive"
+    RESUME = "resume"
     RETRY = "retry"  # after a refused send's backoff
     RESEND = "resend"  # after an unknown outcome's deadline
 
@@ -113,6 +131,11 @@ class IgnoreReason(StrEnum):
     NO_BODY = "no_body_yet"
     NOT_HELD = "not_held"
     ACKED_WHILE_RESENDING = "acked_while_resending"
+    ALREADY_PAUSED = "already_paused"
+    NOT_PAUSED = "not_paused"
+    ALREADY_ENDED = "already_ended"  # skipped, or acked while its resend is being sent
+    ALREADY_HELD = "already_held"  # a dead letter redriven already: the room holds it again
+    NOT_DEAD_LETTERED = "not_dead_lettered"  # the room remembers no dead-lettered end of that message
 
 
 @dataclass(frozen=True)
@@ -148,6 +171,9 @@ class InFlight:
       reached the device, but this attempt's send call may still go out: the
       baton passes only once it cannot (its outcome came, or its send window
       is over), so no copy of it can follow the next message.
+    - `skipped`: an operator skipped the message while this attempt's send
+      may still go out: it has ended (logged, counted), and the baton passes
+      the same way as for `acked_early`.
     """
 
     message: QueuedMessage
@@ -158,6 +184,7 @@ class InFlight:
     idempotency_key: str
     deadline_us: int | None = None
     acked_early: str | None = None
+    skipped: bool = False
 
 
 @dataclass(frozen=True)
@@ -170,6 +197,15 @@ class Ended:
 
 
 @dataclass(frozen=True)
+class Paused:
+    """An operator's pause of a room: who, why, and when (epoch us)."""
+
+    actor: str
+    reason: str
+    at_us: int
+
+
+@dataclass(frozen=True)
 class RoomState:
     """Everything baton keeps about one room (one Firestore document).
 
@@ -179,6 +215,7 @@ class RoomState:
     - `awaiting`: (message_id, published_at_us) of pushes refused under
       back-pressure and not accepted since, in arrival order.
     - `counts`: how many messages ended each way.
+    - `paused`: set while an operator holds the room: nothing new starts.
     """
 
     room_id: str
@@ -189,6 +226,7 @@ class RoomState:
     ended: tuple[Ended, ...] = ()
     awaiting: tuple[tuple[str, int], ...] = ()
     counts: dict[str, int] = field(default_factory=dict)
+    paused: Paused | None = None
 
     @property
     def wake_at_us(self) -> int | None:
@@ -198,9 +236,19 @@ class RoomState:
     @property
     def blocked_reason(self) -> str | None:
         """Why the room sends nothing although it holds messages, or None."""
+        if self.in_flight is None and self.pending and self.paused is not None:
+            return f"paused by {self.paused.actor}: {self.paused.reason}"
         if self.in_flight is None and self.pending and self.pending[0].parked:
             return f"seq {self.pending[0].seq} ({self.pending[0].message_id}) is parked: {self.pending[0].parked}"
         return None
+
+    @property
+    def head_since_us(self) -> int | None:
+        """When the head of line (the in-flight message, else the first queued
+        one) entered the room (epoch us), or None: the room's lag is now minus this."""
+        if self.in_flight is not None:
+            return self.in_flight.message.enqueued_at_us
+        return self.pending[0].enqueued_at_us if self.pending else None
 
     @property
     def holds_messages(self) -> bool:
@@ -362,12 +410,19 @@ class WatchdogSweep:
 
 @dataclass(frozen=True)
 class Redrive:
-    """An operator releases the parked message `seq`: it is sent in its turn."""
+    """An operator releases the parked message `seq`: it is sent in its turn.
+
+    With `message` (and the room `incarnation` it was kept under), a message
+    baton dead-lettered (`dead_letters/`) goes back to the head of the queue,
+    if the room's last end of that message is `dead_lettered`.
+    """
 
     seq: int
     actor: str
     reason: str
     at_us: int
+    message: QueuedMessage | None = None
+    incarnation: int = 0
 
     @property
     def idempotency_key(self) -> str:
@@ -388,7 +443,38 @@ class Skip:
         return f"skip:{self.seq}"
 
 
-RoomEvent = Enqueue | Park | SendReturned | StatusUpdate | TimerFired | WatchdogSweep | Redrive | Skip
+@dataclass(frozen=True)
+class Pause:
+    """An operator holds the room: nothing new starts until `Resume`."""
+
+    actor: str
+    reason: str
+    at_us: int
+
+    @property
+    def idempotency_key(self) -> str:
+        return f"pause:{self.at_us}"
+
+
+@dataclass(frozen=True)
+class Resume:
+    """An operator lets a paused room go on: its head starts."""
+
+    actor: str
+    reason: str
+    at_us: int
+
+    @property
+    def idempotency_key(self) -> str:
+        return f"resume:{self.at_us}"
+
+
+RoomEvent = Enqueue | Park | SendReturned | StatusUpdate | TimerFired | WatchdogSweep | Redrive | Skip | Pause | Resume
+
+# `paused` and `resumed` are delivery events of shared.events.EventType once
+# that module has them; until then the same strings are logged.
+PAUSED: EventType = getattr(EventType, "PAUSED", "paused")
+RESUMED: EventType = getattr(EventType, "RESUMED", "resumed")
 
 ACK_STATUSES = frozenset({"delivered", "read"})
 
@@ -522,13 +608,24 @@ def room_to_doc(state: RoomState) -> dict[str, Any]:
     Ended messages are stored as `"{seq} {outcome} {message_id}"` strings:
     message ids have no spaces (shared/push.py), and a string costs less than
     a map of three named fields.
+
+    Top-level scalars the operators' queries use (single-field indexes, which
+    Firestore keeps automatically): `head_since_us` (lag listing), `parked`
+    (how many queued messages are parked), `paused_at_us` (with `paused_by`
+    and `paused_reason`; null when not paused).
     """
     flight = state.in_flight
+    paused = state.paused
     return {
         "incarnation": state.incarnation,
         "next_seq": state.next_seq,
         "wake_at_us": state.wake_at_us,
         "blocked_reason": state.blocked_reason,
+        "head_since_us": state.head_since_us,
+        "parked": sum(1 for m in state.pending if m.parked),
+        "paused_at_us": None if paused is None else paused.at_us,
+        "paused_by": None if paused is None else paused.actor,
+        "paused_reason": None if paused is None else paused.reason,
         "in_flight": None if flight is None else {
             "message": message_to_doc(flight.message),
             "attempt": flight.attempt,
@@ -538,6 +635,7 @@ def room_to_doc(state: RoomState) -> dict[str, Any]:
             "deadline_us": flight.deadline_us,
             "idempotency_key": flight.idempotency_key,
             "acked_early": flight.acked_early,
+            "skipped": flight.skipped,
         },
         "pending": [message_to_doc(m) for m in state.pending],
         "ended": [f"{e.seq} {e.outcome} {e.message_id}" for e in state.ended],
@@ -598,11 +696,14 @@ def _room_from_fields(room_id: str, d: dict[str, Any]) -> RoomState:
             idempotency_key=f["idempotency_key"],
             deadline_us=f.get("deadline_us"),
             acked_early=f.get("acked_early"),
+            skipped=bool(f.get("skipped")),
         ),
         pending=tuple(message_from_doc(m) for m in d.get("pending", [])),
         ended=tuple(ended),
         awaiting=tuple((a["id"], a["pub_us"]) for a in d.get("awaiting", [])),
         counts=dict(d.get("counts", {})),
+        paused=None if d.get("paused_at_us") is None else Paused(d.get("paused_by") or "", d.get("paused_reason") or "",
+                                                                 d["paused_at_us"]),
     )
 
 
@@ -687,8 +788,8 @@ class Transition:
     def advance(self, state: RoomState, trigger: Trigger, cause: str) -> RoomState:
         """With nothing in flight, start the head of the queue unless it is parked."""
         assert state.in_flight is None
-        if not state.pending:
-            return state
+        if not state.pending or state.paused is not None:
+            return state  # paused: the pause was logged; nothing starts until the resume
         head = state.pending[0]
         if head.parked:
             self.log(EventType.BLOCKED, head, reason=head.parked)
@@ -710,6 +811,11 @@ class Transition:
         self.log(outcome, flight.message, attempt=flight.attempt, **fields)
         state = replace(self.record_end(state, flight.message, outcome), in_flight=None)
         return self.advance(state, trigger, cause)
+
+    def release(self, state: RoomState, trigger: Trigger, cause: str) -> RoomState:
+        """Pass the baton of an in-flight message that has already ended
+        (skipped while its send could still go out) to the head of the queue."""
+        return self.advance(replace(state, in_flight=None), trigger, cause)
 
     def give_up(self, state: RoomState, reason: str, cause: str) -> RoomState:
         flight = state.in_flight
@@ -868,6 +974,9 @@ class Transition:
             return self.ignore(EventType.STATUS_IGNORED, IgnoreReason.STALE_SEND_OUTCOME, seq=ev.seq,
                                attempt=ev.attempt, status=str(ev.outcome))
         state = self.state
+        if flight.skipped:
+            # Skipped while this call was under way; it is over now.
+            return self.done(self.release(state, Trigger.SKIPPED, ev.cause))
         if flight.acked_early is not None:
             # An earlier attempt was acked meanwhile; this call is over now.
             return self.done(self.end(state, EventType.ACKED, Trigger.ACK, ev.cause, status=flight.acked_early))
@@ -905,6 +1014,10 @@ class Transition:
         if not self.state.incarnation or ev.seq >= self.state.next_seq:
             return self.ignore(EventType.STATUS_UNKNOWN, IgnoreReason.UNKNOWN_DELIVERY, seq=ev.seq, **ids)
         flight = self.current(ev.incarnation, ev.seq)
+        if flight is not None and flight.skipped:
+            # Ended as skipped; only the baton waits for the send window.
+            self.log(EventType.STATUS_IGNORED, None, seq=ev.seq, reason=f"after_{EventType.SKIPPED}", **ids)
+            return self.done(None)
         if flight is None:
             self.rearm_if_replay(ev.idempotency_key)
             outcome = self.state.outcome_of(ev.seq)
@@ -956,10 +1069,12 @@ class Transition:
         """The in-flight attempt's wake-up came: act if its wait is over, else
         wait (a new timer) for the rest."""
         state = self.state
-        if flight.acked_early is not None:
+        if flight.acked_early is not None or flight.skipped:
             window_end = flight.started_at_us + self.policy.send_window_ms * 1000
             if flight.phase is Phase.SENDING and self.now_us < window_end:
                 return self.wait_until(state, flight, window_end)
+            if flight.skipped:
+                return self.release(state, Trigger.SKIPPED, cause)
             return self.end(state, EventType.ACKED, Trigger.ACK, cause, status=flight.acked_early)
         if flight.phase is Phase.SENDING:
             # No outcome recorded. A send of this attempt, if one was made,
@@ -989,24 +1104,57 @@ class Transition:
 
     def redrive(self, ev: Redrive) -> Decision:
         state = self.state
+        fields = {"actor": ev.actor, "reason": ev.reason}
         for i, m in enumerate(state.pending):
-            if m.seq == ev.seq:
-                if not m.parked:
-                    break
+            if m.seq == ev.seq and m.parked:
                 if m.text is None:
                     return self.ignore(EventType.OPERATOR_IGNORED, IgnoreReason.NO_BODY, seq=ev.seq, actor=ev.actor)
                 released = replace(m, parked=None)
-                self.log(EventType.REDRIVEN, released, actor=ev.actor, reason=ev.reason)
+                self.log(EventType.REDRIVEN, released, **fields)
                 state = replace(state, pending=(*state.pending[:i], released, *state.pending[i + 1:]))
                 if state.in_flight is None and i == 0:
                     state = self.advance(state, Trigger.REDRIVE, ev.idempotency_key)
                 return self.done(state)
-        return self.ignore(EventType.OPERATOR_IGNORED, IgnoreReason.NOT_PARKED, seq=ev.seq, actor=ev.actor)
+        if ev.message is None:
+            return self.ignore(EventType.OPERATOR_IGNORED, IgnoreReason.NOT_PARKED, seq=ev.seq, actor=ev.actor)
+        return self.redrive_dead_letter(ev, ev.message)
+
+    def redrive_dead_letter(self, ev: Redrive, kept: QueuedMessage) -> Decision:
+        """A message baton dead-lettered goes back to the head of the queue:
+        every queued message came after it. The room's own record of the
+        message's last end is what makes a second redrive a no-op."""
+        state = self.state
+        ids = {"seq": ev.seq, "message_id": kept.message_id, "actor": ev.actor}
+        if not state.incarnation or ev.incarnation != state.incarnation:
+            # The room was deleted (TTL) and made anew: the message's seq and
+            # its record are gone. Publishing it again is the way.
+            return self.ignore(EventType.OPERATOR_IGNORED, IgnoreReason.STALE_INCARNATION, **ids)
+        if kept.message_id in state.held_ids():
+            return self.ignore(EventType.OPERATOR_IGNORED, IgnoreReason.ALREADY_HELD, **ids)
+        last = next((e.outcome for e in reversed(state.ended) if e.message_id == kept.message_id), None)
+        if last != EventType.DEAD_LETTERED:
+            return self.ignore(EventType.OPERATOR_IGNORED, IgnoreReason.NOT_DEAD_LETTERED, **ids)
+        msg = replace(kept, seq=ev.seq, parked=None, enqueued_at_us=self.now_us)
+        self.log(EventType.REDRIVEN, msg, actor=ev.actor, reason=ev.reason)
+        state = replace(state, pending=(msg, *state.pending))
+        if state.in_flight is None:
+            state = self.advance(state, Trigger.REDRIVE, ev.idempotency_key)
+        return self.done(state)
 
     def skip(self, ev: Skip) -> Decision:
         state = self.state
         fields = {"actor": ev.actor, "reason": ev.reason}
-        if state.in_flight is not None and state.in_flight.message.seq == ev.seq:
+        flight = state.in_flight
+        if flight is not None and flight.message.seq == ev.seq:
+            if flight.skipped or flight.acked_early is not None:
+                return self.ignore(EventType.OPERATOR_IGNORED, IgnoreReason.ALREADY_ENDED, seq=ev.seq, actor=ev.actor)
+            window_end = flight.started_at_us + self.policy.send_window_ms * 1000
+            if flight.phase is Phase.SENDING and self.now_us < window_end:
+                # Its send may still go out: the message ends now, the baton
+                # passes once that call cannot go out any more.
+                self.log(EventType.SKIPPED, flight.message, attempt=flight.attempt, **fields)
+                state = self.record_end(state, flight.message, EventType.SKIPPED)
+                return self.done(self.arm(state, replace(flight, skipped=True, due_at_us=window_end)))
             return self.done(self.end(state, EventType.SKIPPED, Trigger.SKIPPED, ev.idempotency_key, **fields))
         for i, m in enumerate(state.pending):
             if m.seq == ev.seq:
@@ -1017,6 +1165,21 @@ class Transition:
                     state = self.advance(state, Trigger.SKIPPED, ev.idempotency_key)
                 return self.done(state)
         return self.ignore(EventType.OPERATOR_IGNORED, IgnoreReason.NOT_HELD, seq=ev.seq, actor=ev.actor)
+
+    def pause(self, ev: Pause) -> Decision:
+        if self.state.paused is not None:
+            return self.ignore(EventType.OPERATOR_IGNORED, IgnoreReason.ALREADY_PAUSED, actor=ev.actor)
+        self.log(PAUSED, None, actor=ev.actor, reason=ev.reason)
+        return self.done(replace(self.with_incarnation(), paused=Paused(ev.actor, ev.reason, self.now_us)))
+
+    def resume(self, ev: Resume) -> Decision:
+        if self.state.paused is None:
+            return self.ignore(EventType.OPERATOR_IGNORED, IgnoreReason.NOT_PAUSED, actor=ev.actor)
+        self.log(RESUMED, None, actor=ev.actor, reason=ev.reason)
+        state = replace(self.state, paused=None)
+        if state.in_flight is None:
+            state = self.advance(state, Trigger.RESUME, ev.idempotency_key)
+        return self.done(state)
 
 
 # The rulebook's entry: which rule applies to which event. Anything else is refused.
@@ -1029,6 +1192,8 @@ _HANDLERS = {
     WatchdogSweep: Transition.sweep,
     Redrive: Transition.redrive,
     Skip: Transition.skip,
+    Pause: Transition.pause,
+    Resume: Transition.resume,
 }
 
 
@@ -1040,6 +1205,7 @@ class RoomPhase(StrEnum):
 
     IDLE = "idle"  # nothing in flight, nothing sendable queued
     BLOCKED = "blocked"  # nothing in flight; the head of the queue is parked
+    PAUSED = "paused"  # nothing in flight; an operator paused the room
     SENDING = "sending"
     SENT = "sent"
     UNKNOWN = "unknown"
@@ -1050,6 +1216,8 @@ def room_phase(state: RoomState) -> RoomPhase:
     """The room's `RoomPhase`."""
     if state.in_flight is not None:
         return RoomPhase(str(state.in_flight.phase))
+    if state.paused is not None:
+        return RoomPhase.PAUSED
     return RoomPhase.BLOCKED if state.blocked_reason else RoomPhase.IDLE
 
 
@@ -1076,6 +1244,10 @@ def event_kind(event: RoomEvent) -> str:
             return "redrive"
         case Skip():
             return "skip"
+        case Pause():
+            return "pause"
+        case Resume():
+            return "resume"
     raise TypeError(f"unknown room event {event!r}")
 
 
@@ -1091,7 +1263,8 @@ class Rule:
 
 _P = RoomPhase
 _WAITING = (_P.SENDING, _P.SENT, _P.UNKNOWN, _P.BACKOFF)
-_NEXT = frozenset({_P.SENDING, _P.IDLE, _P.BLOCKED})  # after a message ends: the head starts, or none, or parked
+# After a message ends: the head starts, or there is none, or it is parked, or the room is paused.
+_NEXT = frozenset({_P.SENDING, _P.IDLE, _P.BLOCKED, _P.PAUSED})
 
 
 def _rules() -> tuple[Rule, ...]:
@@ -1105,9 +1278,24 @@ def _rules() -> tuple[Rule, ...]:
              "parked at its place: the room blocks on it; a known id is a duplicate"),
         Rule(_P.BLOCKED, "dead-letter copy", frozenset({_P.BLOCKED}), "fills its placeholder or parks at the tail"),
         Rule(_P.BLOCKED, "redrive", frozenset({_P.SENDING, _P.BLOCKED}),
-             "the parked head is released and sent; without its body yet, refused"),
+             "the parked head is released and sent (without its body yet: refused); a dead letter goes back "
+             "ahead of the parked head and is sent"),
         Rule(_P.BLOCKED, "skip", frozenset({_P.SENDING, _P.IDLE, _P.BLOCKED}),
              "the message ends as skipped; the next head starts"),
+        Rule(_P.IDLE, "redrive", frozenset({_P.SENDING, _P.IDLE}),
+             "a dead letter whose last end in this room is `dead_lettered` goes back to the head and is sent; "
+             "anything else: ignored"),
+        Rule(_P.IDLE, "skip", frozenset({_P.IDLE}), "nothing to act on: ignored"),
+        Rule(_P.PAUSED, "push", frozenset({_P.PAUSED}), "queued; nothing starts while paused; refused (503) when full"),
+        Rule(_P.PAUSED, "dead-letter copy", frozenset({_P.PAUSED}), "parked at its place in the queue"),
+        Rule(_P.PAUSED, "redrive", frozenset({_P.PAUSED}),
+             "a parked message is released, a dead letter goes back to the head; sent after the resume"),
+        Rule(_P.PAUSED, "skip", frozenset({_P.PAUSED}), "a queued message ends as skipped; nothing starts"),
+        Rule(_P.PAUSED, "pause", frozenset({_P.PAUSED}), "already paused: ignored"),
+        Rule(_P.PAUSED, "resume", frozenset({_P.SENDING, _P.IDLE, _P.BLOCKED}),
+             "the pause is lifted: the head starts (or the room is idle, or blocked on a parked head)"),
+        Rule(_P.IDLE, "pause", frozenset({_P.PAUSED}), "paused: messages are accepted, nothing starts"),
+        Rule(_P.BLOCKED, "pause", frozenset({_P.PAUSED}), "paused (the parked head stays parked)"),
         Rule(_P.SENDING, "send accepted", frozenset({_P.SENT, _P.SENDING}) | _NEXT,
              "held until an ack or ack timeout after the send returned (an older attempt's outcome: ignored); "
              "if an earlier attempt was acked meanwhile, the room moves on"),
@@ -1139,18 +1327,25 @@ def _rules() -> tuple[Rule, ...]:
                  "the in-flight attempt failed: ends as failed, the room moves on; other attempts: ignored"),
             Rule(phase, "watchdog", frozenset({phase}) | _NEXT,
                  "wake-up overdue by WATCHDOG_GRACE_MS: acts as its timer would; otherwise nothing"),
-            Rule(phase, "redrive", frozenset({phase}), "releases a parked queued message; nothing else"),
+            Rule(phase, "redrive", frozenset({phase}),
+                 "releases a parked queued message, or puts a dead letter back at the head of the queue: "
+                 "it is sent when the in-flight message ends"),
             Rule(phase, "skip", frozenset({phase}) | _NEXT,
-                 "the in-flight message ends as skipped and the room moves on, or a queued one is removed"),
+                 "the in-flight message ends as skipped and the room moves on, or a queued one is removed"
+                 + (" (inside the send window, the baton passes only once the send can no longer go out)"
+                    if phase is _P.SENDING else "")),
+            Rule(phase, "pause", frozenset({phase}),
+                 "paused: the in-flight message ends by its own rules; then nothing starts until the resume"),
+            Rule(phase, "resume", frozenset({phase}), "the pause is lifted (if any); the in-flight message goes on"),
         ]
         if phase is not _P.SENDING:
             rules += [Rule(phase, kind, frozenset({phase}), "stale (the attempt's outcome is recorded): ignored")
                       for kind in ("send accepted", "send unknown", "send refused", "send refused for good")]
-    for phase in (_P.IDLE, _P.BLOCKED):
+    for phase in (_P.IDLE, _P.BLOCKED, _P.PAUSED):
         rules += [Rule(phase, kind, frozenset({phase}), "nothing in flight: ignored (late or duplicate)")
                   for kind in ("send accepted", "send unknown", "send refused", "send refused for good",
                                "status delivered/read", "status failed", "timer", "watchdog")]
-    rules += [Rule(_P.IDLE, kind, frozenset({_P.IDLE}), "nothing to act on: ignored") for kind in ("redrive", "skip")]
+    rules += [Rule(phase, "resume", frozenset({phase}), "not paused: ignored") for phase in (_P.IDLE, _P.BLOCKED)]
     rules += [Rule(phase, "status sent", frozenset({phase}), "the platform took it; only delivered/read ack: ignored")
               for phase in _P]
     return tuple(rules)

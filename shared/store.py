@@ -165,7 +165,7 @@ class RoomStore:
             expire_at = self._expire_at()
             write_id = uuid.uuid4().hex
             doc = {**room_to_doc(decision.state), WRITE_ID: write_id,
-                   "expire_at": None if decision.state.holds_messages else expire_at}
+                   "expire_at": None if decision.state.holds_messages or decision.state.paused else expire_at}
             batch = self._db.batch()
             if snap.exists:
                 batch.update(ref, doc, option=self._db.write_option(last_update_time=snap.update_time))

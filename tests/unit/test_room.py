@@ -15,9 +15,12 @@ from shared.room import (
     Enqueue,
     KeepDeadLetter,
     Park,
+    Pause,
     Phase,
     Policy,
+    QueuedMessage,
     Redrive,
+    Resume,
     RoomState,
     ScheduleTimer,
     Send,
@@ -466,6 +469,110 @@ def test_skip_ends_a_queued_or_in_flight_message_once():
     assert state.counts == {"skipped": 2}
 
 
+def test_skip_while_the_send_may_still_go_out_passes_the_baton_only_after_the_send_window():
+    """An operator skip of the in-flight message while its send call may be
+    under way: starting m2 at once would let m1's copy reach the platform
+    after m2. The message ends now; the baton waits as for `acked_early`."""
+    state, _ = step(RoomState("r1"), enqueue("m1"))
+    state, _ = step(state, enqueue("m2"))
+    assert state.in_flight.phase is Phase.SENDING
+    window_end = state.in_flight.started_at_us + POLICY.send_window_ms * 1000
+    state, d = step(state, Skip(1, "alice", "wrong text", T0 + 100_000))
+    assert kinds(d) == ["skipped"] and d.events[0].actor == "alice" and sends(d) == []
+    assert timers(d) == [(1, 1, window_end)] and state.counts == {"skipped": 1}
+    _, d = step(state, Skip(1, "alice", "wrong text", T0 + 200_000))
+    assert d.state is None and d.events[0].reason == "already_ended"  # not a double skip
+    _, d = step(state, ack(state, 1, at=T0 + 300_000))
+    assert d.state is None and d.events[0].reason == "after_skipped"  # ended once
+    # The send returns: m2 goes.
+    _, d = step(state, returned(state, SendOutcome.ACCEPTED, T0 + 400_000))
+    assert sends(d) == [(2, 1)] and kinds(d) == []
+    # Or no outcome is recorded: the timer at the window's end passes the baton, not before.
+    _, d = step(state, fire(state, window_end - 1000, due=window_end - 1000))
+    assert sends(d) == []
+    _, d = step(state, fire(state, window_end))
+    assert sends(d) == [(2, 1)]
+
+
+def test_skip_of_a_sent_message_passes_the_baton_at_once():
+    state = sent_room("m1", "m2")
+    state, d = step(state, Skip(1, "alice", "stuck", T0 + 100_000))
+    assert kinds(d) == ["skipped"] and sends(d) == [(2, 1)]
+
+
+def test_a_paused_room_accepts_messages_sends_nothing_and_lets_the_in_flight_one_end():
+    state = sent_room("m1", "m2")
+    state, d = step(state, Pause("alice", "customer complaint", T0 + S))
+    assert kinds(d) == ["paused"] and d.events[0].actor == "alice" and room_phase(state) == "sent"
+    _, d = step(state, Pause("alice", "again", T0 + S + 1))
+    assert d.state is None and d.events[0].reason == "already_paused"
+    state, d = step(state, enqueue("m3", at=T0 + 2 * S))
+    assert kinds(d) == ["enqueued"] and sends(d) == []
+    state, d = step(state, ack(state, 1, at=T0 + 3 * S))  # the in-flight message ends normally
+    assert kinds(d) == ["acked"] and sends(d) == [] and state.in_flight is None
+    assert room_phase(state) == "paused" and state.blocked_reason == "paused by alice: customer complaint"
+    assert [m.message_id for m in state.pending] == ["m2", "m3"] and state.wake_at_us is None
+    restored = room_from_doc("r1", room_to_doc(state))
+    assert restored == state
+    state, d = step(state, Resume("bob", "fixed", T0 + 4 * S))
+    assert kinds(d) == ["resumed"] and sends(d) == [(2, 1)] and state.paused is None
+    _, d = step(state, Resume("bob", "fixed", T0 + 5 * S))
+    assert d.state is None and d.events[0].reason == "not_paused"
+
+
+def test_an_empty_room_can_be_paused_before_its_first_message():
+    state, d = step(RoomState("r1"), Pause("alice", "hold", T0))
+    assert state.incarnation == T0 and room_phase(state) == "paused"
+    state, d = step(state, enqueue("m1", at=T0 + S))
+    assert sends(d) == [] and state.head_since_us == T0 + S
+    state, d = step(state, Resume("alice", "go", T0 + 2 * S))
+    assert sends(d) == [(1, 1)]
+
+
+def dead_lettered_room():
+    """m1 dead-lettered after 3 unknown outcomes; m2 now in flight, m3 queued."""
+    state, _ = step(RoomState("r1"), enqueue("m1"))
+    state, _ = step(state, enqueue("m2"))
+    state, _ = step(state, enqueue("m3"))
+    now = T0
+    for attempt in (1, 2, 3):
+        now += 10 * S
+        state, _ = step(state, returned(state, SendOutcome.UNKNOWN, now, attempt=attempt))
+        state, d = step(state, fire(state, now + 5 * S))
+    kept = next(e for e in d.effects if isinstance(e, KeepDeadLetter))
+    return state, kept
+
+
+def test_a_redriven_dead_letter_goes_back_to_the_head_ahead_of_later_messages_once():
+    state, kept = dead_lettered_room()
+    assert state.in_flight.message.seq == 2 and state.outcome_of(1) == "dead_lettered"
+    now = T0 + 60 * S
+    redrive = Redrive(1, "alice", "platform back", now, kept.message, kept.incarnation)
+    state, d = step(state, redrive)
+    assert kinds(d) == ["redriven"] and sends(d) == []  # m2 is in flight: m1 goes next, before m3
+    assert [m.message_id for m in state.pending] == ["m1", "m3"] and state.pending[0].text == "hi"
+    _, d = step(state, replace(redrive, at_us=now + 1))
+    assert d.state is None and d.events[0].reason == "already_held"
+    state, _ = step(state, returned(state, SendOutcome.ACCEPTED, now + S, seq=2))
+    state, d = step(state, ack(state, 2, at=now + 2 * S))
+    assert sends(d) == [(1, 1)]
+    state, d = step(state, ack(state, 1, at=now + 3 * S))
+    assert kinds(d)[0] == "acked" and sends(d) == [(3, 1)]
+    _, d = step(state, replace(redrive, at_us=now + 4 * S))
+    assert d.state is None and d.events[0].reason == "not_dead_lettered"  # acked since: never sent twice
+    _, d = step(state, replace(redrive, incarnation=state.incarnation + 1))
+    assert d.state is None and d.events[0].reason == "stale_incarnation"
+
+
+def test_a_dead_letter_redriven_into_an_idle_room_is_sent_at_once():
+    state, kept = dead_lettered_room()
+    for seq in (2, 3):  # each past its send window: the baton passes at once
+        state, _ = step(state, Skip(seq, "ops", "clear", T0 + (100 + 10 * seq) * S))
+    assert state.in_flight is None and room_phase(state) == "idle"
+    state, d = step(state, Redrive(1, "alice", "retry", T0 + 200 * S, kept.message, kept.incarnation))
+    assert kinds(d) == ["redriven"] and sends(d) == [(1, 1)]
+
+
 # ------------------------------------------------------------------ the watchdog
 
 
@@ -588,7 +695,7 @@ def test_any_interleaving_keeps_order_and_ends_every_message_once(seed, n):
 
 
 KINDS = ["push", "park", "accepted", "unknown", "refused", "refused_for_good", "ack", "failed", "sent", "timer",
-         "watchdog", "redrive", "skip"]
+         "watchdog", "redrive", "skip", "pause", "resume", "redrive_dead_letter"]
 
 
 def make_event(what: str, state: RoomState, n: int, now: int):
@@ -612,6 +719,14 @@ def make_event(what: str, state: RoomState, n: int, now: int):
         return TimerFired(inc_, seq, attempt, f.due_at_us if f else now, now)
     if what == "watchdog":
         return WatchdogSweep(now)
+    if what == "pause":
+        return Pause("ops", "r", now)
+    if what == "resume":
+        return Resume("ops", "r", now)
+    if what == "redrive_dead_letter":
+        kept = next((e for e in reversed(state.ended) if e.outcome == "dead_lettered"), None)
+        mid, seq_ = (kept.message_id, kept.seq) if kept else (f"m{n}", n)
+        return Redrive(seq_, "ops", "r", now, QueuedMessage(seq_, mid, "whatsapp", "15550001", "t", now, now), inc_)
     return (Redrive if what == "redrive" else Skip)(n, "ops", "r", now)
 
 
