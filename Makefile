@@ -23,6 +23,7 @@ $(VENV)/.installed: requirements.txt requirements-dev.txt $(wildcard requirement
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -r requirements-dev.txt $(if $(wildcard requirements-pipeline.txt),-r requirements-pipeline.txt)
+	$(PY) -m pip install -q --no-deps -e .
 	touch $@
 
 $(TASKS_VENV)/.installed: requirements-tasks-emulator.txt
