@@ -59,8 +59,8 @@ actor and reason, each a no-op the second time:
   the skipped message can follow the next one.
 - `Redrive`: a parked message is released in its place; a message baton
   dead-lettered (kept in `dead_letters/`) goes back to the head of the queue,
-  ahead of every message that came after it, and is sent as soon as nothing
-  is in flight.
+  ahead of every message that came after it (by seq), and is sent as soon as
+  nothing is in flight.
 
 Times are epoch microseconds (`*_us`) inside the state and events; policy
 durations are milliseconds (`*_ms`).
@@ -1136,8 +1136,11 @@ class Transition:
             return self.ignore(EventType.OPERATOR_IGNORED, IgnoreReason.NOT_DEAD_LETTERED, **ids)
         msg = replace(kept, seq=ev.seq, parked=None, enqueued_at_us=self.now_us)
         self.log(EventType.REDRIVEN, msg, actor=ev.actor, reason=ev.reason)
-        state = replace(state, pending=(msg, *state.pending))
-        if state.in_flight is None:
+        # Ahead of every queued message that came after it (all of them, but
+        # another dead letter of an earlier seq redriven before it).
+        at = next((i for i, m in enumerate(state.pending) if m.seq > msg.seq), len(state.pending))
+        state = replace(state, pending=(*state.pending[:at], msg, *state.pending[at:]))
+        if state.in_flight is None and at == 0:
             state = self.advance(state, Trigger.REDRIVE, ev.idempotency_key)
         return self.done(state)
 

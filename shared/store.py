@@ -264,3 +264,108 @@ class RoomStore:
         """The stored room, or None. Outside any transaction."""
         snap = self.room_ref(room_id).get()
         return room_from_doc(room_id, snap.to_dict()) if snap.exists else None
+
+    # -- the operators' queries (shared/operators.py, the `baton` CLI)
+
+    def room_doc(self, room_id: str) -> dict[str, Any] | None:
+        """The stored room document as Firestore has it (with `expire_at`), or None."""
+        snap = self.room_ref(room_id).get(**self._call)
+        return snap.to_dict() if snap.exists else None
+
+    def room_docs(self, room_ids: list[str]) -> dict[str, dict[str, Any]]:
+        """Several room documents in one batched read: room id -> document (missing ones left out)."""
+        refs = [self.room_ref(r) for r in room_ids]
+        return {s.id: s.to_dict() for s in self._db.get_all(refs, **self._call) if s.exists} if refs else {}
+
+    def list_rooms(self, kind: str, limit: int, cursor: str | None = None,
+                   before_us: int | None = None) -> tuple[list[tuple[str, dict[str, Any]]], str | None]:
+        """One page of rooms, by a query on one top-level field (the single-field
+        index Firestore keeps automatically serves each: no scan, no composite index):
+
+        - `stuck`: `wake_at_us < before_us` (epoch us), most overdue first;
+        - `lag`: rooms holding a message, oldest head of line (`head_since_us`) first;
+        - `paused`: paused rooms, longest paused first (`paused_at_us`);
+        - `parked`: rooms with parked messages (`parked > 0`), fewest first.
+
+        Ties are broken by document id. Returns ([(room_id, document)], the
+        cursor of the next page or None). `cursor` is what an earlier page
+        returned: `"{value}:{room_id}"`.
+
+        Raises:
+            ValueError: unknown `kind`, `stuck` without `before_us`, or a malformed cursor.
+        """
+        fields = {"stuck": "wake_at_us", "lag": "head_since_us", "paused": "paused_at_us", "parked": "parked"}
+        if kind not in fields:
+            raise ValueError(f"unknown room listing {kind!r}: one of {sorted(fields)}")
+        name = fields[kind]
+        col = self._db.collection(ROOMS)
+        if kind == "stuck":
+            if before_us is None:
+                raise ValueError("the stuck listing needs before_us")
+            flt = FieldFilter(name, "<", before_us)
+        else:
+            flt = FieldFilter(name, ">", 0)
+        query = col.where(filter=flt).order_by(name).order_by("__name__")
+        if cursor:
+            value, sep, after_id = cursor.partition(":")
+            if not sep or not value.lstrip("-").isdigit() or not after_id:
+                raise ValueError(f"not a cursor of this listing: {cursor!r}")
+            query = query.start_after({name: int(value), "__name__": self.room_ref(after_id)})
+        rows = [(snap.id, snap.to_dict()) for snap in query.limit(limit).stream(**self._call)]
+        op_counts().firestore_reads += max(1, len(rows))
+        next_cursor = f"{rows[-1][1][name]}:{rows[-1][0]}" if len(rows) == limit else None
+        return rows, next_cursor
+
+    def dead_letters(self, room_id: str | None = None, limit: int = 100) -> list[tuple[str, dict[str, Any]]]:
+        """Kept dead letters (`dead_letters/`), newest first: [(id, document)].
+        With `room_id`, only that room's (an equality filter, sorted here: a
+        room has few, and no composite index is needed)."""
+        col = self._db.collection(DEAD_LETTERS)
+        if room_id is not None:
+            rows = [(s.id, s.to_dict()) for s in col.where(filter=FieldFilter("room_id", "==", room_id))
+                    .limit(limit).stream(**self._call)]
+            rows.sort(key=lambda r: r[1]["dead_lettered_at"], reverse=True)
+        else:
+            query = col.order_by("dead_lettered_at", direction=firestore.Query.DESCENDING).limit(limit)
+            rows = [(s.id, s.to_dict()) for s in query.stream(**self._call)]
+        op_counts().firestore_reads += max(1, len(rows))
+        return rows
+
+    def dead_letter(self, dead_letter_id: str) -> dict[str, Any] | None:
+        """One kept dead letter, or None."""
+        snap = self._db.collection(DEAD_LETTERS).document(dead_letter_id).get(**self._call)
+        return snap.to_dict() if snap.exists else None
+
+    def rejected(self, limit: int = 100) -> list[tuple[str, dict[str, Any]]]:
+        """Kept rejected pushes (`rejected_messages/`), newest first: [(id, document)]."""
+        query = (self._db.collection(REJECTED).order_by("rejected_at", direction=firestore.Query.DESCENDING)
+                 .limit(limit))
+        return [(s.id, s.to_dict()) for s in query.stream(**self._call)]
+
+    def rejected_one(self, key: str) -> dict[str, Any] | None:
+        snap = self._db.collection(REJECTED).document(key).get(**self._call)
+        return snap.to_dict() if snap.exists else None
+
+    def claim_replay(self, key: str, actor: str) -> bool:
+        """Mark a rejected push as being published again, once: a conditional
+        write, so of two replays racing only one wins. Returns False if it is
+        missing or already marked (nothing written)."""
+        ref = self._db.collection(REJECTED).document(key)
+        snap = ref.get(**self._call)
+        if not snap.exists or (snap.to_dict() or {}).get("replayed_at") is not None:
+            return False
+        try:
+            ref.update({"replayed_at": datetime.now(UTC), "replayed_by": actor},
+                       option=self._db.write_option(last_update_time=snap.update_time), **self._call)
+        except gexc.FailedPrecondition:
+            return False
+        return True
+
+    def finish_replay(self, key: str, pubsub_message_id: str | None) -> None:
+        """Record the id the replayed push was published under, or (None: the
+        publish failed) lift the claim so the replay can be tried again."""
+        ref = self._db.collection(REJECTED).document(key)
+        if pubsub_message_id is None:
+            ref.update({"replayed_at": None, "replayed_by": None}, **self._call)
+        else:
+            ref.update({"replayed_as": pubsub_message_id}, **self._call)
