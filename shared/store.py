@@ -70,6 +70,7 @@ class OpCounts:
     firestore_writes: int = 0
     tasks_created: int = 0
     send_calls: int = 0
+    status_publishes: int = 0  # messages published to the status queue or its error queue
 
 
 _current: ContextVar[OpCounts | None] = ContextVar("baton_op_counts", default=None)
