@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -126,6 +127,27 @@ def print_summary(console: Console, summary: Summary, title: str) -> None:
     console.print(table)
 
 
+def show_operator_commands(console: Console, stack: Stack, room_id: str) -> None:
+    """Run, and print with their output, the `baton` commands that inspect
+    the demo's rooms (docs/operations.md, "Operating baton"), while its stack
+    is still up. A failing command is shown, never fatal to the demo."""
+    baton = Path(sys.executable).parent / "baton"
+    prefix = [str(baton)] if baton.exists() else [sys.executable, "-m", "baton_cli.main"]
+    run_dir = os.path.relpath(stack.run_dir, ROOT)
+    console.rule("inspect the rooms with `baton` (docs/operations.md, Operating baton)")
+    for args in (["rooms", "show", room_id, "--events", "5"], ["rooms", "list", "--lag", "--limit", "5"],
+                 ["rooms", "list", "--stuck", "--older-than", "1m"], ["dead-letters", "list", "--limit", "5"]):
+        console.print(f"[bold]$ baton --stack {run_dir} {' '.join(args)}[/]")
+        try:
+            proc = subprocess.run([*prefix, "--stack", str(stack.run_dir), *args], capture_output=True, text=True,
+                                  timeout=120, cwd=ROOT, env={**os.environ, "COLUMNS": "120"})
+            print(proc.stdout.rstrip() or proc.stderr.rstrip(), flush=True)  # already laid out: no re-wrapping
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            console.print(f"[yellow]could not run it[/]: {exc}")
+    console.print("The same commands work on a stack you keep up: `make up`, then `baton --stack run/local ...`; "
+                  "and on a project: `baton --project P ...` (pause, resume, skip, redrive: docs/operations.md).")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rooms", type=int, default=1000)
@@ -159,6 +181,7 @@ def main() -> int:
             wall = deliver(stack, messages, on_progress=lambda k, n: progress.update(bars[k], completed=n))
         time.sleep(1.0)  # let the last webhooks land in the device log
         stats = fake_stats(stack)
+        show_operator_commands(console, stack, messages[0].room_id)
     finally:
         with console.status("stopping the local stack..."):
             stack.stop()
