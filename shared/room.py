@@ -471,10 +471,8 @@ class Resume:
 
 RoomEvent = Enqueue | Park | SendReturned | StatusUpdate | TimerFired | WatchdogSweep | Redrive | Skip | Pause | Resume
 
-# `paused` and `resumed` are delivery events of shared.events.EventType once
-# that module has them; until then the same strings are logged.
-PAUSED: EventType = getattr(EventType, "PAUSED", "paused")
-RESUMED: EventType = getattr(EventType, "RESUMED", "resumed")
+PAUSED = EventType.PAUSED
+RESUMED = EventType.RESUMED
 
 ACK_STATUSES = frozenset({"delivered", "read"})
 

@@ -221,7 +221,8 @@ class FakeRoomStore:
         self._check_owner(room_id, "room write")
         self._write_ids += 1
         write_id = f"w{self._write_ids}"
-        holds = decision.state.holds_messages
+        # As the real store: no expiry while the room holds a message or is paused.
+        holds = decision.state.holds_messages or decision.state.paused
         self.docs[room_id] = _copy({**room_to_doc(decision.state), WRITE_ID: write_id,
                                     "expire_at": None if holds else self._clock.now_us() + self.retention_ms * 1000})
         self.versions[room_id] = self.versions.get(room_id, 0) + 1
@@ -578,3 +579,41 @@ class FakePlatform:
         """Calls whose message the platform took, in the order it took them."""
         return sorted((c for c in self.calls if c.reached and (room_id is None or c.room_id == room_id)),
                       key=lambda c: c.reach_order)
+
+
+# ---------------------------------------------------------------- the status queue
+
+
+class FakeStatusQueue:
+    """`shared.status_queue.StatusQueue` in memory: `published` holds the room
+    batches in publish order, `error_queue` what went to the error queue
+    (`(kind, room_id or None, reason, attempts)`), `failures` the failure count
+    per Pub/Sub message id. `fail_next_publish()` makes the next `publish`
+    raise `StatusPublishFailed` with nothing published."""
+
+    def __init__(self) -> None:
+        self.published: list[Any] = []
+        self.error_queue: list[tuple[str, str | None, str, int | None]] = []
+        self.failures: dict[str, int] = {}
+        self._fail_publish = False
+
+    def fail_next_publish(self) -> None:
+        self._fail_publish = True
+
+    def publish(self, batches: Any, unroutable: Any = ()) -> int:
+        from shared.status_queue import StatusPublishFailed
+
+        batches, unroutable = list(batches), list(unroutable)
+        if self._fail_publish:
+            self._fail_publish = False
+            raise StatusPublishFailed("injected: Pub/Sub unavailable")
+        self.published.extend(batches)
+        self.error_queue.extend(("unroutable", None, u.reason, None) for u in unroutable)
+        return len(batches) + len(unroutable)
+
+    def record_failure(self, pubsub_message_id: str, room_id: str, error: str) -> int:
+        self.failures[pubsub_message_id] = self.failures.get(pubsub_message_id, 0) + 1
+        return self.failures[pubsub_message_id]
+
+    def dead_letter(self, data: bytes, room_id: str, reason: str, attempts: int) -> None:
+        self.error_queue.append(("room_statuses", room_id, reason, attempts))
