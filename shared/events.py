@@ -53,6 +53,9 @@ class EventType(StrEnum):
     DEAD_LETTERED = "dead_lettered"  # terminal: baton gave up (reason says why)
     STATUS_IGNORED = "status_ignored"  # a status changing nothing: late, duplicate, `sent`
     STATUS_UNKNOWN = "status_unknown"  # a status for a delivery baton does not know
+    PAUSED = "paused"  # an operator paused the room: it keeps accepting messages and starts none
+    RESUMED = "resumed"  # an operator resumed a paused room: its head goes out in its turn
+    STATUS_DEAD_LETTERED = "status_dead_lettered"  # a status-queue message moved to the error queue after failing
     TIMEOUT_IGNORED = "timeout_ignored"  # a timer task for an attempt no longer in flight, or superseded
     SEND_UNKNOWN = "send_unknown"  # a send call whose outcome is unknown: counts as possibly sent
     TIMER_REARMED = "timer_rearmed"  # a timer came before the room's deadline: armed again for the rest
@@ -77,6 +80,7 @@ _SEVERITY = {
     EventType.FAILED: "WARNING",
     EventType.DEAD_LETTERED: "ERROR",
     EventType.STATUS_UNKNOWN: "WARNING",
+    EventType.STATUS_DEAD_LETTERED: "ERROR",
     EventType.SEND_UNKNOWN: "WARNING",
     EventType.TIMER_ARM_FAILED: "ERROR",
     EventType.BACKPRESSURE: "WARNING",
