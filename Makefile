@@ -8,7 +8,8 @@ ROOMS ?= 1000
 MESSAGES ?= 5
 RUN_DIR ?= run/local
 
-.PHONY: help venv up down demo test test-unit test-integration test-e2e lint bench-core bench-hot-room chaos clean
+.PHONY: help venv up down demo test test-unit test-integration test-e2e lint bench-core bench-hot-room chaos clean \
+	statuses-list statuses-replay
 .DEFAULT_GOAL := help
 
 help:
@@ -70,9 +71,19 @@ CHAOS_SEED ?= 7
 CHAOS_FAULT_RATE ?= 1.0
 CHAOS_KILL_EVERY_S ?= 3
 CHAOS_SECONDS ?= 0
+# empty: the configured default (shared/config.py); or direct / queued
+CHAOS_WEBHOOK_MODE ?=
 chaos: venv
 	$(PY) -m tools.chaos --rooms $(CHAOS_ROOMS) --messages $(CHAOS_MESSAGES) --seed $(CHAOS_SEED) \
-		--fault-rate $(CHAOS_FAULT_RATE) --kill-every-s $(CHAOS_KILL_EVERY_S) --fault-seconds $(CHAOS_SECONDS)
+		--fault-rate $(CHAOS_FAULT_RATE) --kill-every-s $(CHAOS_KILL_EVERY_S) --fault-seconds $(CHAOS_SECONDS) \
+		$(if $(CHAOS_WEBHOOK_MODE),--webhook-mode $(CHAOS_WEBHOOK_MODE))
+
+# The status error queue of the local stack (`make up`): list it; replay it after a fix.
+statuses-list: venv
+	$(VENV)/bin/baton --stack $(RUN_DIR) statuses list
+
+statuses-replay: venv
+	$(VENV)/bin/baton --stack $(RUN_DIR) statuses replay
 
 # One full room refusing pushes beside 300 cold rooms: does it slow them?
 bench-hot-room: venv

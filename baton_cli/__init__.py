@@ -11,5 +11,6 @@ def GROUPS() -> list[click.Group]:  # noqa: N802 - a registry, read like a const
     from baton_cli.dead_letters import dead_letters
     from baton_cli.rejects import rejects
     from baton_cli.rooms import rooms
+    from baton_cli.statuses import statuses
 
-    return [rooms, dead_letters, rejects]
+    return [rooms, dead_letters, rejects, statuses]

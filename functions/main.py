@@ -1,5 +1,5 @@
 """Cloud Functions entry points (2nd gen, HTTP): `enqueue`, `deadletter`,
-`webhook`, `timeout`, `sweep`.
+`webhook`, `status`, `timeout`, `sweep`.
 
 They only parse the HTTP request, call `shared.service.DeliveryService`, and
 answer. All share one source archive; each is deployed with its own entry
@@ -16,18 +16,12 @@ from typing import Any
 
 import functions_framework
 from flask import Request, Response
-from google.api_core import exceptions as gexc
 
 from shared.bootstrap import bootstrap
-from shared.service import DeliveryService, Reply, TimerArmFailed, start_request
-from shared.store import ContentionError
+from shared.service import TRANSIENT_ERRORS, DeliveryService, Reply, start_request
 
-# Errors that mean "try again later": Firestore or Cloud Tasks unreachable or
-# overloaded, a room that kept changing under the request, a timer that could
-# not be armed. The caller's redelivery (Pub/Sub, Meta, Cloud Tasks, Cloud
-# Scheduler) retries.
-TRANSIENT = (gexc.GoogleAPICallError, gexc.RetryError, ContentionError, TimerArmFailed, ConnectionError,
-             TimeoutError)
+# Errors that mean "try again later": answered 503 (shared/service.py).
+TRANSIENT = TRANSIENT_ERRORS
 
 
 @functools.cache
@@ -65,7 +59,8 @@ def deadletter(request: Request) -> Response:
 
 @functions_framework.http
 def webhook(request: Request) -> Response:
-    """WhatsApp webhook: GET handshake, POST signed status notifications."""
+    """WhatsApp webhook: GET handshake, POST signed status notifications
+    (queued for the `status` function, or applied here: WEBHOOK_MODE)."""
     if request.method == "GET":
         reply = service().handle_handshake(request.args.to_dict())
         if reply.status == 200:
@@ -74,6 +69,15 @@ def webhook(request: Request) -> Response:
     app = service()
     return respond(app, "webhook", app.handle_status_webhook, request.get_data(),
                    request.headers.get("X-Hub-Signature-256"))
+
+
+@functions_framework.http
+def status(request: Request) -> Response:
+    """Push endpoint of the status queue (WEBHOOK_MODE=queued): applies one
+    room's statuses. Anything but 2xx makes Pub/Sub redeliver it; after the
+    subscription's maximum attempts it goes to the error queue."""
+    app = service()
+    return respond(app, "status", app.handle_status_push, request.get_data())
 
 
 @functions_framework.http

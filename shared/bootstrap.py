@@ -13,6 +13,7 @@ from shared.events import EventLog
 from shared.providers import make_senders
 from shared.room import policy_from_settings
 from shared.service import DeliveryService
+from shared.status_queue import StatusQueue
 from shared.store import RoomStore
 from shared.tasks import TimerScheduler, make_client
 
@@ -25,8 +26,10 @@ def bootstrap(settings: config.Settings | None = None) -> DeliveryService:
         ValueError: a setting is invalid (see `config.load`).
     """
     settings = settings or config.load()
-    store = RoomStore(firestore.Client(project=settings.project, database=settings.firestore_database),
-                      settings.retention_hours)
+    db = firestore.Client(project=settings.project, database=settings.firestore_database)
+    store = RoomStore(db, settings.retention_hours)
     timers = TimerScheduler(make_client(settings), settings)
     return DeliveryService(settings, policy_from_settings(settings), store, timers, make_senders(settings),
-                           EventLog(settings.event_log_path))
+                           EventLog(settings.event_log_path),
+                           status_queue=lambda: StatusQueue(settings.project, settings.status_topic,
+                                                            settings.status_error_topic, db, settings.retention_hours))

@@ -46,12 +46,21 @@ ENV_VARS: dict[str, tuple[str, str]] = {
     "EVENT_LOG_PATH": ("", "file the delivery event lines are appended to as well as stdout; empty: stdout only"),
     "METRICS_LOG_PATH": ("", "file the per-invocation operation counts are appended to (benchmarks); empty: not written"),
     "PUBSUB_TOPIC": ("baton-outbound", "topic producers publish outbound messages to"),
+    "WEBHOOK_MODE": ("direct", "`direct`: webhook applies the statuses itself. `queued`: webhook verifies, publishes them "
+                     "to STATUS_TOPIC and answers; the `status` function applies them (docs/architecture.md, Status webhooks)"),
+    "STATUS_MAX_ATTEMPTS": ("5", "deliveries of one status-queue message that fail with a non-transient error before it "
+                            "is moved to the error queue (transient failures are retried without limit)"),
+    "STATUS_TOPIC": ("baton-statuses", "topic the webhook publishes statuses to (queued mode), ordering key = room id; its "
+                     "error queue is the topic STATUS_TOPIC-dead-letter"),
 }
 
 # Read by the code but meaningful only on the local stack: Terraform sets none.
 LOCAL_ONLY_ENV_VARS = frozenset({"CLOUD_TASKS_EMULATOR_HOST", "EVENT_LOG_PATH", "METRICS_LOG_PATH"})
 # Set from Secret Manager as secret environment variables, never plain ones.
 SECRET_ENV_VARS = frozenset({"WHATSAPP_ACCESS_TOKEN", "WHATSAPP_APP_SECRET", "WHATSAPP_VERIFY_TOKEN"})
+
+
+WEBHOOK_MODES = ("queued", "direct")
 
 
 def _env(name: str) -> str:
@@ -90,6 +99,14 @@ class Settings:
     event_log_path: str
     metrics_log_path: str
     pubsub_topic: str
+    webhook_mode: str
+    status_max_attempts: int
+    status_topic: str
+
+    @property
+    def status_error_topic(self) -> str:
+        """The status queue's error queue (dead-letter topic): STATUS_TOPIC-dead-letter."""
+        return f"{self.status_topic}-dead-letter"
 
 
 _FIELD_TO_ENV = {
@@ -105,7 +122,7 @@ def load() -> Settings:
     Raises:
         ValueError: a numeric setting is not a whole number, or is below 1;
             SEND_TIMEOUT_MS is not below ACK_TIMEOUT_MS; MAX_ROOM_BYTES is over
-            1 MiB.
+            1 MiB; WEBHOOK_MODE is neither `queued` nor `direct`.
     """
     values: dict[str, object] = {}
     for f in fields(Settings):
@@ -125,6 +142,8 @@ def load() -> Settings:
     if settings.send_timeout_ms >= settings.ack_timeout_ms:
         # The send call's own budget must leave the ack window meaningful.
         raise ValueError("SEND_TIMEOUT_MS must be below ACK_TIMEOUT_MS")
+    if settings.webhook_mode not in WEBHOOK_MODES:
+        raise ValueError(f"WEBHOOK_MODE={settings.webhook_mode!r} must be one of {', '.join(WEBHOOK_MODES)}")
     if settings.max_room_bytes > 1_048_576:
         raise ValueError("MAX_ROOM_BYTES must not exceed Firestore's 1 MiB document limit (1048576)")
     return settings

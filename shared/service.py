@@ -25,10 +25,13 @@ translate it.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
 import time
 from collections import deque
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from google.api_core import exceptions as gexc
@@ -60,7 +63,8 @@ from shared.room import (
     parse_delivery_id,
 )
 from shared.room import SendOutcome as RoomSendOutcome
-from shared.store import RoomStore, begin_request, op_counts
+from shared.status_queue import QueuedStatus, RoomStatuses, StatusPublishFailed, StatusQueue, Unroutable
+from shared.store import ContentionError, RoomStore, begin_request, op_counts
 from shared.tasks import TimerScheduler
 
 # Pub/Sub adds this attribute to a message it forwards to a dead-letter topic
@@ -76,6 +80,15 @@ def now_us() -> int:
 class TimerArmFailed(RuntimeError):
     """Cloud Tasks refused a timer after the room's commit: the request must be
     retried by its caller (its redelivery re-arms the timer)."""
+
+
+# Failures that mean "try again later": Firestore or Cloud Tasks unreachable or
+# overloaded, a room that kept changing under the request, a timer that could
+# not be armed, a status Pub/Sub did not take. The entry points answer 503 and
+# the caller's redelivery (Pub/Sub, Meta, Cloud Tasks, Cloud Scheduler) retries.
+TRANSIENT_ERRORS: tuple[type[BaseException], ...] = (
+    gexc.GoogleAPICallError, gexc.RetryError, ContentionError, TimerArmFailed, StatusPublishFailed, ConnectionError,
+    TimeoutError)
 
 
 @dataclass(frozen=True)
@@ -101,10 +114,15 @@ class DeliveryService:
         timers: the Cloud Tasks adapter (or a fake with `schedule`).
         senders: provider name -> platform client.
         events: where delivery events go.
+        status_queue: builds the status-queue publisher on first use (queued
+            webhook mode; the functions that never publish never build it).
     """
 
     def __init__(self, settings: Settings, policy: Policy, store: RoomStore, timers: TimerScheduler,
-                 senders: dict[str, Sender], events: EventLog) -> None:
+                 senders: dict[str, Sender], events: EventLog,
+                 status_queue: Callable[[], StatusQueue] | None = None) -> None:
+        self._status_queue_factory = status_queue
+        self._status_queue: StatusQueue | None = None
         self.settings = settings
         self.policy = policy
         self.store = store
@@ -112,6 +130,18 @@ class DeliveryService:
         self.senders = senders
         self.events = events
         self._metrics = JsonLineWriter(settings.metrics_log_path, stdout=False) if settings.metrics_log_path else None
+
+    def status_queue(self) -> StatusQueue:
+        """The status-queue publisher, built on first use.
+
+        Raises:
+            RuntimeError: the service was built without one.
+        """
+        if self._status_queue is None:
+            if self._status_queue_factory is None:
+                raise RuntimeError("no status queue configured (WEBHOOK_MODE=queued needs one)")
+            self._status_queue = self._status_queue_factory()
+        return self._status_queue
 
     def apply(self, room_id: str, event: RoomEvent, component: str) -> Decision:
         """Apply one event to a room and run what it decided. Raises what the
@@ -167,7 +197,11 @@ class DeliveryService:
 
     def handle_status_webhook(self, raw: bytes, signature: str | None) -> Reply:
         """A signed status webhook: 401 on a bad signature (nothing changes),
-        400 on a body of the wrong shape, else every status is applied."""
+        400 on a body of the wrong shape. Then, by WEBHOOK_MODE: `queued`
+        publishes the statuses to the status queue and answers 200 without
+        touching Firestore (`StatusPublishFailed` if Pub/Sub does not take
+        them: the entry point answers 503); `direct` applies every status
+        here (raises what the store raises, after applying the other rooms')."""
         arrived = now_us()
         if not signature_valid(raw, signature, self.settings.whatsapp_app_secret):
             return Reply(401, {"error": "bad or missing X-Hub-Signature-256"})
@@ -175,37 +209,132 @@ class DeliveryService:
             statuses = parse_statuses(json.loads(raw))
         except (ValueError, UnicodeDecodeError) as exc:
             return Reply(400, {"error": f"not a WhatsApp status webhook: {exc}"})
+        queued = [QueuedStatus(st.callback_data or "", st.status, "whatsapp", st.provider_message_id, st.error_code,
+                               st.error_title) for st in statuses]
+        if self.settings.webhook_mode == "queued":
+            return self._queue_statuses(queued, arrived)
+        applied = self._apply_statuses(queued, None, arrived, "webhook")
+        return Reply(200, {"statuses": len(statuses), "applied": applied})
+
+    def _queue_statuses(self, statuses: list[QueuedStatus], arrived: int) -> Reply:
+        """Queued mode: one status-queue message per room, in payload order;
+        statuses without a room go to the error queue with their reason."""
+        by_room: dict[str, list[QueuedStatus]] = {}
+        unroutable: list[Unroutable] = []
+        logged_only = 0
+        for st in statuses:
+            routed = self._route(st, arrived, "webhook")
+            if routed is None:
+                unroutable.append(Unroutable("no baton delivery id", {"received_at_us": arrived, **asdict(st)}))
+                continue
+            room_id, event = routed
+            if event.status == "sent":
+                # Changes nothing in the room (decide answers it without the
+                # room's state): logged here, not queued.
+                self._after_commit(room_id, decide(RoomState(room_id), event, self.policy, "webhook"), "webhook")
+                logged_only += 1
+                continue
+            by_room.setdefault(room_id, []).append(st)
+        batches = [RoomStatuses(room, arrived, tuple(sts)) for room, sts in by_room.items()]
+        if batches or unroutable:
+            self.status_queue().publish(batches, unroutable)
+        return Reply(200, {"statuses": len(statuses), "queued": sum(len(b.statuses) for b in batches),
+                           "rooms": len(batches), "logged": logged_only, "unroutable": len(unroutable)})
+
+    def handle_status_push(self, body: bytes) -> Reply:
+        """A status-queue message, pushed by the ordered subscription of
+        STATUS_TOPIC: applies its statuses to their room. 200 acks it.
+
+        - A transient failure (TRANSIENT_ERRORS) raises: 503, Pub/Sub
+          redelivers with backoff, for as long as it takes.
+        - Any other exception (a bug, a document the code cannot read) is
+          counted per Pub/Sub message id and raised (500, redelivered with
+          backoff) until it has failed STATUS_MAX_ATTEMPTS times; then the
+          message goes to the error queue with the error as its reason, a
+          `status_dead_lettered` event is logged and the push is acked, so
+          the room's later statuses are not held behind it. Replayed after a
+          fix (`baton statuses replay`), each status applies once.
+        - A message that can never be applied (it does not parse) goes to
+          the error queue at once with its reason, and is acked.
+        """
+        arrived = now_us()
+        try:
+            envelope = json.loads(body)
+            message = envelope["message"]
+            attributes = message.get("attributes") or {}
+            batch = RoomStatuses.decode(base64.b64decode(message.get("data") or "", validate=True))
+            if attributes.get("room_id", batch.room_id) != batch.room_id:
+                raise ValueError("`room_id` attribute and data disagree")
+        except (ValueError, KeyError, TypeError, AttributeError, binascii.Error, UnicodeDecodeError) as exc:
+            reason = f"not a status-queue message: {type(exc).__name__}: {exc}"[:300]
+            record = {"received_at_us": arrived, "body": body.decode("utf-8", "replace")[:20_000]}
+            self.status_queue().publish([], [Unroutable(reason, record)])
+            print(json.dumps({"severity": "ERROR", "message": f"status: kept in the error queue: {reason}"}), flush=True)
+            return Reply(200, {"result": "kept", "error": reason})
+        try:
+            applied = self._apply_statuses(list(batch.statuses), batch.room_id, batch.received_at_us, "status")
+        except TRANSIENT_ERRORS:
+            raise  # 503: retried with backoff for as long as it takes, never dead-lettered by us
+        except Exception as exc:  # noqa: BLE001 - a bug or data the code cannot handle: counted, then moved aside
+            reason = f"{type(exc).__name__}: {exc}"[:500]
+            pubsub_id = str(message.get("messageId") or message.get("message_id") or "")
+            failures = self.status_queue().record_failure(pubsub_id, batch.room_id, reason)
+            print(json.dumps({"severity": "ERROR", "message": f"status: room {batch.room_id}: delivery {failures} of "
+                                                              f"message {pubsub_id} failed: {reason}"}), flush=True)
+            if failures < self.settings.status_max_attempts:
+                raise
+            self.status_queue().dead_letter(base64.b64decode(message["data"]), batch.room_id, reason, failures)
+            self.events.emit(DeliveryEvent(EventType.STATUS_DEAD_LETTERED, utc_iso(now_us()), "status",
+                                           batch.room_id, reason=f"failed {failures} times: {reason}"[:500]))
+            return Reply(200, {"result": "dead_lettered", "attempts": failures, "error": reason})
+        return Reply(200, {"result": "ok", "statuses": len(batch.statuses), "applied": applied})
+
+    def _route(self, st: QueuedStatus, arrived: int, component: str) -> tuple[str, StatusUpdate] | None:
+        """The room and event a status is for, or None (logged as
+        `status_unknown`) when it carries no baton delivery id."""
+        try:
+            room_id, incarnation, seq, attempt, sent_at_us = parse_delivery_id(st.delivery_id)
+            if not ROOM_ID.fullmatch(room_id):
+                raise ValueError(room_id)
+        except ValueError:
+            self.events.emit(DeliveryEvent(EventType.STATUS_UNKNOWN, utc_iso(arrived), component, None,
+                                           provider=st.provider, provider_message_id=st.provider_message_id,
+                                           status=st.status, reason="no baton delivery id"))
+            return None
+        return room_id, StatusUpdate(incarnation, seq, attempt, st.status, sent_at_us, arrived,
+                                     st.provider_message_id, st.error_code, st.error_title)
+
+    def _apply_statuses(self, statuses: list[QueuedStatus], room_id: str | None, arrived: int, component: str) -> int:
+        """Apply statuses in order, each in its room's transaction; returns how
+        many were applied. `room_id`: the room they must all be for (status
+        queue), or None (direct webhook: any rooms). One room's trouble does
+        not hold the others back: all are tried, then the first failure is
+        raised (a redelivery repeats the applied ones as duplicates, which
+        change nothing)."""
         applied = 0
         failures: list[Exception] = []
         for st in statuses:
-            try:
-                room_id, incarnation, seq, attempt, sent_at_us = parse_delivery_id(st.callback_data)
-                if not ROOM_ID.fullmatch(room_id):
-                    raise ValueError(room_id)
-            except ValueError:
-                self.events.emit(DeliveryEvent(EventType.STATUS_UNKNOWN, utc_iso(arrived), "webhook", None,
-                                               provider="whatsapp", provider_message_id=st.provider_message_id,
-                                               status=st.status, reason="no baton delivery id"))
+            routed = self._route(st, arrived, component)
+            if routed is None:
                 continue
-            event = StatusUpdate(incarnation, seq, attempt, st.status, sent_at_us, arrived, st.provider_message_id,
-                                 st.error_code, st.error_title)
-            if st.status == "sent":
-                # Changes nothing: decide answers it without the room's state,
-                # so no transaction is spent on it.
-                self._after_commit(room_id, decide(RoomState(room_id), event, self.policy, "webhook"), "webhook")
+            target, event = routed
+            if room_id is not None and target != room_id:
+                self.events.emit(DeliveryEvent(EventType.STATUS_UNKNOWN, utc_iso(arrived), component, room_id,
+                                               provider=st.provider, provider_message_id=st.provider_message_id,
+                                               status=st.status, reason=f"delivery id of another room: {target}"))
+                continue
+            if event.status == "sent":
+                self._after_commit(target, decide(RoomState(target), event, self.policy, component), component)
                 continue
             try:
-                self.apply(room_id, event, "webhook")
+                self.apply(target, event, component)
             except (gexc.GoogleAPICallError, gexc.RetryError, TimerArmFailed, RuntimeError) as exc:
-                # One room's trouble must not hold the other rooms' statuses
-                # of this payload back: apply them all, then ask for a retry
-                # (the ones applied are duplicates then, and change nothing).
                 failures.append(exc)
                 continue
             applied += 1
         if failures:
             raise failures[0]
-        return Reply(200, {"statuses": len(statuses), "applied": applied})
+        return applied
 
     # ------------------------------------------------------------ timers and the watchdog
 
@@ -344,7 +473,7 @@ class DeliveryService:
             "log_type": METRICS_LOG_TYPE, "function": function, "ts": utc_iso(started_us),
             "duration_ms": (now_us() - started_us) / 1000, "http_status": status,
             "firestore_reads": c.firestore_reads, "firestore_writes": c.firestore_writes,
-            "tasks_created": c.tasks_created, "send_calls": c.send_calls,
+            "tasks_created": c.tasks_created, "send_calls": c.send_calls, "status_publishes": c.status_publishes,
         })
 
 

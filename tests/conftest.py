@@ -31,7 +31,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     # Deterministic platform: no random losses; tests ask for what they need.
     fake = {"ack_prob": 1.0, "fail_prob": 0.0, "duplicate_prob": 0.0, "reorder_prob": 0.0,
             "read_without_delivered_prob": 0.0, "ack_median_ms": 40.0, "ack_sigma": 0.3}
-    s = Stack(run_dir, env=TEST_ENV, fake_config=fake, sweep_interval_s=1.0).start()
+    s = Stack(run_dir, env=TEST_ENV, fake_config=fake, sweep_interval_s=1.0, other_webhook_mode="queued").start()
     saved = dict(os.environ)
     os.environ.update(s.client_env())
     os.environ.update(TEST_ENV)

@@ -9,9 +9,16 @@ measured in the same run.
    10th and the 90th percentile of end times;
 3. hand-over: messages published at half that capacity, in per-room bursts
    so rooms have a queue; the delay from an ack webhook's arrival to the next
-   send call of that room (the `sent` events with trigger `ack`);
-4. cost: Firestore reads and writes, Cloud Tasks creates and function
-   invocations per ended message, from the functions' invocation records.
+   send call of that room (the `sent` events with trigger `ack`); then again
+   at a light load (`--light-rate`, 4 msgs/s), where no queue forms in the
+   emulator's push loop (about 2 pushes in flight at a time, shared by every
+   subscription: ../shared/DESIGN.md);
+4. cost: Firestore reads and writes, Cloud Tasks creates, status-queue
+   publishes and function invocations per ended message, from the functions'
+   invocation records.
+
+Each WEBHOOK_MODE (`--modes`, default both: queued, then direct) gets a
+stack and a whole run of its own; the table puts them side by side.
 
 The fake platform's ack latency is log-normal with a 100 ms median.
 """
@@ -91,39 +98,32 @@ def publish_paced(plan: list[tuple[float, OutboundMessage]]) -> None:
         f.result(timeout=120)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--rooms", type=int, default=1000)
-    parser.add_argument("--burst", type=int, default=3, help="messages per room in the capacity burst")
-    parser.add_argument("--half-seconds", type=float, default=40.0, help="duration of the half-capacity run, s")
-    parser.add_argument("--raw-n", type=int, default=400)
-    parser.add_argument("--out", default=str(ROOT / "out" / "bench"))
-    args = parser.parse_args()
-    console = Console()
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    event_log = out / "core-events.jsonl"
+def run_mode(mode: str, args: argparse.Namespace, out: Path, console: Console) -> dict:
+    """One whole measurement (raw rate, capacity, hand-over, cost) on a fresh
+    local stack whose webhook runs in WEBHOOK_MODE=`mode`; returns the figures."""
+    event_log = out / f"core-events-{mode}.jsonl"
     event_log.unlink(missing_ok=True)
-    stack = Stack(ROOT / "run" / "bench", event_log=event_log, fake_config={"ack_median_ms": 100.0})
-    with console.status("starting the local stack..."):
+    stack = Stack(ROOT / "run" / f"bench-{mode}", env={"WEBHOOK_MODE": mode}, event_log=event_log,
+                  fake_config={"ack_median_ms": 100.0})
+    with console.status(f"[{mode}] starting the local stack..."):
         stack.start()
     try:
         os.environ.update(stack.client_env())
-        with console.status("raw Firestore transaction rate..."):
+        with console.status(f"[{mode}] raw Firestore transaction rate..."):
             raw = raw_transaction_rate(args.raw_n)
-        console.print(f"raw read+write transactions, distinct documents, one thread: {raw:.1f}/s")
+        console.print(f"[{mode}] raw read+write transactions, distinct documents, one thread: {raw:.1f}/s")
 
         burst = make_workload(args.rooms, args.burst, seed=11, prefix="cap")
-        with console.status(f"capacity: {len(burst):,} messages at once..."):
+        with console.status(f"[{mode}] capacity: {len(burst):,} messages at once..."):
             deliver(stack, burst, stall_s=60)
         ends = end_times(read_events(event_log), "cap-")
         lo, hi = ends[int(len(ends) * 0.1)], ends[int(len(ends) * 0.9)]
         capacity = (int(len(ends) * 0.9) - int(len(ends) * 0.1)) / (hi - lo)
-        console.print(f"capacity: {capacity:.1f} messages ended/s")
+        console.print(f"[{mode}] capacity: {capacity:.1f} messages ended/s")
 
         rate = capacity / 2
         plan = paced_workload(args.rooms, 3, rate, args.half_seconds, "half", seed=5)
-        with console.status(f"half capacity: {len(plan):,} messages at {rate:.1f}/s in room bursts of 3..."):
+        with console.status(f"[{mode}] half capacity: {len(plan):,} messages at {rate:.1f}/s in room bursts of 3..."):
             publish_paced(plan)
             want = {m.message_id for _, m in plan}
             deadline = time.monotonic() + 120
@@ -132,24 +132,41 @@ def main() -> None:
                 if want <= done:
                     break
                 time.sleep(0.5)
+        # Light load: far below what the emulator's push loop can carry, so
+        # the hand-over shows each path's own cost rather than queueing.
+        light_plan = paced_workload(args.rooms, 3, args.light_rate, args.light_seconds, "light", seed=9)
+        with console.status(f"[{mode}] light load: {len(light_plan):,} messages at {args.light_rate:.1f}/s..."):
+            publish_paced(light_plan)
+            want = {m.message_id for _, m in light_plan}
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline:
+                done = {e["message_id"] for e in read_events(event_log) if e["event"] in TERMINAL_EVENTS}
+                if want <= done:
+                    break
+                time.sleep(0.5)
         events = read_events(event_log)
+        light = [e["trigger_to_send_ms"] for e in events if (e["room_id"] or "").startswith("light-")
+                 and e["event"] == "sent" and e["trigger"] == "ack"]
         half = [e for e in events if (e["room_id"] or "").startswith("half-")]
         handover = [e["trigger_to_send_ms"] for e in half if e["event"] == "sent" and e["trigger"] == "ack"]
         ended_half = end_times(events, "half-")
         achieved = len(ended_half) / (ended_half[-1] - ended_half[0]) if len(ended_half) > 1 else 0.0
     finally:
-        with console.status("stopping the local stack..."):
+        with console.status(f"[{mode}] stopping the local stack..."):
             stack.stop()
 
     invocations = [json.loads(line) for line in (stack.run_dir / "invocations.jsonl").open()]
     ended = sum(1 for e in events if e["event"] in TERMINAL_EVENTS)
     acked = sum(1 for e in events if e["event"] == "acked")
-    totals = Counter()
+    totals: Counter[str] = Counter()
     for inv in invocations:
         for k in ("firestore_reads", "firestore_writes", "tasks_created", "send_calls"):
             totals[k] += inv[k]
         totals[f"inv_{inv['function']}"] += 1
+        # One Pub/Sub message per room per webhook payload (queued mode).
+        totals["status_publishes"] += inv.get("status_publishes", 0)
     result = {
+        "webhook_mode": mode,
         "rooms": args.rooms,
         "raw_firestore_txn_per_s": raw,
         "capacity_msgs_per_s": capacity,
@@ -159,33 +176,76 @@ def main() -> None:
         "handover_samples": len(handover),
         "handover_p50_ms": percentile(handover, 0.5),
         "handover_p99_ms": percentile(handover, 0.99),
+        "light_rate_per_s": args.light_rate,
+        "light_handover_samples": len(light),
+        "light_handover_p50_ms": percentile(light, 0.5),
+        "light_handover_p99_ms": percentile(light, 0.99),
         "ended_messages": ended,
         "acked_share": acked / ended if ended else None,
         **{f"{k}_per_message": v / ended for k, v in totals.items()},
     }
-    (out / "core.json").write_text(json.dumps(result, indent=2))
-    table = Table(title=f"bench-core: {args.rooms:,} rooms, ack latency median 100 ms")
+    (out / f"core-{mode}.json").write_text(json.dumps(result, indent=2))
+    return result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rooms", type=int, default=1000)
+    parser.add_argument("--burst", type=int, default=3, help="messages per room in the capacity burst")
+    parser.add_argument("--half-seconds", type=float, default=40.0, help="duration of the half-capacity run, s")
+    parser.add_argument("--raw-n", type=int, default=400)
+    parser.add_argument("--light-rate", type=float, default=4.0, help="messages/s of the light-load run")
+    parser.add_argument("--light-seconds", type=float, default=30.0, help="duration of the light-load run, s")
+    parser.add_argument("--modes", default="queued,direct",
+                        help="WEBHOOK_MODE values to measure, one stack each, in this order")
+    parser.add_argument("--out", default=str(ROOT / "out" / "bench"))
+    args = parser.parse_args()
+    console = Console()
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    modes = [m.strip() for m in args.modes.split(",") if m.strip()]
+    results = {mode: run_mode(mode, args, out, console) for mode in modes}
+    from shared.config import ENV_VARS
+
+    default = ENV_VARS["WEBHOOK_MODE"][0]
+    # core.json: the default mode's figures (tools/cost.py reads them).
+    (out / "core.json").write_text(json.dumps(results.get(default, next(iter(results.values()))), indent=2))
+
+    table = Table(title=f"bench-core: {args.rooms:,} rooms, ack latency median 100 ms, by WEBHOOK_MODE "
+                        f"(default {default})")
     table.add_column("figure")
-    table.add_column("value", justify="right")
+    for mode in modes:
+        table.add_column(mode, justify="right")
     table.add_column("target", justify="right")
 
     def ms(v: float | None) -> str:
         return "-" if v is None else f"{v:.1f} ms"
 
-    table.add_row("Firestore emulator raw txn/s (read+write, distinct docs)", f"{raw:.1f}", "")
-    table.add_row("capacity, messages ended/s", f"{capacity:.1f}", f">= {raw / 3:.1f}")
-    table.add_row("capacity / raw", f"{capacity / raw:.2f}", ">= 0.33")
-    table.add_row("half-capacity run: target / achieved msgs/s", f"{rate:.1f} / {achieved:.1f}", "")
-    table.add_row(f"ack -> next send p50 ({len(handover)} hand-overs)", ms(result["handover_p50_ms"]), "<= 30 ms")
-    table.add_row("ack -> next send p99", ms(result["handover_p99_ms"]), "<= 150 ms")
-    table.add_row("Firestore reads per ended message", f"{result['firestore_reads_per_message']:.2f}", "<= 5")
-    table.add_row("Firestore writes per ended message", f"{result['firestore_writes_per_message']:.2f}", "<= 3")
-    table.add_row("Cloud Tasks creates per ended message", f"{result['tasks_created_per_message']:.2f}", "")
-    for fn in ("enqueue", "webhook", "timeout", "sweep"):
-        table.add_row(f"{fn} invocations per ended message", f"{result.get(f'inv_{fn}_per_message', 0):.2f}", "")
-    table.add_row("acked share", f"{result['acked_share']:.3f}", "")
+    def row(label: str, fmt, target: str = "") -> None:
+        table.add_row(label, *(fmt(results[m]) for m in modes), target)
+
+    row("Firestore emulator raw txn/s (read+write, distinct docs)", lambda r: f"{r['raw_firestore_txn_per_s']:.1f}")
+    row("capacity, messages ended/s", lambda r: f"{r['capacity_msgs_per_s']:.1f}", ">= raw / 3")
+    row("capacity / raw", lambda r: f"{r['capacity_over_raw']:.2f}", ">= 0.33")
+    row("half-capacity run: target / achieved msgs/s",
+        lambda r: f"{r['half_rate_target_per_s']:.1f} / {r['half_rate_achieved_per_s']:.1f}")
+    row("hand-overs measured (ack webhook -> next send)", lambda r: str(r["handover_samples"]))
+    row("ack -> next send p50", lambda r: ms(r["handover_p50_ms"]), "<= 30 ms")
+    row("ack -> next send p99", lambda r: ms(r["handover_p99_ms"]), "<= 150 ms")
+    row("light load: msgs/s, hand-overs measured", lambda r: f"{r['light_rate_per_s']:.0f}, {r['light_handover_samples']}")
+    row("light load: ack -> next send p50", lambda r: ms(r["light_handover_p50_ms"]))
+    row("light load: ack -> next send p99", lambda r: ms(r["light_handover_p99_ms"]))
+    row("Firestore reads per ended message", lambda r: f"{r.get('firestore_reads_per_message', 0):.2f}", "<= 5")
+    row("Firestore writes per ended message", lambda r: f"{r.get('firestore_writes_per_message', 0):.2f}", "<= 3")
+    row("Cloud Tasks creates per ended message", lambda r: f"{r.get('tasks_created_per_message', 0):.2f}")
+    row("status-queue publishes per ended message", lambda r: f"{r.get('status_publishes_per_message', 0):.2f}")
+    for fn in ("enqueue", "webhook", "status", "timeout", "sweep"):
+        row(f"{fn} invocations per ended message", lambda r, fn=fn: f"{r.get(f'inv_{fn}_per_message', 0):.2f}")
+    row("all function invocations per ended message",
+        lambda r: f"{sum(v for k, v in r.items() if k.startswith('inv_')):.2f}")
+    row("acked share", lambda r: f"{r['acked_share']:.3f}")
     console.print(table)
-    console.print(f"figures: {out / 'core.json'}")
+    console.print(f"figures: {', '.join(str(out / f'core-{m}.json') for m in modes)}; default mode in {out / 'core.json'}")
 
 
 if __name__ == "__main__":

@@ -123,7 +123,8 @@ def run(args: argparse.Namespace, console: Console) -> tuple[Verdict, dict]:
     event_log.unlink(missing_ok=True)
     rng = random.Random(args.seed)
     fake = {**platform_faults(args.fault_rate), "seed": args.seed}
-    stack = Stack(Path(args.run_dir), env=CHAOS_ENV, fake_config=fake, event_log=event_log, sweep_interval_s=2.0)
+    env = {**CHAOS_ENV, **({"WEBHOOK_MODE": args.webhook_mode} if args.webhook_mode else {})}
+    stack = Stack(Path(args.run_dir), env=env, fake_config=fake, event_log=event_log, sweep_interval_s=2.0)
     prefix = f"chaos{args.seed}-"
     messages = make_workload(args.rooms, args.messages, seed=args.seed, prefix=prefix)
     with console.status("starting the local stack..."):
@@ -226,6 +227,8 @@ def main() -> None:
                         help="stop waiting when nothing has ended for this long (s), then check")
     parser.add_argument("--max-drain-s", type=float, default=300.0,
                         help="then wait at most this long (s) for every room to end its messages")
+    parser.add_argument("--webhook-mode", choices=["direct", "queued"], default=None,
+                        help="WEBHOOK_MODE of the run (default: the configured default)")
     parser.add_argument("--run-dir", default=str(ROOT / "run" / "chaos"))
     parser.add_argument("--out", default=str(ROOT / "out" / "chaos"))
     args = parser.parse_args()

@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -43,13 +44,48 @@ TOPIC = "baton-outbound"
 SUBSCRIPTION = "baton-enqueue-push"
 DEAD_LETTER_TOPIC = "baton-outbound-dead-letter"
 DEAD_LETTER_SUBSCRIPTION = "baton-deadletter-push"
-FUNCTIONS = ("enqueue", "deadletter", "webhook", "timeout", "sweep")
+STATUS_TOPIC = "baton-statuses"
+STATUS_SUBSCRIPTION = "baton-status-push"
+STATUS_ERROR_TOPIC = f"{STATUS_TOPIC}-dead-letter"
+STATUS_ERROR_SUBSCRIPTION = "baton-statuses-error-queue"
+FUNCTIONS = ("enqueue", "deadletter", "webhook", "status", "timeout", "sweep")
+
+
+def _ephemeral_range() -> tuple[int, int]:
+    try:
+        low, high = Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()
+        return int(low), int(high)
+    except (OSError, ValueError):
+        return 32768, 60999  # Linux's default
+
+
+_taken: set[int] = set()
 
 
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A free TCP port on 127.0.0.1 below the kernel's ephemeral range.
+
+    Why not the kernel's pick (bind to port 0): that port comes from the
+    ephemeral range, and once released the kernel may hand it to the next
+    process that binds port 0 -- the Firestore emulator binds its WebSocket
+    server that way just before its API port, and then dies with "Address
+    already in use" when the two coincide. Ports below the range are never
+    handed out by the kernel; a random pick keeps parallel runs apart.
+    """
+    low = max(1024, min(20000, _ephemeral_range()[0] - 12000))
+    high = _ephemeral_range()[0]
+    for _ in range(200):
+        port = random.randrange(low, high)
+        if port in _taken:
+            continue
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        _taken.add(port)
+        return port
+    raise RuntimeError(f"no free port found in {low}-{high}")
 
 
 def port_open(port: int) -> bool:
@@ -81,6 +117,9 @@ class Stack:
         event_log: path of the delivery event log (default RUN_DIR/events.jsonl).
         sweep_interval_s: seconds between two watchdog sweeps (0: no sweeper).
         dead_letter_attempts: the enqueue subscription's max delivery attempts.
+        status_max_backoff_s: the status subscription's longest retry backoff, s.
+        other_webhook_mode: also serve a `webhook-MODE` function with
+            WEBHOOK_MODE=MODE beside the default one (tests of both modes).
     """
 
     run_dir: Path
@@ -89,6 +128,8 @@ class Stack:
     event_log: Path | None = None
     sweep_interval_s: float = 60.0
     dead_letter_attempts: int = 100
+    status_max_backoff_s: int = 4
+    other_webhook_mode: str | None = None
     ports: dict[str, int] = field(default_factory=dict)
     pids: dict[str, int] = field(default_factory=dict)
     _commands: dict[str, tuple[list[str], dict[str, str] | None]] = field(default_factory=dict, repr=False)
@@ -150,7 +191,7 @@ class Stack:
             self.event_log = self.run_dir / "events.jsonl"
         self.event_log.parent.mkdir(parents=True, exist_ok=True)
         (self.run_dir / "invocations.jsonl").unlink(missing_ok=True)
-        for name in ("firestore", "pubsub", "tasks", "fake", *FUNCTIONS):
+        for name in ("firestore", "pubsub", "tasks", "fake", *self.functions):
             self.ports[name] = free_port()
         try:
             self._start_all()
@@ -172,20 +213,29 @@ class Stack:
                              "--webhook-url", f"http://127.0.0.1:{p['webhook']}/",
                              "--config", json.dumps(self.fake_config)])
         ff = str(Path(py).parent / "functions-framework")
-        for fn in FUNCTIONS:
-            self._spawn(fn, [ff, "--source", "functions/main.py", "--target", fn, "--host", "127.0.0.1",
-                             "--port", str(p[fn])], env=self.function_env())
+        for fn in self.functions:
+            target, _, mode = fn.partition("-")
+            env = {**self.function_env(), **({"WEBHOOK_MODE": mode} if mode else {})}
+            self._spawn(fn, [ff, "--source", "functions/main.py", "--target", target, "--host", "127.0.0.1",
+                             "--port", str(p[fn])], env=env)
         if self.sweep_interval_s > 0:
             self._spawn("sweeper", [py, "-m", "tools.sweeper", "--url", self.url("sweep"),
                                     "--interval-s", str(self.sweep_interval_s)])
         wait_until(lambda: requests.get(f"http://127.0.0.1:{p['firestore']}/", timeout=1).ok, 60, "Firestore emulator")
         wait_until(lambda: requests.get(f"http://127.0.0.1:{p['pubsub']}/", timeout=1).ok, 60, "Pub/Sub emulator")
-        for name in ("tasks", "fake", *FUNCTIONS):
+        for name in ("tasks", "fake", *self.functions):
             wait_until(lambda n=name: port_open(p[n]), 60, name)
         self._provision()
 
+    @property
+    def functions(self) -> tuple[str, ...]:
+        """The function processes: FUNCTIONS, plus `webhook-MODE` when asked."""
+        return FUNCTIONS + ((f"webhook-{self.other_webhook_mode}",) if self.other_webhook_mode else ())
+
     def _provision(self) -> None:
-        """Topic, ordered push subscription, Cloud Tasks queues."""
+        """Topics, ordered push subscriptions with their dead-letter topics,
+        the status error queue's pull subscription, Cloud Tasks queues (as
+        infra/ does in the cloud)."""
         os.environ.update(self.client_env())
         from google.api_core import exceptions as gexc
         from google.cloud import pubsub_v1
@@ -197,24 +247,42 @@ class Stack:
         except gexc.AlreadyExists:
             pass
         dead_letter_topic = publisher.topic_path(PROJECT, DEAD_LETTER_TOPIC)
-        try:
-            publisher.create_topic(name=dead_letter_topic)
-        except gexc.AlreadyExists:
-            pass
+        status_topic = publisher.topic_path(PROJECT, STATUS_TOPIC)
+        status_error_topic = publisher.topic_path(PROJECT, STATUS_ERROR_TOPIC)
+        for extra in (dead_letter_topic, status_topic, status_error_topic):
+            try:
+                publisher.create_topic(name=extra)
+            except gexc.AlreadyExists:
+                pass
         subscriber = pubsub_v1.SubscriberClient()
         subscriptions = {
             SUBSCRIPTION: {"topic": topic, "push_endpoint": self.url("enqueue"),
                            "dead_letter_policy": {"dead_letter_topic": dead_letter_topic,
                                                   "max_delivery_attempts": self.dead_letter_attempts}},
             DEAD_LETTER_SUBSCRIPTION: {"topic": dead_letter_topic, "push_endpoint": self.url("deadletter")},
+            # No dead-letter policy here, unlike the cloud's (infra/): the
+            # emulator's ordered push loop throws a NullPointerException when
+            # it dead-letters and the message is lost (measured: Pub/Sub
+            # emulator 0.8.20). The `status` function moves a failing message
+            # to the error queue itself (shared/service.py, handle_status_push).
+            STATUS_SUBSCRIPTION: {"topic": status_topic, "push_endpoint": self.url("status"),
+                                  "max_backoff_s": self.status_max_backoff_s},
+            # The error queue: a pull subscription that keeps what it holds
+            # for 7 days (`baton statuses list|replay`).
+            STATUS_ERROR_SUBSCRIPTION: {"topic": status_error_topic},
         }
         for name, spec in subscriptions.items():
             request: dict[str, Any] = {
                 "name": subscriber.subscription_path(PROJECT, name), "topic": spec["topic"],
-                "ack_deadline_seconds": 30, "enable_message_ordering": True,
-                "push_config": {"push_endpoint": spec["push_endpoint"]},
-                "retry_policy": {"minimum_backoff": {"seconds": 1}, "maximum_backoff": {"seconds": 600}},
+                "ack_deadline_seconds": 30,
             }
+            if "push_endpoint" in spec:
+                request["enable_message_ordering"] = True
+                request["push_config"] = {"push_endpoint": spec["push_endpoint"]}
+                request["retry_policy"] = {"minimum_backoff": {"seconds": 1},
+                                           "maximum_backoff": {"seconds": spec.get("max_backoff_s", 600)}}
+            else:
+                request["message_retention_duration"] = {"seconds": 7 * 24 * 3600}
             if "dead_letter_policy" in spec:
                 request["dead_letter_policy"] = spec["dead_letter_policy"]
             try:

@@ -73,6 +73,21 @@ def test_bad_signature_is_refused_and_changes_nothing(stack, store, room_id):
     assert store.load_room(room_id).counts == {"acked": 1}
 
 
+def test_bad_signature_is_refused_by_the_queued_webhook_too(stack, store, room_id):
+    now = time.time_ns() // 1000
+    store.apply(room_id, lambda s: decide(s, Enqueue("m1", "whatsapp", "15550001", "hi", now, now), Policy(), "test"))
+    before = store.room_ref(room_id).get().to_dict()
+    body = status_body(make_delivery_id(room_id, before["incarnation"], 1, 1, before["in_flight"]["started_at_us"]))
+    r = requests.post(stack.url("webhook-queued"), data=body, headers={"X-Hub-Signature-256": sign(body, "wrong")},
+                      timeout=5)
+    assert r.status_code == 401 and store.room_ref(room_id).get().to_dict() == before
+    r = requests.post(stack.url("webhook-queued"), data=body, headers={"X-Hub-Signature-256": sign(body, SECRET)},
+                      timeout=5)
+    assert r.status_code == 200 and r.json()["queued"] == 1
+    wait_for(lambda: store.load_room(room_id).counts, what="the queued ack applied")
+    assert store.load_room(room_id).counts == {"acked": 1}
+
+
 def test_webhook_body_of_the_wrong_shape_is_a_400(stack):
     for body in (b"not json", b'{"entry": "x"}', b'{"entry": [{"changes": [{"value": {"statuses": [{"id": 1}]}}]}]}'):
         r = requests.post(stack.url("webhook"), data=body, headers={"X-Hub-Signature-256": sign(body, SECRET)}, timeout=5)
