@@ -7,15 +7,19 @@ from __future__ import annotations
 
 import argparse
 
+import pytest
 from rich.console import Console
 
 from tools.chaos import run
 
 
-def test_a_short_chaos_run_keeps_every_invariant(tmp_path):
+@pytest.mark.parametrize("webhook_mode", ["direct", "queued"])
+def test_a_short_chaos_run_keeps_every_invariant(tmp_path, webhook_mode):
+    # Both webhook modes: the queued one's `status` function is among the
+    # processes killed and frozen.
     args = argparse.Namespace(rooms=60, messages=5, seed=11, fault_rate=2.0, kill_every_s=0.7,
                               tasks_outage_every_s=4.0, fault_seconds=20.0, drain_s=45.0, max_drain_s=150.0,
-                              run_dir=str(tmp_path / "run"), out=str(tmp_path / "out"))
+                              run_dir=str(tmp_path / "run"), out=str(tmp_path / "out"), webhook_mode=webhook_mode)
     verdict, report = run(args, Console(quiet=True))
     assert report["violations"] == {name: [] for name in report["violations"]}, report
     assert verdict.ok and report["drained"]
