@@ -1,4 +1,4 @@
-# The five functions share one source archive (`make package`:
+# The six functions share one source archive (`make package`:
 # functions/main.py at its root, the shared/ package, requirements.txt) and
 # differ by entry point. The object name carries the archive's sha256, so a
 # new build redeploys the functions and an unchanged one does not.
@@ -9,7 +9,7 @@ resource "google_storage_bucket_object" "source" {
 }
 
 resource "google_cloudfunctions2_function" "fn" {
-  # checkov:skip=CKV_GCP_124:only webhook allows all ingress (Meta calls it from the internet, signature-checked); enqueue, deadletter, timeout and sweep are internal-only
+  # checkov:skip=CKV_GCP_124:only webhook allows all ingress (Meta calls it from the internet, signature-checked); enqueue, deadletter, status, timeout and sweep are internal-only
   for_each = local.functions
   name     = "${var.name_prefix}-${each.key}"
   location = var.region

@@ -17,7 +17,7 @@ resource "google_service_account" "function" {
 # outbound topic) and to `deadletter` (the dead-letter topic).
 resource "google_service_account" "pubsub_push" {
   account_id   = "${var.name_prefix}-pubsub-push"
-  display_name = "baton Pub/Sub push identity (invokes enqueue, deadletter)"
+  display_name = "baton Pub/Sub push identity (invokes enqueue, deadletter, status)"
   depends_on   = [google_project_service.apis]
 }
 
@@ -118,6 +118,16 @@ resource "google_cloud_run_service_iam_member" "pubsub_invokes_deadletter" {
   project  = var.project_id
   location = var.region
   service  = google_cloudfunctions2_function.fn["deadletter"].name
+  role     = "roles/run.invoker"
+  member   = "serviceAccount:${google_service_account.pubsub_push.email}"
+}
+
+# roles/run.invoker on `status`: Pub/Sub pushes the statuses topic to it
+# (webhook_mode = "queued") with an OIDC token of the same push identity.
+resource "google_cloud_run_service_iam_member" "pubsub_invokes_status" {
+  project  = var.project_id
+  location = var.region
+  service  = google_cloudfunctions2_function.fn["status"].name
   role     = "roles/run.invoker"
   member   = "serviceAccount:${google_service_account.pubsub_push.email}"
 }

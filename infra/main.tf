@@ -6,6 +6,8 @@
 #        send the room's head message to WhatsApp (secrets.tf), then
 #        arm an ack timer in Cloud Tasks ----------> function `timeout` (tasks.tf)
 #   WhatsApp --signed status webhook--> function `webhook` (public) --> next head
+#     (webhook_mode = "queued": webhook --publish--> statuses topic --ordered
+#      push, OIDC--> function `status` --> next head; errors --> error queue)
 #   push failed dead_letter_max_attempts times --> dead-letter topic
 #     --ordered push, OIDC--> function `deadletter`: parks it in its room (pubsub.tf)
 #   Cloud Scheduler, every minute, OIDC --> function `sweep`: re-drives rooms
@@ -20,7 +22,7 @@ data "google_project" "this" {
 
 locals {
   # The HTTP entry points of functions/main.py; each is a function.
-  functions = toset(["enqueue", "deadletter", "webhook", "timeout", "sweep"])
+  functions = toset(["enqueue", "deadletter", "webhook", "status", "timeout", "sweep"])
 
   # Relative to this module, so `terraform -chdir=infra` and `cd infra` agree.
   source_archive = coalesce(var.source_archive, "${path.module}/../dist/baton-functions.zip")
@@ -64,6 +66,9 @@ locals {
     WHATSAPP_API_VERSION     = var.whatsapp_api_version
     WHATSAPP_PHONE_NUMBER_ID = var.whatsapp_phone_number_id
     PUBSUB_TOPIC             = google_pubsub_topic.outbound.name
+    WEBHOOK_MODE             = var.webhook_mode
+    STATUS_TOPIC             = google_pubsub_topic.statuses.name
+    STATUS_MAX_ATTEMPTS      = tostring(var.status_max_attempts)
     # Read by functions-framework, not by baton: gunicorn threads per
     # instance, kept equal to the instance's request concurrency.
     THREADS = tostring(var.function_threads)
@@ -74,7 +79,7 @@ resource "google_project_service" "apis" {
   for_each = toset([
     "artifactregistry.googleapis.com",     # 2nd gen functions keep their built images here
     "cloudbuild.googleapis.com",           # builds the functions from the source archive
-    "cloudfunctions.googleapis.com",       # the five functions
+    "cloudfunctions.googleapis.com",       # the six functions
     "cloudresourcemanager.googleapis.com", # project number and project-level IAM grants
     "cloudscheduler.googleapis.com",       # the watchdog's every-minute call of `sweep`
     "cloudtasks.googleapis.com",           # ack-timeout and resend timers

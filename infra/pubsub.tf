@@ -140,3 +140,111 @@ resource "google_pubsub_subscription_iam_member" "agent_acks_source" {
   member       = local.pubsub_service_agent
   depends_on   = [google_project_service.apis]
 }
+
+# ------------------------------------------------- the status queue --
+# webhook_mode = "queued" (docs/architecture.md, "Status webhooks"): the
+# webhook publishes one message per room per payload here (ordering key =
+# room id) and answers; `status` applies them. Created in both modes, so
+# switching the mode is one variable.
+resource "google_pubsub_topic" "statuses" {
+  # checkov:skip=CKV_GCP_83:Google-managed encryption at rest; statuses carry delivery ids and platform message ids, no bodies
+  name                       = "${var.name_prefix}-statuses"
+  labels                     = var.labels
+  message_retention_duration = "86400s"
+  depends_on                 = [google_project_service.apis]
+}
+
+# The error queue (STATUS_TOPIC-dead-letter, the name shared/config.py derives):
+# status-queue messages the `status` function failed on status_max_attempts
+# times (it moves them here with the error), what Pub/Sub itself gives up on,
+# and statuses no room can take. Kept 7 days by the pull subscription below;
+# `baton statuses list|replay` reads it.
+resource "google_pubsub_topic" "statuses_dead_letter" {
+  # checkov:skip=CKV_GCP_83:Google-managed encryption at rest; statuses carry delivery ids and platform message ids, no bodies
+  name                       = "${var.name_prefix}-statuses-dead-letter"
+  labels                     = var.labels
+  message_retention_duration = "604800s"
+  depends_on                 = [google_project_service.apis]
+}
+
+resource "google_pubsub_subscription" "status_push" {
+  name                    = "${var.name_prefix}-status-push"
+  topic                   = google_pubsub_topic.statuses.id
+  labels                  = var.labels
+  enable_message_ordering = true
+  ack_deadline_seconds    = var.push_ack_deadline_seconds
+
+  push_config {
+    push_endpoint = google_cloudfunctions2_function.fn["status"].service_config[0].uri
+    oidc_token {
+      service_account_email = google_service_account.pubsub_push.email
+      audience              = google_cloudfunctions2_function.fn["status"].service_config[0].uri
+    }
+  }
+
+  # Transient failures (503) are retried with backoff for as long as the
+  # dead-letter policy allows: 100 attempts at up to 600 s is many hours.
+  retry_policy {
+    minimum_backoff = "10s"
+    maximum_backoff = "600s"
+  }
+
+  dead_letter_policy {
+    dead_letter_topic     = google_pubsub_topic.statuses_dead_letter.id
+    max_delivery_attempts = var.status_dead_letter_max_attempts
+  }
+
+  expiration_policy {
+    ttl = ""
+  }
+
+  lifecycle {
+    precondition {
+      condition     = var.push_ack_deadline_seconds >= var.function_timeout_seconds
+      error_message = "push_ack_deadline_seconds must be at least function_timeout_seconds."
+    }
+  }
+}
+
+# The error queue's consumer: a pull subscription that keeps what it holds
+# for 7 days (the maximum), read by `baton statuses list|replay`.
+resource "google_pubsub_subscription" "statuses_error_queue" {
+  name                       = "${var.name_prefix}-statuses-error-queue"
+  topic                      = google_pubsub_topic.statuses_dead_letter.id
+  labels                     = var.labels
+  ack_deadline_seconds       = 60
+  message_retention_duration = "604800s"
+
+  expiration_policy {
+    ttl = ""
+  }
+}
+
+# roles/pubsub.publisher on the statuses topic and its error queue: the
+# webhook publishes statuses (and unroutable ones to the error queue); the
+# `status` function moves failing messages to the error queue.
+resource "google_pubsub_topic_iam_member" "webhook_publishes_statuses" {
+  for_each = {
+    "webhook-statuses"    = { fn = "webhook", topic = google_pubsub_topic.statuses.id }
+    "webhook-error-queue" = { fn = "webhook", topic = google_pubsub_topic.statuses_dead_letter.id }
+    "status-error-queue"  = { fn = "status", topic = google_pubsub_topic.statuses_dead_letter.id }
+  }
+  topic  = each.value.topic
+  role   = "roles/pubsub.publisher"
+  member = "serviceAccount:${google_service_account.function[each.value.fn].email}"
+}
+
+# The Pub/Sub service agent forwards what it gives up on to the error queue.
+resource "google_pubsub_topic_iam_member" "agent_publishes_status_dead_letters" {
+  topic      = google_pubsub_topic.statuses_dead_letter.id
+  role       = "roles/pubsub.publisher"
+  member     = local.pubsub_service_agent
+  depends_on = [google_project_service.apis]
+}
+
+resource "google_pubsub_subscription_iam_member" "agent_acks_status_source" {
+  subscription = google_pubsub_subscription.status_push.id
+  role         = "roles/pubsub.subscriber"
+  member       = local.pubsub_service_agent
+  depends_on   = [google_project_service.apis]
+}

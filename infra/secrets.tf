@@ -16,6 +16,7 @@ locals {
     enqueue    = ["WHATSAPP_ACCESS_TOKEN"]
     deadletter = ["WHATSAPP_ACCESS_TOKEN"]
     webhook    = ["WHATSAPP_ACCESS_TOKEN", "WHATSAPP_APP_SECRET", "WHATSAPP_VERIFY_TOKEN"]
+    status     = ["WHATSAPP_ACCESS_TOKEN"]
     timeout    = ["WHATSAPP_ACCESS_TOKEN"]
     sweep      = ["WHATSAPP_ACCESS_TOKEN"]
   }

@@ -80,24 +80,24 @@ variable "function_timeout_seconds" {
 }
 
 variable "min_instances" {
-  description = "Minimum instances per function (keys enqueue, deadletter, webhook, timeout, sweep): warm instances keep cold starts off the hand-over path, and are billed while idle."
+  description = "Minimum instances per function (keys enqueue, deadletter, webhook, status, timeout, sweep): warm instances keep cold starts off the hand-over path, and are billed while idle."
   type        = map(number)
-  default     = { enqueue = 1, deadletter = 0, webhook = 1, timeout = 0, sweep = 0 }
+  default     = { enqueue = 1, deadletter = 0, webhook = 1, status = 0, timeout = 0, sweep = 0 }
 
   validation {
-    condition     = length(setsubtract(["enqueue", "deadletter", "webhook", "timeout", "sweep"], keys(var.min_instances))) == 0
-    error_message = "min_instances needs a value for each of enqueue, deadletter, webhook, timeout and sweep."
+    condition     = length(setsubtract(["enqueue", "deadletter", "webhook", "status", "timeout", "sweep"], keys(var.min_instances))) == 0
+    error_message = "min_instances needs a value for each of enqueue, deadletter, webhook, status, timeout and sweep."
   }
 }
 
 variable "max_instances" {
-  description = "Maximum instances per function (keys enqueue, deadletter, webhook, timeout, sweep). sweep is called once a minute; deadletter only when Pub/Sub gives up on a push."
+  description = "Maximum instances per function (keys enqueue, deadletter, webhook, status, timeout, sweep). sweep is called once a minute; deadletter only when Pub/Sub gives up on a push."
   type        = map(number)
-  default     = { enqueue = 20, deadletter = 5, webhook = 40, timeout = 20, sweep = 2 }
+  default     = { enqueue = 20, deadletter = 5, webhook = 40, status = 40, timeout = 20, sweep = 2 }
 
   validation {
-    condition     = length(setsubtract(["enqueue", "deadletter", "webhook", "timeout", "sweep"], keys(var.max_instances))) == 0
-    error_message = "max_instances needs a value for each of enqueue, deadletter, webhook, timeout and sweep."
+    condition     = length(setsubtract(["enqueue", "deadletter", "webhook", "status", "timeout", "sweep"], keys(var.max_instances))) == 0
+    error_message = "max_instances needs a value for each of enqueue, deadletter, webhook, status, timeout and sweep."
   }
 }
 
@@ -298,5 +298,38 @@ variable "analytics_subnet_cidr" {
   validation {
     condition     = can(cidrhost(var.analytics_subnet_cidr, 0))
     error_message = "analytics_subnet_cidr must be an IPv4 CIDR range."
+  }
+}
+
+variable "webhook_mode" {
+  description = "WEBHOOK_MODE: \"direct\" (the webhook applies statuses itself, the measured default: docs/architecture.md, Status webhooks) or \"queued\" (it publishes them to the statuses topic and answers; the `status` function applies them)."
+  type        = string
+  default     = "direct"
+
+  validation {
+    condition     = contains(["direct", "queued"], var.webhook_mode)
+    error_message = "webhook_mode must be direct or queued."
+  }
+}
+
+variable "status_max_attempts" {
+  description = "STATUS_MAX_ATTEMPTS: failed deliveries of one status-queue message (errors other than transient ones) before the `status` function moves it to the error queue."
+  type        = number
+  default     = 5
+
+  validation {
+    condition     = var.status_max_attempts >= 1 && var.status_max_attempts <= 100
+    error_message = "status_max_attempts must be 1..100."
+  }
+}
+
+variable "status_dead_letter_max_attempts" {
+  description = "Push deliveries of one status-queue message before Pub/Sub itself forwards it to the error queue (5..100): the last resort when the `status` function cannot be reached at all; above status_max_attempts so the function's own count, which keeps the error, comes first."
+  type        = number
+  default     = 100
+
+  validation {
+    condition     = var.status_dead_letter_max_attempts >= 5 && var.status_dead_letter_max_attempts <= 100
+    error_message = "status_dead_letter_max_attempts must be 5..100 (Pub/Sub's limits)."
   }
 }

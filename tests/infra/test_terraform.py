@@ -27,12 +27,12 @@ from shared.events import LOG_TYPE, METRICS_LOG_TYPE
 
 ROOT = Path(__file__).resolve().parents[2]
 INFRA = ROOT / "infra"
-FUNCTIONS = {"enqueue", "deadletter", "webhook", "timeout", "sweep"}
+FUNCTIONS = {"enqueue", "deadletter", "webhook", "status", "timeout", "sweep"}
 # Every function but the webhook is called only by a Google service of this
 # project with an OIDC token: function -> the service account that invokes it.
 INVOKERS = {
     "enqueue": "pubsub_push",
-    "deadletter": "pubsub_push",
+    "deadletter": "pubsub_push", "status": "pubsub_push",
     "timeout": "tasks_invoker",
     "sweep": "scheduler",
 }
@@ -143,13 +143,15 @@ def string_constants(module: str) -> dict[str, str]:
 
 
 def store_collections() -> set[str]:
-    """Every collection shared/store.py names in a `.collection(X)` or
-    `.collection_group(X)` call, X a string or a constant of shared/store.py
-    or shared/room.py."""
-    constants = {**string_constants("room"), **string_constants("store")}
-    tree = ast.parse((ROOT / "shared" / "store.py").read_text())
+    """Every collection the Firestore adapters (shared/store.py, and the
+    status queue's failure counts in shared/status_queue.py) name in a
+    `.collection(X)` or `.collection_group(X)` call, X a string or a constant
+    of those modules or shared/room.py."""
+    constants = {**string_constants("room"), **string_constants("store"), **string_constants("status_queue")}
+    nodes = [n for module in ("store", "status_queue")
+             for n in ast.walk(ast.parse((ROOT / "shared" / f"{module}.py").read_text()))]
     found = set()
-    for node in ast.walk(tree):
+    for node in nodes:
         if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
                 and node.func.attr in ("collection", "collection_group") and node.args):
             arg = node.args[0]
