@@ -98,6 +98,16 @@ def publish_paced(plan: list[tuple[float, OutboundMessage]]) -> None:
         f.result(timeout=120)
 
 
+def wait_ended(event_log: Path, want: set[str], timeout_s: float) -> None:
+    """Wait until every message id in `want` has a terminal event in the log,
+    or `timeout_s` s have passed (the figures then cover what ended)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if want <= {e["message_id"] for e in read_events(event_log) if e["event"] in TERMINAL_EVENTS}:
+            return
+        time.sleep(0.5)
+
+
 def run_mode(mode: str, args: argparse.Namespace, out: Path, console: Console) -> dict:
     """One whole measurement (raw rate, capacity, hand-over, cost) on a fresh
     local stack whose webhook runs in WEBHOOK_MODE=`mode`; returns the figures."""
@@ -125,25 +135,13 @@ def run_mode(mode: str, args: argparse.Namespace, out: Path, console: Console) -
         plan = paced_workload(args.rooms, 3, rate, args.half_seconds, "half", seed=5)
         with console.status(f"[{mode}] half capacity: {len(plan):,} messages at {rate:.1f}/s in room bursts of 3..."):
             publish_paced(plan)
-            want = {m.message_id for _, m in plan}
-            deadline = time.monotonic() + 120
-            while time.monotonic() < deadline:
-                done = {e["message_id"] for e in read_events(event_log) if e["event"] in TERMINAL_EVENTS}
-                if want <= done:
-                    break
-                time.sleep(0.5)
+            wait_ended(event_log, {m.message_id for _, m in plan}, 120)
         # Light load: far below what the emulator's push loop can carry, so
         # the hand-over shows each path's own cost rather than queueing.
         light_plan = paced_workload(args.rooms, 3, args.light_rate, args.light_seconds, "light", seed=9)
         with console.status(f"[{mode}] light load: {len(light_plan):,} messages at {args.light_rate:.1f}/s..."):
             publish_paced(light_plan)
-            want = {m.message_id for _, m in light_plan}
-            deadline = time.monotonic() + 60
-            while time.monotonic() < deadline:
-                done = {e["message_id"] for e in read_events(event_log) if e["event"] in TERMINAL_EVENTS}
-                if want <= done:
-                    break
-                time.sleep(0.5)
+            wait_ended(event_log, {m.message_id for _, m in light_plan}, 60)
         events = read_events(event_log)
         light = [e["trigger_to_send_ms"] for e in events if (e["room_id"] or "").startswith("light-")
                  and e["event"] == "sent" and e["trigger"] == "ack"]
