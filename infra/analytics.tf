@@ -7,9 +7,10 @@ resource "google_logging_project_sink" "delivery_events" {
   # checkov:skip=CKV2_GCP_4:retention is a lifecycle rule (log_retention_days); a locked retention policy could never be shortened or the bucket torn down
   name        = "${var.name_prefix}-delivery-events"
   destination = "storage.googleapis.com/${google_storage_bucket.bucket["delivery-log"].name}"
-  # On log_type alone: the resource type of 2nd gen functions' logs
-  # (cloud_run_revision) is an implementation detail the events do not need.
-  filter = "jsonPayload.log_type=\"baton.delivery\""
+  # This deployment's delivery events only: its six Cloud Run services by
+  # exact name (local.delivery_events_filter, main.tf), so a second
+  # deployment in the project keeps its own events in its own bucket.
+  filter = local.delivery_events_filter
   # A writer identity of this sink's own, granted on this bucket only.
   unique_writer_identity = true
 
@@ -22,21 +23,64 @@ resource "google_storage_bucket_iam_member" "sink_writes_log" {
   bucket = google_storage_bucket.bucket["delivery-log"].name
   role   = "roles/storage.objectCreator"
   member = google_logging_project_sink.delivery_events.writer_identity
+  # The writer identity is new with the sink: wait until IAM knows it.
+  depends_on = [time_sleep.identities_propagate]
 }
 
-# roles/storage.objectViewer on the log bucket: the batch reads the events.
+# The delivery events go to the _Default log bucket as well, unless
+# keep_delivery_events_in_default_bucket is false: then this exclusion on the
+# _Default sink drops them there (an exclusion on _Default does not touch
+# other sinks, https://cloud.google.com/logging/docs/reference/v2/rest/v2/exclusions),
+# the sink above still writes them to its bucket, and the log-based metrics
+# of operations.tf still count them ("calculated from all logs received by
+# the Logging API, regardless of inclusion and exclusion filters",
+# https://cloud.google.com/logging/docs/logs-based-metrics). Ingestion into
+# _Default is billed per GiB: docs/cost.md says how much this saves.
+resource "google_logging_project_exclusion" "delivery_events_from_default" {
+  count       = var.keep_delivery_events_in_default_bucket ? 0 : 1
+  name        = "${var.name_prefix}-delivery-events"
+  description = "baton (${var.name_prefix}): delivery events are kept by the ${var.name_prefix}-delivery-events sink's bucket"
+  filter      = local.delivery_events_filter
+  depends_on  = [google_storage_bucket_iam_member.sink_writes_log]
+}
+
+# Cloud Run's request log entries of the six functions stay out of _Default
+# unless keep_request_logs_in_default_bucket: one entry per invocation, about
+# as much log volume as the delivery events (docs/cost.md), and what they say
+# is in the request metrics (5xx rate, latencies) that operations.tf watches.
+resource "google_logging_project_exclusion" "request_logs_from_default" {
+  count       = var.keep_request_logs_in_default_bucket ? 0 : 1
+  name        = "${var.name_prefix}-request-logs"
+  description = "baton (${var.name_prefix}): Cloud Run request logs of the functions; the request metrics stay"
+  filter      = local.request_logs_filter
+}
+
+# roles/storage.objectViewer on the log bucket: the batch lists and reads the
+# events; it cannot write there (iam.tf takes this bucket out of
+# roles/dataproc.worker).
 resource "google_storage_bucket_iam_member" "dataproc_reads_log" {
-  bucket = google_storage_bucket.bucket["delivery-log"].name
-  role   = "roles/storage.objectViewer"
-  member = "serviceAccount:${google_service_account.dataproc.email}"
+  bucket     = google_storage_bucket.bucket["delivery-log"].name
+  role       = "roles/storage.objectViewer"
+  member     = "serviceAccount:${google_service_account.dataproc.email}"
+  depends_on = [time_sleep.identities_propagate]
+}
+
+# roles/storage.legacyBucketReader on the log bucket: the bucket's own
+# metadata (storage.buckets.get), which the Cloud Storage connector reads.
+resource "google_storage_bucket_iam_member" "dataproc_reads_log_bucket" {
+  bucket     = google_storage_bucket.bucket["delivery-log"].name
+  role       = "roles/storage.legacyBucketReader"
+  member     = "serviceAccount:${google_service_account.dataproc.email}"
+  depends_on = [time_sleep.identities_propagate]
 }
 
 # roles/storage.objectAdmin on the analytics bucket: the batch reads its
 # staged code and writes (and overwrites) its tables and report.
 resource "google_storage_bucket_iam_member" "dataproc_writes_analytics" {
-  bucket = google_storage_bucket.bucket["analytics"].name
-  role   = "roles/storage.objectAdmin"
-  member = "serviceAccount:${google_service_account.dataproc.email}"
+  bucket     = google_storage_bucket.bucket["analytics"].name
+  role       = "roles/storage.objectAdmin"
+  member     = "serviceAccount:${google_service_account.dataproc.email}"
+  depends_on = [time_sleep.identities_propagate]
 }
 
 # Dataproc Serverless runs its workers on private IPs in a VPC subnet that

@@ -3,9 +3,14 @@
 # Pub/Sub dead-lettered, parked with their body at their place in the queue),
 # pushes kept as invalid (`rejected_messages`) and messages baton gave up on
 # (`dead_letters`).
+#
+# var.firestore_database: "(default)" for the first (or only) deployment in a
+# project; a named database for a second one beside it, so each keeps its
+# own rooms, rules and TTL policies (docs/deploy.md, "Two deployments in one
+# project"). The functions' grant is limited to this database (iam.tf).
 resource "google_firestore_database" "main" {
   project     = var.project_id
-  name        = "(default)"
+  name        = var.firestore_database
   location_id = var.firestore_location
   type        = "FIRESTORE_NATIVE"
   # shared/store.py commits a room with a conditional write (update_time
@@ -89,10 +94,11 @@ resource "google_firebaserules_ruleset" "deny_all" {
   depends_on = [google_firestore_database.main]
 }
 
-# The release named `cloud.firestore` is what the (default) database enforces.
+# The release named `cloud.firestore` is what the (default) database
+# enforces; a named database enforces `cloud.firestore/DATABASE`.
 resource "google_firebaserules_release" "firestore" {
   project      = var.project_id
-  name         = "cloud.firestore"
+  name         = google_firestore_database.main.name == "(default)" ? "cloud.firestore" : "cloud.firestore/${google_firestore_database.main.name}"
   ruleset_name = "projects/${var.project_id}/rulesets/${google_firebaserules_ruleset.deny_all.name}"
 
   lifecycle {

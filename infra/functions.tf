@@ -64,16 +64,24 @@ resource "google_cloudfunctions2_function" "fn" {
       error_message = "send_timeout_ms must be below ack_timeout_ms."
     }
     precondition {
+      condition     = var.send_timeout_ms < var.function_timeout_seconds * 1000
+      error_message = "send_timeout_ms must be below function_timeout_seconds: a send call runs inside one request."
+    }
+    precondition {
       condition     = var.function_threads == 1 || tonumber(var.function_cpu) >= 1
       error_message = "function_threads > 1 needs function_cpu >= 1 (Cloud Run allows concurrency only from 1 vCPU)."
     }
   }
 
-  # The build identity and the secret grants must exist before the first
-  # build and the first instance start, or both fail.
+  # The build identity's role, the secret grants, and the Firestore and
+  # Cloud Tasks grants must have propagated before the first build, the
+  # first instance start and the first request, or they fail: the functions
+  # wait for time_sleep.grants_propagate (iam.tf), which waits for them. The
+  # queues come first too: a function given a higher TASKS_QUEUE_COUNT must
+  # find every queue it hashes rooms to.
   depends_on = [
     google_project_service.apis,
-    google_project_iam_member.build_builds_functions,
-    google_secret_manager_secret_iam_member.function_reads,
+    time_sleep.grants_propagate,
+    google_cloud_tasks_queue.ack_timeouts,
   ]
 }

@@ -15,6 +15,17 @@
 #   delivery events --Logging sink--> bucket --> PySpark on Dataproc Serverless
 #                                                                   (analytics.tf)
 # Identities and their roles: iam.tf. Buckets: storage.tf.
+#
+# A first `terraform apply` on a new project comes up in this order
+# (docs/deploy.md, "The order things come up in"): the APIs; the Google
+# service agents (google_project_service_identity) and baton's service
+# accounts, then a wait while they propagate (time_sleep, iam.tf); the IAM
+# grants, then a wait while those propagate; the functions; what needs a
+# function's URL (push subscriptions, the scheduler job, invoker grants).
+#
+# No Eventarc: every function is an HTTP function (Pub/Sub pushes, Cloud
+# Tasks and Cloud Scheduler call their URLs), so neither the Eventarc API nor
+# its service agent is enabled or granted anything.
 
 data "google_project" "this" {
   project_id = var.project_id
@@ -39,6 +50,17 @@ locals {
   timeout_url = "https://${var.name_prefix}-timeout-${data.google_project.this.number}.${var.region}.run.app"
 
   tasks_queue_prefix = "${var.name_prefix}-ack-timeouts"
+
+  # The Cloud Run services of this deployment (a 2nd gen function runs as the
+  # Cloud Run service of the same name). The delivery-event sink and the
+  # _Default exclusion (analytics.tf) match these exact names, so two
+  # deployments in one project never take each other's events; a prefix
+  # match would not do ("baton-" also matches "baton-2-enqueue").
+  service_names          = [for f in sort(tolist(local.functions)) : "${var.name_prefix}-${f}"]
+  services_filter        = "resource.type=\"cloud_run_revision\" AND resource.labels.service_name=(${join(" OR ", [for n in local.service_names : "\"${n}\""])})"
+  delivery_events_filter = "${local.services_filter} AND jsonPayload.log_type=\"baton.delivery\""
+  # Cloud Run writes one request log entry per invocation.
+  request_logs_filter = "${local.services_filter} AND logName=\"projects/${var.project_id}/logs/run.googleapis.com%2Frequests\""
 
   # The settings shared/config.py reads (ENV_VARS), the same on every
   # function. Secrets are not here: secrets.tf mounts them from Secret

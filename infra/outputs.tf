@@ -57,3 +57,23 @@ output "secret_ids" {
   description = "Secrets to add a version to before the functions can start (env var -> secret id)."
   value       = { for env, s in google_secret_manager_secret.platform : env => s.secret_id }
 }
+
+output "firestore_database" {
+  description = "Firestore database of this deployment (FIRESTORE_DATABASE; `baton --database`)."
+  value       = google_firestore_database.main.name
+}
+
+output "status_topic" {
+  description = "Status queue topic the webhook publishes to in queued mode (STATUS_TOPIC)."
+  value       = google_pubsub_topic.statuses.name
+}
+
+output "status_error_queue" {
+  description = "Pull subscription of the status error queue that `baton statuses list|replay` reads (kept 7 days, acked messages too)."
+  value       = google_pubsub_subscription.statuses_error_queue.name
+}
+
+output "tasks_queues" {
+  description = "Cloud Tasks queues: the active ones (TASKS_QUEUE_COUNT) first, then the retired ones still draining."
+  value       = { active = [for q in slice(google_cloud_tasks_queue.ack_timeouts, 0, var.tasks_queue_count) : q.name], retired = [for q in slice(google_cloud_tasks_queue.ack_timeouts, var.tasks_queue_count, length(google_cloud_tasks_queue.ack_timeouts)) : q.name] }
+}

@@ -9,6 +9,17 @@ resource "google_pubsub_topic" "outbound" {
   depends_on                 = [google_project_service.apis]
 }
 
+# roles/pubsub.publisher on the outbound topic for each producer identity in
+# outbound_publishers, and nothing else: producers publish, they do not read
+# subscriptions or administer the topic.
+resource "google_pubsub_topic_iam_member" "producers_publish" {
+  for_each   = toset(var.outbound_publishers)
+  topic      = google_pubsub_topic.outbound.id
+  role       = "roles/pubsub.publisher"
+  member     = each.value
+  depends_on = [time_sleep.identities_propagate]
+}
+
 # Pushes that failed dead_letter_max_attempts times land here, so a message
 # that keeps failing frees its room's ordering key instead of blocking it;
 # `deadletter` then parks it in its room (dead_letter_push below).
@@ -130,7 +141,7 @@ resource "google_pubsub_topic_iam_member" "agent_publishes_dead_letters" {
   topic      = google_pubsub_topic.dead_letter.id
   role       = "roles/pubsub.publisher"
   member     = local.pubsub_service_agent
-  depends_on = [google_project_service.apis]
+  depends_on = [time_sleep.identities_propagate]
 }
 
 # roles/pubsub.subscriber on the push subscription only.
@@ -138,7 +149,7 @@ resource "google_pubsub_subscription_iam_member" "agent_acks_source" {
   subscription = google_pubsub_subscription.enqueue_push.id
   role         = "roles/pubsub.subscriber"
   member       = local.pubsub_service_agent
-  depends_on   = [google_project_service.apis]
+  depends_on   = [time_sleep.identities_propagate]
 }
 
 # ------------------------------------------------- the status queue --
@@ -207,31 +218,37 @@ resource "google_pubsub_subscription" "status_push" {
 }
 
 # The error queue's consumer: a pull subscription that keeps what it holds
-# for 7 days (the maximum), read by `baton statuses list|replay`.
+# for 7 days (the maximum), read by `baton statuses list|replay`. Acked
+# messages are retained too, so a replay that went wrong can seek back and
+# read them again (`gcloud pubsub subscriptions seek --time=...`).
 resource "google_pubsub_subscription" "statuses_error_queue" {
   name                       = "${var.name_prefix}-statuses-error-queue"
   topic                      = google_pubsub_topic.statuses_dead_letter.id
   labels                     = var.labels
   ack_deadline_seconds       = 60
   message_retention_duration = "604800s"
+  retain_acked_messages      = true
 
   expiration_policy {
     ttl = ""
   }
 }
 
-# roles/pubsub.publisher on the statuses topic and its error queue: the
-# webhook publishes statuses (and unroutable ones to the error queue); the
-# `status` function moves failing messages to the error queue.
+# roles/pubsub.publisher on the statuses topic and its error queue: in
+# queued mode the webhook publishes statuses (and unroutable ones to the
+# error queue); in direct mode it publishes nothing and gets nothing here.
+# The `status` function moves failing messages to the error queue.
 resource "google_pubsub_topic_iam_member" "webhook_publishes_statuses" {
-  for_each = {
+  for_each = merge(var.webhook_mode == "queued" ? {
     "webhook-statuses"    = { fn = "webhook", topic = google_pubsub_topic.statuses.id }
     "webhook-error-queue" = { fn = "webhook", topic = google_pubsub_topic.statuses_dead_letter.id }
-    "status-error-queue"  = { fn = "status", topic = google_pubsub_topic.statuses_dead_letter.id }
-  }
-  topic  = each.value.topic
-  role   = "roles/pubsub.publisher"
-  member = "serviceAccount:${google_service_account.function[each.value.fn].email}"
+    } : {}, {
+    "status-error-queue" = { fn = "status", topic = google_pubsub_topic.statuses_dead_letter.id }
+  })
+  topic      = each.value.topic
+  role       = "roles/pubsub.publisher"
+  member     = "serviceAccount:${google_service_account.function[each.value.fn].email}"
+  depends_on = [time_sleep.identities_propagate]
 }
 
 # The Pub/Sub service agent forwards what it gives up on to the error queue.
@@ -239,12 +256,12 @@ resource "google_pubsub_topic_iam_member" "agent_publishes_status_dead_letters" 
   topic      = google_pubsub_topic.statuses_dead_letter.id
   role       = "roles/pubsub.publisher"
   member     = local.pubsub_service_agent
-  depends_on = [google_project_service.apis]
+  depends_on = [time_sleep.identities_propagate]
 }
 
 resource "google_pubsub_subscription_iam_member" "agent_acks_status_source" {
   subscription = google_pubsub_subscription.status_push.id
   role         = "roles/pubsub.subscriber"
   member       = local.pubsub_service_agent
-  depends_on   = [google_project_service.apis]
+  depends_on   = [time_sleep.identities_propagate]
 }

@@ -37,12 +37,7 @@ resource "google_cloud_scheduler_job" "sweep" {
     max_doublings        = 2
   }
 
-  lifecycle {
-    precondition {
-      condition     = var.function_timeout_seconds >= 15 && var.function_timeout_seconds <= 1800
-      error_message = "function_timeout_seconds must be 15..1800: it is also the sweep job's attempt deadline (Cloud Scheduler's limits for HTTP targets)."
-    }
-  }
-
-  depends_on = [google_project_service.apis]
+  # function_timeout_seconds is validated to 15..1800 (variables.tf), Cloud
+  # Scheduler's limits for an HTTP target's attempt deadline.
+  depends_on = [google_project_service.apis, google_cloud_run_service_iam_member.scheduler_invokes_sweep]
 }

@@ -4,8 +4,17 @@
 # (https://cloud.google.com/tasks/docs/quotas), so rooms are spread over
 # tasks_queue_count queues, PREFIX-0 .. PREFIX-(N-1), by a hash of the room
 # id (shared/tasks.py). A deleted queue's name cannot be reused for 7 days.
+#
+# Lowering tasks_queue_count must not drop the timers already scheduled on
+# the queues it removes: a room whose timer is lost waits for the watchdog.
+# So the queues beyond the active ones can be kept as tasks_queues_retired:
+# the functions stop writing to them (TASKS_QUEUE_COUNT, and their enqueuer
+# grants go), their timers still fire, and once they are empty the next
+# apply with tasks_queues_retired = 0 deletes them. A queue that still holds
+# tasks is never deleted: the destroy-time check below fails the apply
+# instead, naming the queue (docs/deploy.md, "Fewer timer queues").
 resource "google_cloud_tasks_queue" "ack_timeouts" {
-  count    = var.tasks_queue_count
+  count    = var.tasks_queue_count + var.tasks_queues_retired
   name     = "${local.tasks_queue_prefix}-${count.index}"
   location = var.region
 
@@ -32,6 +41,15 @@ resource "google_cloud_tasks_queue" "ack_timeouts" {
     max_backoff        = "60s"
     max_doublings      = 5
     max_retry_duration = "0s"
+  }
+
+  # Refuse to delete a queue that still holds timers (on a shrink, a
+  # replacement, or `terraform destroy`): list one task, and fail if there is
+  # one, or if the listing fails. Needs gcloud on the applying machine, like
+  # the rest of the guide.
+  provisioner "local-exec" {
+    when    = destroy
+    command = "tasks=$(gcloud tasks list --queue=${self.name} --location=${self.location} --project=${self.project} --limit=1 --format='value(name)') || exit 1; [ -z \"$tasks\" ] || { echo \"queue ${self.name} still holds timers: keep it as tasks_queues_retired until it is empty (docs/deploy.md)\" >&2; exit 1; }"
   }
 
   depends_on = [google_project_service.apis]

@@ -6,19 +6,40 @@ variable "project_id" {
 }
 
 variable "region" {
-  description = "Region of the functions, the Cloud Tasks queues, the buckets and the analytics subnet."
+  description = "Region of the functions, the Cloud Tasks queues, the buckets and the analytics subnet (a Cloud Run region such as europe-west1)."
   type        = string
   default     = "europe-west1"
+
+  validation {
+    condition     = can(regex("^[a-z]+-[a-z]+[0-9]+$", var.region))
+    error_message = "region must be a region name such as europe-west1 (not a zone, not a multi-region)."
+  }
 }
 
 variable "firestore_location" {
   description = "Firestore location: a region such as europe-west1 (cheapest, nearest to the functions) or a multi-region such as eur3."
   type        = string
   default     = "europe-west1"
+
+  validation {
+    condition     = can(regex("^([a-z]+-[a-z]+[0-9]+|nam[0-9]+|eur[0-9]+)$", var.firestore_location))
+    error_message = "firestore_location must be a region (europe-west1) or a multi-region (nam5, eur3)."
+  }
+}
+
+variable "firestore_database" {
+  description = "Firestore database id of this deployment: \"(default)\" (the free tier applies to one database per project), or a named database (4-63 lowercase letters, digits, hyphens) for a second deployment beside another in the same project (docs/deploy.md, \"Two deployments in one project\")."
+  type        = string
+  default     = "(default)"
+
+  validation {
+    condition     = var.firestore_database == "(default)" || can(regex("^[a-z][a-z0-9-]{2,61}[a-z0-9]$", var.firestore_database))
+    error_message = "firestore_database must be \"(default)\" or 4-63 lowercase letters, digits and hyphens, starting with a letter."
+  }
 }
 
 variable "name_prefix" {
-  description = "Prefix of every resource name: 2-16 lowercase letters, digits or hyphens (service account ids are at most 30 characters)."
+  description = "Prefix of every resource name: 2-16 lowercase letters, digits or hyphens (service account ids are at most 30 characters). Two deployments in one project need two prefixes and two firestore_database values; everything else (topics, queues, functions, secrets, buckets, sink, log exclusion, roles) is named by the prefix."
   type        = string
   default     = "baton"
 
@@ -54,12 +75,22 @@ variable "function_memory" {
   description = "Memory of each function instance, Cloud Run syntax (e.g. 512Mi)."
   type        = string
   default     = "512Mi"
+
+  validation {
+    condition     = can(regex("^[1-9][0-9]*(Mi|Gi)$", var.function_memory))
+    error_message = "function_memory must be a whole number of Mi or Gi, e.g. 512Mi or 1Gi."
+  }
 }
 
 variable "function_cpu" {
-  description = "vCPUs of each function instance (at least 1 when function_threads > 1: Cloud Run allows concurrency only from 1 vCPU)."
+  description = "vCPUs of each function instance (at least 1 when function_threads > 1: Cloud Run allows concurrency only from 1 vCPU). docs/cost.md shows what a fraction of a vCPU at one request per instance would cost instead."
   type        = string
   default     = "1"
+
+  validation {
+    condition     = can(tonumber(var.function_cpu)) && tonumber(var.function_cpu) >= 0.083 && tonumber(var.function_cpu) <= 8
+    error_message = "function_cpu must be a number of vCPUs from 0.083 to 8 (Cloud Run's limits)."
+  }
 }
 
 variable "function_threads" {
@@ -77,6 +108,11 @@ variable "function_timeout_seconds" {
   description = "Request timeout of each function, s (15..1800: it is also the attempt deadline of the sweep's Cloud Scheduler job). A request runs one Firestore commit and at most one platform call; a sweep re-drives up to sweep_batch_size rooms."
   type        = number
   default     = 60
+
+  validation {
+    condition     = var.function_timeout_seconds >= 15 && var.function_timeout_seconds <= 1800
+    error_message = "function_timeout_seconds must be 15..1800: it is also the sweep job's attempt deadline (Cloud Scheduler's limits for HTTP targets)."
+  }
 }
 
 variable "min_instances" {
@@ -87,6 +123,11 @@ variable "min_instances" {
   validation {
     condition     = length(setsubtract(["enqueue", "deadletter", "webhook", "status", "timeout", "sweep"], keys(var.min_instances))) == 0
     error_message = "min_instances needs a value for each of enqueue, deadletter, webhook, status, timeout and sweep."
+  }
+
+  validation {
+    condition     = alltrue([for n in values(var.min_instances) : n >= 0 && n == floor(n)])
+    error_message = "min_instances values must be whole numbers, 0 or more."
   }
 }
 
@@ -99,6 +140,11 @@ variable "max_instances" {
     condition     = length(setsubtract(["enqueue", "deadletter", "webhook", "status", "timeout", "sweep"], keys(var.max_instances))) == 0
     error_message = "max_instances needs a value for each of enqueue, deadletter, webhook, status, timeout and sweep."
   }
+
+  validation {
+    condition     = alltrue([for n in values(var.max_instances) : n >= 1 && n == floor(n)])
+    error_message = "max_instances values must be whole numbers, 1 or more."
+  }
 }
 
 # ------------------------------------------- delivery settings (config.py) --
@@ -109,8 +155,8 @@ variable "ack_timeout_ms" {
   default     = 3000
 
   validation {
-    condition     = var.ack_timeout_ms >= 1
-    error_message = "ack_timeout_ms must be at least 1."
+    condition     = var.ack_timeout_ms >= 1 && var.ack_timeout_ms <= 2592000000
+    error_message = "ack_timeout_ms must be 1..2592000000 (a timer task is scheduled at most 30 days ahead)."
   }
 }
 
@@ -228,6 +274,11 @@ variable "whatsapp_api_base" {
   description = "WHATSAPP_API_BASE: base URL of the WhatsApp Cloud API."
   type        = string
   default     = "https://graph.facebook.com"
+
+  validation {
+    condition     = can(regex("^https://[^/]+$", var.whatsapp_api_base))
+    error_message = "whatsapp_api_base must be an https:// URL with no path or trailing slash."
+  }
 }
 
 variable "whatsapp_api_version" {
@@ -239,6 +290,11 @@ variable "whatsapp_api_version" {
 variable "whatsapp_phone_number_id" {
   description = "WHATSAPP_PHONE_NUMBER_ID: id of the sending WhatsApp Business phone number (Meta app dashboard, WhatsApp > API Setup; not a secret)."
   type        = string
+
+  validation {
+    condition     = can(regex("^[0-9]{5,20}$", var.whatsapp_phone_number_id))
+    error_message = "whatsapp_phone_number_id is the numeric phone-number id of the Meta app dashboard, not the phone number."
+  }
 }
 
 # ---------------------------------------------------- Pub/Sub, Cloud Tasks --
@@ -266,13 +322,35 @@ variable "dead_letter_max_attempts" {
 }
 
 variable "tasks_queue_count" {
-  description = "Number of ack-timeout Cloud Tasks queues. One queue dispatches at most 500 tasks/s; the code spreads rooms over the queues by a hash of the room id."
+  description = "Number of ack-timeout Cloud Tasks queues the functions write to (TASKS_QUEUE_COUNT). One queue dispatches at most 500 tasks/s; the code spreads rooms over the queues by a hash of the room id. To lower it, keep the old queues as tasks_queues_retired until they are empty (docs/deploy.md, \"Fewer timer queues\")."
   type        = number
   default     = 2
 
   validation {
-    condition     = var.tasks_queue_count >= 1 && var.tasks_queue_count <= 50
-    error_message = "tasks_queue_count must be 1..50."
+    condition     = var.tasks_queue_count >= 1 && var.tasks_queue_count <= 50 && var.tasks_queue_count == floor(var.tasks_queue_count)
+    error_message = "tasks_queue_count must be a whole number 1..50."
+  }
+}
+
+variable "tasks_queues_retired" {
+  description = "Queues kept after the tasks_queue_count active ones, written to by nobody, so the timers already scheduled on them still fire. Set it to the old count minus the new one when lowering tasks_queue_count, apply, wait until those queues are empty, then set it back to 0."
+  type        = number
+  default     = 0
+
+  validation {
+    condition     = var.tasks_queues_retired >= 0 && var.tasks_queues_retired <= 49 && var.tasks_queues_retired == floor(var.tasks_queues_retired)
+    error_message = "tasks_queues_retired must be a whole number 0..49."
+  }
+}
+
+variable "outbound_publishers" {
+  description = "IAM principals (serviceAccount:..., group:..., user:..., principal://..., principalSet://...) that may publish to the outbound topic: the producers. Empty: only project-level roles can publish."
+  type        = list(string)
+  default     = []
+
+  validation {
+    condition     = alltrue([for m in var.outbound_publishers : can(regex("^(serviceAccount|group|user|domain|principal|principalSet):", m))])
+    error_message = "outbound_publishers entries must be IAM principals such as serviceAccount:producer@PROJECT.iam.gserviceaccount.com (allUsers and allAuthenticatedUsers are refused)."
   }
 }
 
@@ -282,12 +360,45 @@ variable "log_retention_days" {
   description = "Days the delivery-event files are kept in the log bucket."
   type        = number
   default     = 90
+
+  validation {
+    condition     = var.log_retention_days >= 1
+    error_message = "log_retention_days must be at least 1."
+  }
 }
 
 variable "noncurrent_version_days" {
   description = "Days an overwritten or deleted object stays recoverable in the versioned buckets before it is removed."
   type        = number
   default     = 7
+
+  validation {
+    condition     = var.noncurrent_version_days >= 1
+    error_message = "noncurrent_version_days must be at least 1."
+  }
+}
+
+variable "keep_delivery_events_in_default_bucket" {
+  description = "Also keep the delivery events in the _Default log bucket (Logs Explorer, `gcloud logging read`, billed per GiB ingested: docs/cost.md). false: only the sink's bucket keeps them (hourly files, about an hour behind); the log-based metrics and alerts still count them."
+  type        = bool
+  default     = true
+}
+
+variable "keep_request_logs_in_default_bucket" {
+  description = "Keep Cloud Run's request logs of the six functions (one entry per invocation) in the _Default log bucket, billed per GiB ingested (docs/cost.md). false: dropped there; the request metrics (run.googleapis.com/request_count, request_latencies), the alerts on them and the functions' own logs stay."
+  type        = bool
+  default     = false
+}
+
+variable "webhook_public_access" {
+  description = "How the webhook is made public, since Meta cannot present a Google identity: \"all_users\" grants roles/run.invoker to allUsers; \"invoker_iam_check_disabled\" turns Cloud Run's invoker IAM check off on the webhook's service instead, for organisations whose Domain Restricted Sharing policy refuses allUsers (runs gcloud on the applying machine: docs/deploy.md)."
+  type        = string
+  default     = "all_users"
+
+  validation {
+    condition     = contains(["all_users", "invoker_iam_check_disabled"], var.webhook_public_access)
+    error_message = "webhook_public_access must be all_users or invoker_iam_check_disabled."
+  }
 }
 
 variable "analytics_subnet_cidr" {

@@ -15,7 +15,15 @@ INFRA_TERRAFORM ?= terraform
 INFRA_CHECKOV_ENV := BC_SKIP_MAPPING=TRUE CKV_SKIP_PACKAGE_UPDATE_CHECK=true CHECKOV_RUN_SCA_PACKAGE_SCAN_V2=false
 INFRA_CHECKOV_ARGS := -d $(INFRA_DIR) --framework terraform --quiet --compact --skip-download
 
-.PHONY: package test-infra infra-fmt infra-pytest infra-checkov
+# The pinned providers' schemas (tests/infra/provider_schema.py): the CDKTF
+# bindings' wheels, checked against their sha256 and downloaded once (about
+# 100 MB) into the infra virtualenv's own directory, then reduced to one
+# compact JSON per provider. Redone when the list changes.
+INFRA_SCHEMA_DIR := $(INFRA_VENV)/provider-schemas
+INFRA_SCHEMA_LIST := tests/infra/provider-schemas.txt
+INFRA_SCHEMA_STAMP := $(INFRA_SCHEMA_DIR)/.extracted
+
+.PHONY: package test-infra infra-fmt infra-pytest infra-checkov infra-schemas
 
 # Rebuilt when requirements-infra.txt changes; the venv itself is made once.
 $(INFRA_STAMP): requirements-infra.txt
@@ -38,13 +46,23 @@ infra-fmt:
 		echo "SKIPPED: terraform fmt -check ($(INFRA_TERRAFORM) is not installed on this machine)"; \
 	fi
 
-infra-pytest: $(INFRA_STAMP)
-	$(INFRA_PY) -m pytest tests/infra -q
+$(INFRA_SCHEMA_STAMP): $(INFRA_SCHEMA_LIST) tests/infra/provider_schema.py $(INFRA_STAMP)
+	mkdir -p $(INFRA_SCHEMA_DIR)
+	$(INFRA_PY) -m pip download -q --no-deps --only-binary=:all: --require-hashes \
+		-r $(INFRA_SCHEMA_LIST) -d $(INFRA_SCHEMA_DIR)
+	$(INFRA_PY) -m tests.infra.provider_schema extract $(INFRA_SCHEMA_DIR)
+	touch $@
+
+infra-schemas: $(INFRA_SCHEMA_STAMP)
+
+infra-pytest: $(INFRA_STAMP) $(INFRA_SCHEMA_STAMP)
+	BATON_PROVIDER_SCHEMAS=$(INFRA_SCHEMA_DIR) $(INFRA_PY) -m pytest tests/infra -q
 
 # Every skipped check carries its reason inline (checkov:skip=ID:reason);
 # tests/infra checks that none is missing one.
 infra-checkov: $(INFRA_STAMP)
 	$(INFRA_CHECKOV_ENV) $(INFRA_VENV)/bin/checkov $(INFRA_CHECKOV_ARGS)
 
-# All three, in this order; the first failure fails the target.
+# All three, in this order; the first failure fails the target. infra-pytest
+# includes the schema check that stands in for `terraform validate`.
 test-infra: infra-fmt infra-pytest infra-checkov

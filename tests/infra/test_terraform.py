@@ -229,8 +229,10 @@ def test_pubsub_agent_may_forward_dead_letters(tf):
     assert publish["role"] == "roles/pubsub.publisher" and "topic.dead_letter" in publish["topic"]
     assert ack["role"] == "roles/pubsub.subscriber" and "subscription.enqueue_push" in ack["subscription"]
     assert publish["member"] == ack["member"] == "${local.pubsub_service_agent}"
+    # The agent is created up front (it may not exist right after the API is
+    # enabled), and the grants name it through that resource.
     agent = tf["locals"]["pubsub_service_agent"]
-    assert re.fullmatch(r"serviceAccount:service-\$\{data\.google_project\.this\.number\}@gcp-sa-pubsub\.iam\.gserviceaccount\.com", agent)
+    assert agent == '${google_project_service_identity.agent["pubsub.googleapis.com"].member}'
 
 
 # ---------------------------------------------------------------- access --
@@ -247,6 +249,8 @@ def test_only_the_webhook_is_public(tf):
     assert rtype == "google_cloud_run_service_iam_member"
     assert body["service"] == '${google_cloudfunctions2_function.fn["webhook"].name}'
     assert body["role"] == "roles/run.invoker"
+    # Only when allUsers is allowed; otherwise the webhook's invoker check is off.
+    assert body["count"] == '${var.webhook_public_access == "all_users" ? 1 : 0}'
 
 
 def test_internal_functions_are_internal_only_and_invoked_only_by_their_callers(tf):
@@ -277,12 +281,14 @@ def test_the_tasks_identity_is_usable_by_the_functions_that_create_tasks(tf):
     act_as = resource(tf, "google_service_account_iam_member", "function_acts_as_tasks_invoker")
     assert act_as["role"] == "roles/iam.serviceAccountUser"
     assert act_as["service_account_id"] == "${google_service_account.tasks_invoker.name}"
-    assert act_as["for_each"] == "${local.functions}"
+    assert act_as["for_each"] == "${local.stateful_functions}"
     enqueuer = resource(tf, "google_cloud_tasks_queue_iam_member", "function_enqueuer")
     assert enqueuer["role"] == "roles/cloudtasks.enqueuer"
-    # Granted on the queues, for every function.
+    # Granted on the active queues (not the retired ones), for every function
+    # that applies room events.
     assert "google_cloud_tasks_queue.ack_timeouts" in enqueuer["name"]
-    assert "local.functions" in enqueuer["for_each"] and "var.tasks_queue_count" in enqueuer["for_each"]
+    assert "local.stateful_functions" in enqueuer["for_each"]
+    assert "range(var.tasks_queue_count)" in enqueuer["for_each"]
 
 
 def test_no_basic_roles_and_every_role_is_explained_in_a_comment(tf, tf_text):
@@ -331,11 +337,15 @@ def test_secrets_are_never_plain_environment_variables(tf, tf_text):
     assert set(tf["locals"]["secrets"]) == SECRET_ENV_VARS
     per_function = tf["locals"]["function_secrets"]
     assert set(per_function) == FUNCTIONS
-    assert set(as_list(per_function["webhook"])) == SECRET_ENV_VARS
-    # Every function may send: sweep re-drives rooms, deadletter runs the room rules.
-    assert all("WHATSAPP_ACCESS_TOKEN" in as_list(names) for names in per_function.values())
+    # The webhook: all three in direct mode; in queued mode it sends nothing,
+    # so only what checks signatures and answers the handshake.
+    assert per_function["webhook"] == "${local.webhook_secrets[var.webhook_mode]}"
+    by_mode = tf["locals"]["webhook_secrets"]
+    assert set(by_mode) == {"direct", "queued"}
+    assert set(as_list(by_mode["direct"])) == SECRET_ENV_VARS
+    assert set(as_list(by_mode["queued"])) == SECRET_ENV_VARS - {"WHATSAPP_ACCESS_TOKEN"}
+    # Every other function may send: sweep re-drives rooms, deadletter runs the room rules.
     assert all(set(as_list(per_function[fn])) == {"WHATSAPP_ACCESS_TOKEN"} for fn in FUNCTIONS - {"webhook"})
-    assert all(set(as_list(names)) <= SECRET_ENV_VARS for names in per_function.values())
     config = resource(tf, "google_cloudfunctions2_function", "fn")["service_config"]
     mounted = config["dynamic"]["secret_environment_variables"]
     assert mounted["for_each"] == "${toset(local.function_secrets[each.key])}"
@@ -359,7 +369,8 @@ def test_each_function_reads_only_its_own_secrets(tf):
 
 def test_every_setting_the_code_reads_is_set_and_nothing_else(tf):
     plain = set(tf["locals"]["function_env"])
-    secret = set().union(*(as_list(names) for names in tf["locals"]["function_secrets"].values()))
+    secret = set().union(*(as_list(names) for fn, names in tf["locals"]["function_secrets"].items() if fn != "webhook"),
+                         *(as_list(names) for names in tf["locals"]["webhook_secrets"].values()))
     wanted = set(ENV_VARS) - LOCAL_ONLY_ENV_VARS
     assert wanted - plain - secret == set(), "read by the code, not set by Terraform"
     assert plain - wanted - PLATFORM_ENV_VARS == set(), "set by Terraform, read by nobody"
@@ -407,7 +418,7 @@ def test_timeout_url_is_deterministic_and_creates_no_cycle(tf):
 def test_queues_match_what_the_code_expects(tf):
     queue = resource(tf, "google_cloud_tasks_queue", "ack_timeouts")
     env = tf["locals"]["function_env"]
-    assert queue["count"] == "${var.tasks_queue_count}"
+    assert queue["count"] == "${var.tasks_queue_count + var.tasks_queues_retired}"
     assert queue["name"] == "${local.tasks_queue_prefix}-${count.index}"
     assert env["TASKS_QUEUE_PREFIX"] == "${local.tasks_queue_prefix}"
     assert env["TASKS_QUEUE_COUNT"] == "${tostring(var.tasks_queue_count)}"
@@ -493,15 +504,29 @@ def test_firestore_is_native_and_rules_deny_every_client(tf):
     assert re.search(r"match /\{document=\*\*\}\s*\{\s*allow read, write: if false;\s*\}", content)
     assert "if true" not in content and content.count("allow") == 1
     release = resource(tf, "google_firebaserules_release", "firestore")
-    assert release["name"] == "cloud.firestore"
+    # (default) enforces the release `cloud.firestore`; a named database
+    # (a second deployment's) enforces `cloud.firestore/DATABASE`.
+    assert release["name"] == ('${google_firestore_database.main.name == "(default)" ? "cloud.firestore" : '
+                               '"cloud.firestore/${google_firestore_database.main.name}"}')
+    assert db["name"] == "${var.firestore_database}"
     # The API wants the ruleset's full resource name, not its bare id.
     assert release["ruleset_name"] == "projects/${var.project_id}/rulesets/${google_firebaserules_ruleset.deny_all.name}"
 
 
 def test_the_sink_routes_only_delivery_events(tf):
     sink = resource(tf, "google_logging_project_sink", "delivery_events")
-    assert re.search(rf'jsonPayload\.log_type\s*=\s*\\?"{re.escape(LOG_TYPE)}\\?"', sink["filter"])
-    assert METRICS_LOG_TYPE not in sink["filter"] and " OR " not in sink["filter"]
+    assert sink["filter"] == "${local.delivery_events_filter}"
+    log_filter = tf["locals"]["delivery_events_filter"]
+    assert re.search(rf'jsonPayload\.log_type\s*=\s*\\*"{re.escape(LOG_TYPE)}\\*"', log_filter)
+    assert METRICS_LOG_TYPE not in log_filter
+    # This deployment's services by exact name, not by prefix: "baton-"
+    # would also match a second deployment "baton-2-...".
+    assert "${local.services_filter}" in log_filter
+    services = tf["locals"]["services_filter"]
+    assert 'resource.type=\\"cloud_run_revision\\"' in services
+    assert "resource.labels.service_name=(" in services and "local.service_names" in services
+    assert "starts_with" not in services
+    assert tf["locals"]["service_names"] == '${[for f in sort(tolist(local.functions)) : "${var.name_prefix}-${f}"]}'
     assert 'bucket["delivery-log"]' in sink["destination"]
     assert sink["unique_writer_identity"] is True
     grant = resource(tf, "google_storage_bucket_iam_member", "sink_writes_log")
@@ -541,7 +566,10 @@ def test_every_function_has_instance_limits(tf):
     for limit in ("min_instances", "max_instances"):
         body = tf["variable"][limit]
         assert set(body["default"]) == FUNCTIONS, limit
-        assert members(body["validation"]["condition"]) == FUNCTIONS, limit
+        conditions = [v["condition"] for v in blocks(body, "validation")]
+        assert any(members(c) == FUNCTIONS for c in conditions), limit
+        # and every value is a whole number of instances
+        assert any("alltrue" in c and "floor" in c for c in conditions), limit
 
 
 def test_variables_are_typed_and_described_and_outputs_described(tf):
@@ -564,11 +592,31 @@ def test_every_variable_is_used_and_every_used_variable_declared(tf_text):
     assert declared - used == set(), "declared but never used"
 
 
-def test_provider_versions_are_bounded(tf):
-    google = tf["terraform"][0]["required_providers"]["google"]
-    assert google["source"] == "hashicorp/google"
-    assert re.fullmatch(r">= [0-9.]+, < [0-9.]+", google["version"])
-    assert re.fullmatch(r">= [0-9.]+, < [0-9.]+", tf["terraform"][0]["required_version"])
+def test_providers_are_pinned_to_the_checked_schemas_and_locked():
+    """versions.tf, .terraform.lock.hcl, the schema check's PROVIDERS and the
+    wheels it downloads (provider-schemas.txt) name the same versions: the
+    schema that `make test-infra` checks is the one `terraform init` installs."""
+    from tests.infra.provider_schema import PROVIDERS
+
+    with (INFRA / "versions.tf").open() as fh:
+        terraform = hcl2.load(fh)["terraform"][0]
+    required = {name: spec[0] for name, spec in terraform["required_providers"][0].items() if not name.startswith("__")}
+    assert re.fullmatch(r">= [0-9.]+, < [0-9.]+", terraform["required_version"][0])
+    assert set(required) == set(PROVIDERS)
+    lock = (INFRA / ".terraform.lock.hcl").read_text()
+    locked = dict(re.findall(r'provider "registry\.terraform\.io/([\w/-]+)" \{\s*version\s*=\s*"([0-9.]+)"', lock))
+    wheels = dict(re.findall(r"^([a-z-]+)==([0-9.]+) --hash=sha256:[0-9a-f]{64}$",
+                             (ROOT / "tests" / "infra" / "provider-schemas.txt").read_text(), re.M))
+    for name, (source, version, package, package_version) in PROVIDERS.items():
+        assert required[name] == {"source": source, "version": version}, name
+        assert locked.get(source) == version, f"{source}: .terraform.lock.hcl says {locked.get(source)}"
+        assert wheels.get(package) == package_version, package
+    assert set(locked) == {source for source, *_ in PROVIDERS.values()}
+    # Every locked provider carries checksums for several platforms (zh:
+    # hashes of the registry's zip files), so `terraform init` verifies what
+    # it downloads.
+    for block in re.findall(r'provider "[^"]+" \{(.*?)\n\}', lock, re.S):
+        assert len(re.findall(r'"zh:[0-9a-f]{64}"', block)) >= 10
 
 
 def test_layout_follows_terraform_google_modules():
@@ -586,7 +634,7 @@ def test_the_deploy_guide_lists_every_resource_and_no_other(tf):
     resource that is gone (such as the old dead-letter pull subscription)."""
     guide = (ROOT / "docs" / "deploy.md").read_text()
     declared = {f"{rtype}.{name}" for rtype, named in tf["resource"].items() for name in named}
-    named = set(re.findall(r"\b(google_[a-z0-9_]+\.[a-z0-9_]+)", guide))
+    named = set(re.findall(r"\b((?:google|time|terraform)_[a-z0-9_]+\.[a-z0-9_]+)", guide))
     assert declared - named == set(), "resources missing from docs/deploy.md"
     assert named - declared == set(), "docs/deploy.md names resources that do not exist"
 
