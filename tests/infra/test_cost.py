@@ -1,0 +1,140 @@
+"""The cost model (tools/cost.py, docs/cost.md): pure arithmetic on the
+committed bench snapshot, so unit tests of its logic, and the check that the
+docs quote what it computes."""
+
+from __future__ import annotations
+
+import copy
+import importlib.util
+import json
+import re
+import sys
+from pathlib import Path
+
+import hcl2
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+SNAPSHOT = ROOT / "docs" / "cost-inputs.json"
+
+
+@pytest.fixture(scope="module")
+def cost():
+    spec = importlib.util.spec_from_file_location("cost", ROOT / "tools" / "cost.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["cost"] = module  # dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def snapshot() -> dict:
+    return json.loads(SNAPSHOT.read_text())
+
+
+@pytest.fixture(scope="module")
+def deploy(cost) -> dict:
+    return cost.deployment()
+
+
+def line(result: dict, prefix: str) -> tuple:
+    return next(row for row in result["items"] if row[0].startswith(prefix))
+
+
+def test_the_snapshot_comes_from_a_real_bench_run(snapshot):
+    assert snapshot["measured"].startswith("make bench-core, ")
+    assert re.search(r"\d{4}-\d\d-\d\d \d\d:\d\d UTC", snapshot["measured"])
+    for mode, inputs in snapshot["modes"].items():
+        assert inputs["counts"]["webhook_mode"] == mode
+        assert inputs["counts"]["ended_messages"] > 1000
+        assert inputs["events"]["per_message"] > 1 and inputs["functions"]
+
+
+def test_the_deployment_is_read_from_the_terraform_defaults(deploy):
+    with (ROOT / "infra" / "variables.tf").open() as fh:
+        variables = {name: body for block in hcl2.load(fh)["variable"] for name, body in block.items()}
+    assert deploy["cpu"] == float(variables["function_cpu"]["default"][0])
+    assert deploy["threads"] == variables["function_threads"]["default"][0]
+    assert deploy["memory_gib"] * 1024 == int(variables["function_memory"]["default"][0].removesuffix("Mi"))
+    assert deploy["min_instances"] == variables["min_instances"]["default"][0]
+    assert deploy["webhook_mode"] == variables["webhook_mode"]["default"][0]
+    assert deploy["keep_request_logs"] is variables["keep_request_logs_in_default_bucket"]["default"][0]
+
+
+def test_each_line_is_its_count_times_its_list_price(cost, snapshot, deploy):
+    inputs = snapshot["modes"]["direct"]
+    base = cost.cost(inputs, deploy, 20.0)
+    more = copy.deepcopy(inputs)
+    more["counts"]["firestore_reads_per_message"] += 1
+    more["counts"]["tasks_created_per_message"] += 2
+    after = cost.cost(more, deploy, 20.0)
+    read_price = cost.PRICES["firestore_read"].usd * cost.MILLION
+    task_price = cost.PRICES["tasks_operation"].usd * cost.MILLION
+    assert line(after, "Firestore document reads")[3] - line(base, "Firestore document reads")[3] == pytest.approx(read_price)
+    assert line(after, "Cloud Tasks")[3] - line(base, "Cloud Tasks")[3] == pytest.approx(2 * task_price)
+    assert after["total"] - base["total"] == pytest.approx(read_price + 2 * task_price)
+    assert base["total"] == pytest.approx(sum(row[3] for row in base["items"]))
+
+
+def test_an_unknown_function_is_priced_as_one_more_invocation(cost, snapshot, deploy):
+    inputs = copy.deepcopy(snapshot["modes"]["direct"])
+    base = cost.cost(inputs, deploy, 20.0)
+    inputs["counts"]["inv_newthing_per_message"] = 1.0
+    after = cost.cost(inputs, deploy, 20.0)
+    assert line(after, "function requests")[1] == pytest.approx(line(base, "function requests")[1] + 1)
+    assert line(after, "function CPU")[3] > line(base, "function CPU")[3]
+    # sweep runs on a schedule, not per message: a fixed monthly cost instead.
+    inputs["counts"]["inv_sweep_per_message"] = 5.0
+    assert cost.cost(inputs, deploy, 20.0)["total"] == pytest.approx(after["total"])
+
+
+def test_billing_follows_cloud_runs_rules(cost):
+    billed = cost.billed_seconds_per_second
+    # Quiet: every request alone on its instance, at least 100 ms each.
+    assert billed(0.01, 0.02, 8) / 0.01 == pytest.approx(0.1, rel=0.01)
+    assert billed(0.01, 0.3, 8) / 0.01 == pytest.approx(0.35, rel=0.01)
+    # Busy: requests share instances, never below total time / target concurrency.
+    assert billed(1000, 0.1, 8) == pytest.approx(1000 * 0.1 / (8 * 0.6))
+    assert billed(1000, 0.1, 1) == pytest.approx(1000 * 0.1 / 0.6)
+    # More load, less billed time per request.
+    per_request = [billed(rate, 0.05, 8) / rate for rate in (0.1, 1, 10, 100)]
+    assert per_request == sorted(per_request, reverse=True)
+
+
+def test_deleting_the_timer_on_ack_removes_the_timers_that_fire_for_nothing(cost, snapshot, deploy):
+    inputs = snapshot["modes"]["direct"]
+    stale = inputs["events"]["timeout_ignored_per_message"]
+    base = cost.cost(inputs, deploy, 20.0)
+    lever = cost.cost(inputs, deploy, 20.0, frozenset({"delete_timer_on_ack"}))
+    assert line(lever, "function requests")[1] == pytest.approx(line(base, "function requests")[1] - stale)
+    assert line(lever, "Firestore document reads")[1] < line(base, "Firestore document reads")[1]
+    # A DeleteTask call replaces the dispatch it saves: Cloud Tasks costs the same.
+    assert line(lever, "Cloud Tasks")[3] == pytest.approx(line(base, "Cloud Tasks")[3])
+    assert lever["total"] < base["total"]
+
+
+def test_log_switches_price_the_default_bucket_only(cost, snapshot, deploy):
+    inputs = snapshot["modes"]["direct"]
+    kept = cost.cost(inputs, {**deploy, "keep_delivery_events": True, "keep_request_logs": True}, 20.0)
+    dropped = cost.cost(inputs, {**deploy, "keep_delivery_events": False, "keep_request_logs": False}, 20.0)
+    for name in ("Cloud Logging: delivery events", "Cloud Logging: Cloud Run request logs"):
+        assert line(kept, name)[3] > 0 and line(dropped, name)[3] == 0
+        assert line(kept, name)[1] == line(dropped, name)[1]  # the volume is still shown
+
+
+def test_the_docs_quote_the_model_and_nothing_else(cost, snapshot, deploy):
+    mode = snapshot["default_mode"]
+    inputs = snapshot["modes"][mode]
+    result = cost.report(inputs, f"{SNAPSHOT.relative_to(ROOT)} ({snapshot['measured']})", deploy,
+                         cost.REFERENCE_RATE, mode)
+    total = cost.money(result["base"]["total"])
+    doc = (ROOT / "docs" / "cost.md").read_text()
+    block = re.search(r"<!-- make cost-docs: begin -->\n(.*)\n<!-- make cost-docs: end -->", doc, re.S).group(1)
+    assert block == cost.render_markdown(result), "docs/cost.md is stale: run `make cost-docs` and paste it"
+    assert doc.startswith(f"# What one million delivered messages cost\n\n**{total} per million delivered messages**")
+    queued = cost.report(snapshot["modes"]["queued"], "", deploy, cost.REFERENCE_RATE, "queued")
+    assert f"In queued mode: {cost.money(queued['base']['total'])}." in doc
+    deploy_guide = (ROOT / "docs" / "deploy.md").read_text()
+    assert f"**{total} per million delivered messages**" in deploy_guide
+    quoted = set(re.findall(r"\$\d+\.\d\d", deploy_guide))
+    assert quoted == {total}, f"docs/deploy.md quotes other figures: {quoted - {total}}"
