@@ -1,7 +1,8 @@
 """`make package`: the functions' source archive, built reproducibly.
 
-`dist/baton-functions.zip` holds what Cloud Functions builds `enqueue`,
-`webhook` and `timeout` from:
+`dist/baton-functions.zip` holds what Cloud Functions builds the six
+functions from (enqueue, deadletter, webhook, status, timeout, sweep: one
+archive, six entry points, infra/functions.tf):
 
     main.py            functions/main.py, at the root (the entry points)
     requirements.txt   the runtime dependencies, installed by the build
