@@ -57,6 +57,8 @@ locals {
   # Every metric counts only delivery events (the sink's own filter, logging in main.tf).
   delivery_log = "jsonPayload.log_type=\"baton.delivery\""
   metric_type  = "logging.googleapis.com/user/${var.name_prefix}"
+  # This deployment's services only, so a second name_prefix in the project is not counted.
+  service_names_quoted = join(", ", [for n in local.service_names : "\"${n}\""])
 
   # Counters: one per event that needs watching.
   delivery_counters = {
@@ -114,7 +116,7 @@ locals {
       }
       errors = {
         title   = "Function answers 5xx (per second)", plot = "LINE",
-        filter  = "metric.type=\"run.googleapis.com/request_count\" AND resource.type=\"cloud_run_revision\" AND resource.label.service_name=starts_with(\"${var.name_prefix}-\") AND metric.label.response_code_class=\"5xx\"",
+        filter  = "metric.type=\"run.googleapis.com/request_count\" AND resource.type=\"cloud_run_revision\" AND resource.label.service_name=one_of(${local.service_names_quoted}) AND metric.label.response_code_class=\"5xx\"",
         aligner = "ALIGN_RATE", reducer = "REDUCE_SUM", group = ["resource.label.service_name"]
       }
     } :
@@ -349,7 +351,7 @@ resource "google_monitoring_alert_policy" "function_5xx" {
   conditions {
     display_name = "5xx answers per second, by function"
     condition_threshold {
-      filter          = "metric.type=\"run.googleapis.com/request_count\" AND resource.type=\"cloud_run_revision\" AND resource.label.service_name=starts_with(\"${var.name_prefix}-\") AND metric.label.response_code_class=\"5xx\""
+      filter          = "metric.type=\"run.googleapis.com/request_count\" AND resource.type=\"cloud_run_revision\" AND resource.label.service_name=one_of(${local.service_names_quoted}) AND metric.label.response_code_class=\"5xx\""
       comparison      = "COMPARISON_GT"
       threshold_value = var.alert_function_5xx_per_s
       duration        = "300s"
