@@ -510,6 +510,21 @@ class ScheduleTimer:
 
 
 @dataclass(frozen=True)
+class CancelTimer:
+    """Delete the still-pending timer task of (incarnation, seq, attempt) due at
+    `due_at_us`: its attempt has ended before the timer was due (an ack, a
+    failure, a skip). Saves the task's dispatch and the `timeout` call that
+    would only log `timeout_ignored`. Best effort: a timer that is not deleted
+    fires and is ignored, as every stale timer is."""
+
+    room_id: str
+    incarnation: int
+    seq: int
+    attempt: int
+    due_at_us: int
+
+
+@dataclass(frozen=True)
 class KeepDeadLetter:
     """Keep a message baton gave up on, with its body, for a later redrive.
     Written in the same transaction as the room (data, not a side effect)."""
@@ -521,7 +536,7 @@ class KeepDeadLetter:
     reason: str
 
 
-Effect = Send | ScheduleTimer | KeepDeadLetter
+Effect = Send | ScheduleTimer | CancelTimer | KeepDeadLetter
 
 
 @dataclass(frozen=True)
@@ -801,18 +816,28 @@ class Transition:
         ended = (*state.ended, Ended(msg.seq, msg.message_id, str(outcome)))[-self.policy.dedup_retention:]
         return replace(state, counts=counts, ended=ended)
 
+    def cancel_pending_timer(self, state: RoomState, flight: InFlight) -> None:
+        """An attempt ending before its wake-up leaves a timer task that can
+        only be ignored: ask for it to be deleted (after the next send)."""
+        if flight.due_at_us > self.now_us:
+            self.effects.append(CancelTimer(state.room_id, state.incarnation, flight.message.seq, flight.attempt,
+                                            flight.due_at_us))
+
     def end(self, state: RoomState, outcome: EventType, trigger: Trigger, cause: str, **fields: object) -> RoomState:
         """End the in-flight message as `outcome` and pass the baton to the head
         of the queue, if any (same transaction: no lost wake-up)."""
         flight = state.in_flight
         assert flight is not None
         self.log(outcome, flight.message, attempt=flight.attempt, **fields)
+        self.cancel_pending_timer(state, flight)
         state = replace(self.record_end(state, flight.message, outcome), in_flight=None)
         return self.advance(state, trigger, cause)
 
     def release(self, state: RoomState, trigger: Trigger, cause: str) -> RoomState:
         """Pass the baton of an in-flight message that has already ended
         (skipped while its send could still go out) to the head of the queue."""
+        assert state.in_flight is not None
+        self.cancel_pending_timer(state, state.in_flight)
         return self.advance(replace(state, in_flight=None), trigger, cause)
 
     def give_up(self, state: RoomState, reason: str, cause: str) -> RoomState:

@@ -43,6 +43,7 @@ from shared.providers import Sender, SendOutcome, SendResult
 from shared.providers.whatsapp import handshake_challenge, parse_statuses, signature_valid
 from shared.push import ROOM_ID, Rejected, parse_push
 from shared.room import (
+    CancelTimer,
     Decision,
     Effect,
     KeepDeadLetter,
@@ -394,14 +395,20 @@ class DeliveryService:
         at the end if a timer could not be armed."""
         work: deque[Decision] = deque([decision])
         arm_failures: list[str] = []
+        cancels: list[CancelTimer] = []
         while work:
             d = work.popleft()
             for ev in d.events:
                 self.events.emit(ev)
             for effect in d.effects:
+                if isinstance(effect, CancelTimer):
+                    cancels.append(effect)  # last: the next message's send does not wait for it
+                    continue
                 follow_up = self._run_effect(room_id, effect, component, arm_failures)
                 if follow_up is not None:
                     work.append(follow_up)
+        for cancel in cancels:
+            self.timers.cancel(cancel)
         if arm_failures:
             raise TimerArmFailed("; ".join(arm_failures))
 

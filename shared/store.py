@@ -69,6 +69,7 @@ class OpCounts:
     firestore_reads: int = 0
     firestore_writes: int = 0
     tasks_created: int = 0
+    tasks_deleted: int = 0  # DeleteTask calls for timers whose attempt ended first
     send_calls: int = 0
     status_publishes: int = 0  # messages published to the status queue or its error queue
 

@@ -26,7 +26,7 @@ from google.cloud.tasks_v2.services.cloud_tasks.transports import CloudTasksGrpc
 from google.protobuf import timestamp_pb2
 
 from shared.config import Settings
-from shared.room import ScheduleTimer
+from shared.room import CancelTimer, ScheduleTimer
 from shared.store import op_counts
 
 
@@ -39,7 +39,7 @@ def queue_index(room_id: str, queue_count: int) -> int:
     return int(_room_hash(room_id)[:8], 16) % queue_count
 
 
-def task_id(timer: ScheduleTimer) -> str:
+def task_id(timer: ScheduleTimer | CancelTimer) -> str:
     """Task id of a timer: `{hash16}-{seq}-{attempt}-{due_ms}`, the hash over
     the room id and its incarnation (letters, digits, `-` only, as Cloud Tasks
     requires). Every timer the room arms has a new due time or attempt, so a
@@ -72,6 +72,9 @@ class TimerScheduler:
         settings: project, location, queue prefix and count, the `timeout`
             function's URL, and the service account for the OIDC token.
     """
+
+    # Set once a DeleteTask call is answered UNIMPLEMENTED (the emulator).
+    _delete_unimplemented = False
 
     def __init__(self, client: tasks_v2.CloudTasksClient, settings: Settings) -> None:
         self._client = client
@@ -115,6 +118,29 @@ class TimerScheduler:
         except gexc.AlreadyExists:
             pass
         op_counts().tasks_created += 1
+
+    def cancel(self, timer: CancelTimer) -> bool:
+        """Delete the task of a timer whose attempt has ended; True if deleted.
+
+        Best effort, never raises: a task that already ran or was deleted
+        (NOT_FOUND), a refusal or an outage leave the timer to fire and be
+        ignored, as before. The local emulator does not implement DeleteTask
+        (UNIMPLEMENTED): the first such answer turns deletion off for this
+        process. One DeleteTask call is one Cloud Tasks operation, the same
+        price as the dispatch it saves (https://cloud.google.com/tasks/pricing).
+        """
+        if TimerScheduler._delete_unimplemented:
+            return False
+        name = f"{self.queue_path(timer.room_id)}/tasks/{task_id(timer)}"
+        op_counts().tasks_deleted += 1
+        try:
+            self._client.delete_task(name=name, timeout=5.0)
+            return True
+        except gexc.MethodNotImplemented:
+            TimerScheduler._delete_unimplemented = True
+        except (gexc.GoogleAPICallError, gexc.RetryError):
+            pass
+        return False
 
     def ensure_queues(self) -> None:
         """Create the queues if missing (local stack only; Terraform owns them in the cloud)."""

@@ -22,6 +22,7 @@ from google.api_core import exceptions as gexc
 from shared.events import DeliveryEvent
 from shared.providers import SendOutcome, SendResult
 from shared.room import (
+    CancelTimer,
     Decision,
     KeepDeadLetter,
     RoomState,
@@ -337,6 +338,7 @@ class ArmedTask:
     runs: int = 0
     done: bool = False
     lost: bool = False
+    deleted: bool = False
 
     @property
     def room_id(self) -> str:
@@ -420,9 +422,19 @@ class FakeTimers:
                 meanwhile(end_us)
             self._clock.advance_to_us(end_us)
 
+    def cancel(self, timer: CancelTimer) -> bool:
+        """Delete `timer`'s task if it has not run (DeleteTask); True if deleted."""
+        name = task_id(timer)
+        for task in self.tasks:
+            if task.name == name and not task.done and not task.deleted:
+                task.deleted = True
+                return True
+        return False
+
     def pending(self, room_id: str | None = None) -> list[ArmedTask]:
-        """Tasks not yet answered 2xx (and not lost), earliest due first."""
-        found = [t for t in self.tasks if not t.done and not t.lost and (room_id is None or t.room_id == room_id)]
+        """Tasks not yet answered 2xx (and not lost or deleted), earliest due first."""
+        found = [t for t in self.tasks if not t.done and not t.lost and not t.deleted
+                 and (room_id is None or t.room_id == room_id)]
         return sorted(found, key=lambda t: t.due_at_us)
 
     def due(self) -> list[ArmedTask]:

@@ -158,6 +158,26 @@ def test_a_timer_reaches_the_timeout_function(stack, room_id):
     assert (events[0]["seq"], events[0]["attempt"]) == (3, 2)
 
 
+def test_cancelling_a_timer_on_the_emulator_is_harmless_and_the_timer_still_fires(stack, room_id, monkeypatch):
+    """The emulator answers DeleteTask UNIMPLEMENTED: `cancel` says so (False),
+    raises nothing, stops trying, and the timer fires and is ignored as any
+    stale timer (on the real service it would be deleted)."""
+    from shared import config
+    from shared.room import CancelTimer
+    from shared.tasks import TimerScheduler, make_client
+
+    monkeypatch.setattr(TimerScheduler, "_delete_unimplemented", False)
+    settings = dataclasses.replace(config.load(), timeout_url=stack.url("timeout"), tasks_queue_count=4)
+    scheduler = TimerScheduler(make_client(settings), settings)
+    due = time.time_ns() // 1000 + 300_000
+    scheduler.schedule(ScheduleTimer(room_id, 12345, 4, 1, due))
+    assert scheduler.cancel(CancelTimer(room_id, 12345, 4, 1, due)) is False
+    assert TimerScheduler._delete_unimplemented
+    events = wait_for(lambda: [e for e in room_events(stack, room_id) if e["event"] == "timeout_ignored"],
+                      what="the timer's call of `timeout`")
+    assert (events[0]["seq"], events[0]["attempt"]) == (4, 1)
+
+
 def test_a_task_that_is_not_a_timer_is_dropped_with_its_reason_not_retried_forever(stack):
     """The timer queues retry without limit, so only a 2xx ends a task; one
     that can never be a timer is answered 200 with the reason, and logged."""

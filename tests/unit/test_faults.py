@@ -1479,3 +1479,22 @@ def test_found_a_failing_room_in_a_batched_webhook_delays_the_other_rooms_ack():
         state.fail_next_commit()
         state.status_webhook_two_rooms(pick=0, other=0)
     """)
+
+
+def test_an_ack_deletes_the_acked_attempts_timer_after_the_next_send():
+    """Cost lever of issue 16: the ack of m1 deletes m1's pending timer task
+    (DeleteTask), so Cloud Tasks never calls `timeout` for it; m2 was sent
+    first, and m2's own timer stays."""
+    state = replay(RoomDeliveryMachine, """
+        state.publish(room='room-0')
+        state.publish(room='room-0')
+        state.status_webhook(pick=0, status='delivered')
+        state.advance_clock(ms=4000)
+    """)
+    world = state.world
+    m1_task, m2_task = [t for t in world.timers.tasks if t.room_id == "room-0"][:2]
+    assert (m1_task.timer.seq, m2_task.timer.seq) == (1, 2)
+    assert m1_task.deleted and m1_task.runs == 0
+    assert not m2_task.deleted and m2_task.runs == 1
+    assert [c.seq for c in world.platform.calls] == [1, 2]
+    assert "timeout_ignored" not in [str(e.event) for e in world.events.logged]

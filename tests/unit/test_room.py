@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from shared import docsize
 from shared.events import TERMINAL_EVENTS
 from shared.room import (
+    CancelTimer,
     Enqueue,
     KeepDeadLetter,
     Park,
@@ -119,6 +120,25 @@ def test_busy_room_queues_and_the_ack_passes_the_baton_in_publish_order():
     state, d = step(state, ack(state, 3))
     assert sends(d) == [] and state.in_flight is None and state.pending == ()
     assert state.counts == {"acked": 3} and state.wake_at_us is None and not state.holds_messages
+
+
+def cancels(d) -> list[tuple[int, int, int]]:
+    return [(e.seq, e.attempt, e.due_at_us) for e in d.effects if isinstance(e, CancelTimer)]
+
+
+def test_an_ack_before_the_wake_up_cancels_the_pending_timer_and_a_timeout_does_not():
+    state = sent_room("m1", "m2")
+    due = state.in_flight.due_at_us
+    acked, d = step(state, ack(state, 1))
+    assert cancels(d) == [(1, 1, due)]  # the task armed for the acked attempt, by its name's fields
+    assert CancelTimer("r1", inc(state), 1, 1, due) in d.effects
+    assert sends(d) == [(2, 1)] and timers(d) == [(2, 1, acked.in_flight.due_at_us)]
+    # The timer that fires at its due time after the ack deadline is the one running: nothing to cancel.
+    timed_out, d = step(state, fire(state, due))
+    assert kinds(d)[0] == "timed_out" and cancels(d) == []
+    # A failure status before the wake-up ends the message too: its timer goes.
+    _, d = step(state, ack(state, 1, status="failed"))
+    assert kinds(d)[0] == "failed" and cancels(d) == [(1, 1, due)]
 
 
 def test_enqueue_while_the_last_ack_is_applied_is_not_lost():
