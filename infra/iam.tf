@@ -188,6 +188,21 @@ resource "google_cloud_tasks_queue_iam_member" "function_enqueuer" {
   depends_on = [time_sleep.identities_propagate]
 }
 
+# roles/cloudtasks.taskDeleter on the same queues: an attempt that ends before
+# its timer is due (an ack, mostly) deletes that timer's task (shared/tasks.py,
+# TimerScheduler.cancel), saving its dispatch and a `timeout` call
+# (docs/cost.md). Without the grant the delete is refused and the timer fires
+# and is ignored, as before: nothing breaks.
+resource "google_cloud_tasks_queue_iam_member" "function_task_deleter" {
+  for_each   = { for pair in setproduct(tolist(local.stateful_functions), range(var.tasks_queue_count)) : "${pair[0]}-${pair[1]}" => pair }
+  project    = var.project_id
+  location   = var.region
+  name       = google_cloud_tasks_queue.ack_timeouts[each.value[1]].name
+  role       = "roles/cloudtasks.taskDeleter"
+  member     = "serviceAccount:${google_service_account.function[each.value[0]].email}"
+  depends_on = [time_sleep.identities_propagate]
+}
+
 # roles/iam.serviceAccountUser on the Cloud Tasks identity only: creating a
 # task whose OIDC token is minted as that account needs actAs on it (the
 # functions that arm timers, as just above).
@@ -360,6 +375,7 @@ resource "time_sleep" "grants_propagate" {
     google_project_iam_member.build_builds_functions,
     google_project_iam_member.function_firestore,
     google_cloud_tasks_queue_iam_member.function_enqueuer,
+    google_cloud_tasks_queue_iam_member.function_task_deleter,
     google_service_account_iam_member.function_acts_as_tasks_invoker,
     google_secret_manager_secret_iam_member.function_reads,
     google_pubsub_topic_iam_member.webhook_publishes_statuses,

@@ -104,8 +104,9 @@ def test_billing_follows_cloud_runs_rules(cost):
 def test_deleting_the_timer_on_ack_removes_the_timers_that_fire_for_nothing(cost, snapshot, deploy):
     inputs = snapshot["modes"]["direct"]
     stale = inputs["events"]["timeout_ignored_per_message"]
-    base = cost.cost(inputs, deploy, 20.0)
-    lever = cost.cost(inputs, deploy, 20.0, frozenset({"delete_timer_on_ack"}))
+    base = cost.cost(inputs, deploy, 20.0, in_code=frozenset())  # as measured on the emulator
+    lever = cost.cost(inputs, deploy, 20.0, frozenset({"delete_timer_on_ack"}), in_code=frozenset())
+    assert cost.cost(inputs, deploy, 20.0)["total"] == pytest.approx(lever["total"])  # done in code: the default
     assert line(lever, "function requests")[1] == pytest.approx(line(base, "function requests")[1] - stale)
     assert line(lever, "Firestore document reads")[1] < line(base, "Firestore document reads")[1]
     # A DeleteTask call replaces the dispatch it saves: Cloud Tasks costs the same.
@@ -138,3 +139,5 @@ def test_the_docs_quote_the_model_and_nothing_else(cost, snapshot, deploy):
     assert f"**{total} per million delivered messages**" in deploy_guide
     quoted = set(re.findall(r"\$\d+\.\d\d", deploy_guide))
     assert quoted == {total}, f"docs/deploy.md quotes other figures: {quoted - {total}}"
+    readme = (ROOT / "README.md").read_text()
+    assert set(re.findall(r"\$\d+\.\d\d", readme)) == {total}, "README.md quotes another cost"

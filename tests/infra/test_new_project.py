@@ -197,6 +197,7 @@ SCOPED = {
     ("google_firebaserules_release", "firestore"): "google_firestore_database.main.name",
     ("google_storage_bucket_object", "source"): "filesha256",  # inside the prefixed source bucket
     ("google_cloud_tasks_queue_iam_member", "function_enqueuer"): "google_cloud_tasks_queue.ack_timeouts",
+    ("google_cloud_tasks_queue_iam_member", "function_task_deleter"): "google_cloud_tasks_queue.ack_timeouts",
 }
 
 

@@ -291,6 +291,15 @@ def test_the_tasks_identity_is_usable_by_the_functions_that_create_tasks(tf):
     assert "range(var.tasks_queue_count)" in enqueuer["for_each"]
 
 
+def test_the_functions_that_arm_timers_may_delete_them_on_the_same_queues(tf):
+    """An ack deletes its attempt's pending timer (TimerScheduler.cancel)."""
+    enqueuer = resource(tf, "google_cloud_tasks_queue_iam_member", "function_enqueuer")
+    deleter = resource(tf, "google_cloud_tasks_queue_iam_member", "function_task_deleter")
+    assert deleter["role"] == "roles/cloudtasks.taskDeleter"
+    for key in ("for_each", "name", "member", "location"):
+        assert deleter[key] == enqueuer[key], key
+
+
 def test_no_basic_roles_and_every_role_is_explained_in_a_comment(tf, tf_text):
     roles = {body["role"] for _, _, body in iam_grants(tf)}
     assert roles, "no IAM grants found"
