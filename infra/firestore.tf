@@ -61,7 +61,9 @@ resource "google_firestore_field" "ttl" {
 # Not exempt: `wake_at_us`, a top-level integer. The watchdog's query
 # (`wake_at_us < now - grace`, ordered by `wake_at_us`) is a single-field
 # range query that the automatic single-field index serves; no composite
-# index is needed.
+# index is needed. Nor `in_flight_to` (`{provider}:{recipient}` of the
+# message in flight, a short string): a Messenger or Instagram receipt names
+# only the recipient, and finds its rooms by an equality query on it.
 resource "google_firestore_field" "room_unindexed" {
   for_each   = toset(["pending", "recent_ids", "ended", "counts", "in_flight", "awaiting", "accepted"])
   project    = var.project_id

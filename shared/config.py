@@ -43,6 +43,19 @@ ENV_VARS: dict[str, tuple[str, str]] = {
     "WHATSAPP_ACCESS_TOKEN": ("local-access-token", "secret: bearer token for the send call"),
     "WHATSAPP_APP_SECRET": ("local-app-secret", "secret: HMAC-SHA256 key of X-Hub-Signature-256"),
     "WHATSAPP_VERIFY_TOKEN": ("local-verify-token", "secret: token of the GET hub.verify_token handshake"),
+    "MESSENGER_PAGE_ID": ("200000000000002", "the Facebook Page that sends Messenger messages (Send API path)"),
+    "MESSENGER_ACCESS_TOKEN": ("local-messenger-token", "secret: Page access token for the Messenger Send API"),
+    "MESSENGER_APP_SECRET": ("local-messenger-secret", "secret: the Messenger app's key of X-Hub-Signature-256"),
+    "INSTAGRAM_ACCOUNT_ID": ("300000000000003", "the Instagram professional account that sends (Send API path)"),
+    "INSTAGRAM_ACCESS_TOKEN": ("local-instagram-token", "secret: access token for Instagram messaging"),
+    "INSTAGRAM_APP_SECRET": ("local-instagram-secret", "secret: the Instagram app's key of X-Hub-Signature-256"),
+    "ACK_LEVEL_WHATSAPP": ("delivered", "what acks a WhatsApp message: `delivered` (or read), `read`, `accepted` (the "
+                           "send's 2xx); the ack timeout is always the backstop"),
+    "ACK_LEVEL_MESSENGER": ("delivered", "what acks a Messenger message (delivery watermark or mids by default)"),
+    "ACK_LEVEL_INSTAGRAM": ("read", "what acks an Instagram message: `read` (messaging_seen; Instagram has no delivery "
+                            "receipt), or `accepted` for rooms that must move fast"),
+    "WATERMARK_MARGIN_MS": ("0", "ms past a send's return a Messenger watermark must be to ack it (the platform's clock "
+                            "may run ahead of ours by this much); 0 or more"),
     "EVENT_LOG_PATH": ("", "file the delivery event lines are appended to as well as stdout; empty: stdout only"),
     "METRICS_LOG_PATH": ("", "file the per-invocation operation counts are appended to (benchmarks); empty: not written"),
     "PUBSUB_TOPIC": ("baton-outbound", "topic producers publish outbound messages to"),
@@ -57,7 +70,12 @@ ENV_VARS: dict[str, tuple[str, str]] = {
 # Read by the code but meaningful only on the local stack: Terraform sets none.
 LOCAL_ONLY_ENV_VARS = frozenset({"CLOUD_TASKS_EMULATOR_HOST", "EVENT_LOG_PATH", "METRICS_LOG_PATH"})
 # Set from Secret Manager as secret environment variables, never plain ones.
-SECRET_ENV_VARS = frozenset({"WHATSAPP_ACCESS_TOKEN", "WHATSAPP_APP_SECRET", "WHATSAPP_VERIFY_TOKEN"})
+SECRET_ENV_VARS = frozenset({"WHATSAPP_ACCESS_TOKEN", "WHATSAPP_APP_SECRET", "WHATSAPP_VERIFY_TOKEN",
+                             "MESSENGER_ACCESS_TOKEN", "MESSENGER_APP_SECRET", "INSTAGRAM_ACCESS_TOKEN",
+                             "INSTAGRAM_APP_SECRET"})
+# Whole numbers that may be 0 (every other numeric setting must be at least 1).
+ZERO_ALLOWED = frozenset({"watermark_margin_ms"})
+PROVIDERS = ("whatsapp", "messenger", "instagram")
 
 
 WEBHOOK_MODES = ("queued", "direct")
@@ -96,12 +114,27 @@ class Settings:
     whatsapp_access_token: str
     whatsapp_app_secret: str
     whatsapp_verify_token: str
+    messenger_page_id: str
+    messenger_access_token: str
+    messenger_app_secret: str
+    instagram_account_id: str
+    instagram_access_token: str
+    instagram_app_secret: str
+    ack_level_whatsapp: str
+    ack_level_messenger: str
+    ack_level_instagram: str
+    watermark_margin_ms: int
     event_log_path: str
     metrics_log_path: str
     pubsub_topic: str
     webhook_mode: str
     status_max_attempts: int
     status_topic: str
+
+    @property
+    def ack_levels(self) -> dict[str, str]:
+        """provider -> ack level (`delivered`, `read`, `accepted`)."""
+        return {p: getattr(self, f"ack_level_{p}") for p in PROVIDERS}
 
     @property
     def status_error_topic(self) -> str:
@@ -122,7 +155,8 @@ def load() -> Settings:
     Raises:
         ValueError: a numeric setting is not a whole number, or is below 1;
             SEND_TIMEOUT_MS is not below ACK_TIMEOUT_MS; MAX_ROOM_BYTES is over
-            1 MiB; WEBHOOK_MODE is neither `queued` nor `direct`.
+            1 MiB; WEBHOOK_MODE is neither `queued` nor `direct`; an ACK_LEVEL_*
+            is not `delivered`, `read` or `accepted`.
     """
     values: dict[str, object] = {}
     for f in fields(Settings):
@@ -133,8 +167,8 @@ def load() -> Settings:
                 number = int(raw)
             except ValueError:
                 raise ValueError(f"{name}={raw!r} is not a whole number") from None
-            if number < 1:
-                raise ValueError(f"{name}={raw!r} must be at least 1")
+            if number < (0 if f.name in ZERO_ALLOWED else 1):
+                raise ValueError(f"{name}={raw!r} must be at least {0 if f.name in ZERO_ALLOWED else 1}")
             values[f.name] = number
         else:
             values[f.name] = raw
@@ -144,6 +178,9 @@ def load() -> Settings:
         raise ValueError("SEND_TIMEOUT_MS must be below ACK_TIMEOUT_MS")
     if settings.webhook_mode not in WEBHOOK_MODES:
         raise ValueError(f"WEBHOOK_MODE={settings.webhook_mode!r} must be one of {', '.join(WEBHOOK_MODES)}")
+    for provider, level in settings.ack_levels.items():
+        if level not in ("delivered", "read", "accepted"):
+            raise ValueError(f"ACK_LEVEL_{provider.upper()}={level!r} must be one of delivered, read, accepted")
     if settings.max_room_bytes > 1_048_576:
         raise ValueError("MAX_ROOM_BYTES must not exceed Firestore's 1 MiB document limit (1048576)")
     return settings

@@ -136,6 +136,8 @@ class IgnoreReason(StrEnum):
     ALREADY_ENDED = "already_ended"  # skipped, or acked while its resend is being sent
     ALREADY_HELD = "already_held"  # a dead letter redriven already: the room holds it again
     NOT_DEAD_LETTERED = "not_dead_lettered"  # the room remembers no dead-lettered end of that message
+    BELOW_ACK_LEVEL = "below_ack_level"  # e.g. `delivered` where the provider's ack level is `read`
+    RECEIPT_COVERS_NOTHING = "receipt_covers_nothing_in_flight"  # a watermark or mids that prove nothing here
 
 
 @dataclass(frozen=True)
@@ -174,6 +176,13 @@ class InFlight:
     - `skipped`: an operator skipped the message while this attempt's send
       may still go out: it has ended (logged, counted), and the baton passes
       the same way as for `acked_early`.
+    - `provider_message_id`, `returned_at_us`: the platform's id of this
+      attempt and when its send call returned (epoch us), once recorded by a
+      transaction (providers whose receipts do not carry our delivery id:
+      Messenger, Instagram); None for WhatsApp's blind-written acceptance.
+    - `early_mids`, `early_mids_status`: message ids a recipient receipt
+      named while this attempt's send call had not returned yet; if the call
+      returns with one of them, the message is acked at once.
     """
 
     message: QueuedMessage
@@ -185,6 +194,10 @@ class InFlight:
     deadline_us: int | None = None
     acked_early: str | None = None
     skipped: bool = False
+    provider_message_id: str | None = None
+    returned_at_us: int | None = None
+    early_mids: tuple[str, ...] = ()
+    early_mids_status: str | None = None
 
 
 @dataclass(frozen=True)
@@ -274,6 +287,12 @@ class Policy:
     - `first_timer_slack_ms`: the first timer of an attempt is due this long
       after `started + ack_timeout`, so a send that returns within it needs no
       second timer (the deadline counts from the send's return).
+    - `ack_levels`: per provider, what acks a message (`ack_level`).
+    - `watermark_margin_ms`: a watermark receipt (Messenger) acks the
+      in-flight message only if it is at least this far past the moment its
+      send call returned: the platform stamps a message between the call's
+      start and return, so a watermark at or after the return covers it; the
+      margin covers the platform's clock running ahead of ours by as much.
     - `max_room_bytes`: Firestore storage size of the room document (see
       shared/docsize.py) above which a new message is refused; the rest up to
       1 MiB is the reserve for placeholders and markers, which are never refused.
@@ -289,6 +308,14 @@ class Policy:
     max_queued_messages: int = 1000
     max_room_bytes: int = 900_000
     watchdog_grace_ms: int = 60_000
+    ack_levels: tuple[tuple[str, str], ...] = ()  # (provider, level); level in ACK_LEVELS, default `delivered`
+    watermark_margin_ms: int = 0
+
+    def ack_level(self, provider: str) -> str:
+        """What acks a message of `provider`: `delivered` (delivered or read),
+        `read` (read only), or `accepted` (the send call's 2xx). The ack
+        timeout is the backstop of every level."""
+        return dict(self.ack_levels).get(provider, "delivered")
 
     @property
     def send_window_ms(self) -> int:
@@ -354,6 +381,7 @@ class SendReturned:
     rate_limited: bool = False
     error_code: int | None = None
     error_title: str | None = None
+    provider_message_id: str | None = None
 
     @property
     def idempotency_key(self) -> str:
@@ -380,6 +408,28 @@ class StatusUpdate:
     @property
     def idempotency_key(self) -> str:
         return f"status:{self.incarnation}.{self.seq}.{self.attempt}:{self.status}"
+
+
+@dataclass(frozen=True)
+class RecipientReceipt:
+    """A receipt that names the recipient, not our delivery id: Messenger's
+    `message_deliveries` / `message_reads` (a `watermark_us`: every message
+    the platform stamped before it was delivered / read, and maybe `mids`),
+    Instagram's `messaging_seen` (one mid, no watermark). `status` is
+    `delivered` or `read`. Applied to each room whose in-flight message goes
+    to that recipient of that provider.
+    """
+
+    provider: str
+    recipient: str
+    status: str
+    watermark_us: int | None
+    mids: tuple[str, ...]
+    at_us: int
+
+    @property
+    def idempotency_key(self) -> str:
+        return f"receipt:{self.provider}:{self.recipient}:{self.status}:{self.watermark_us}:{','.join(self.mids)[:200]}"
 
 
 @dataclass(frozen=True)
@@ -469,12 +519,20 @@ class Resume:
         return f"resume:{self.at_us}"
 
 
-RoomEvent = Enqueue | Park | SendReturned | StatusUpdate | TimerFired | WatchdogSweep | Redrive | Skip | Pause | Resume
+RoomEvent = Enqueue | Park | SendReturned | StatusUpdate | RecipientReceipt | TimerFired | WatchdogSweep | Redrive | Skip | Pause | Resume
 
 PAUSED = EventType.PAUSED
 RESUMED = EventType.RESUMED
 
 ACK_STATUSES = frozenset({"delivered", "read"})
+ACK_LEVELS = ("delivered", "read", "accepted")
+
+
+def acks(level: str, status: str) -> bool:
+    """Whether a platform status acks a message under ack level `level`."""
+    if level == "read":
+        return status == "read"
+    return level == "delivered" and status in ACK_STATUSES
 
 
 # ---------------------------------------------------------------- effects out
@@ -649,13 +707,24 @@ def room_to_doc(state: RoomState) -> dict[str, Any]:
             "idempotency_key": flight.idempotency_key,
             "acked_early": flight.acked_early,
             "skipped": flight.skipped,
+            "pmid": flight.provider_message_id,
+            "returned_at_us": flight.returned_at_us,
+            "early_mids": list(flight.early_mids),
+            "early_mids_status": flight.early_mids_status,
         },
+        # Indexed: a receipt that names only the recipient finds its rooms by it.
+        "in_flight_to": None if flight is None else recipient_key(flight.message.provider, flight.message.recipient),
         "pending": [message_to_doc(m) for m in state.pending],
         "ended": [f"{e.seq} {e.outcome} {e.message_id}" for e in state.ended],
         "awaiting": [{"id": mid, "pub_us": pub} for mid, pub in state.awaiting],
         "counts": dict(state.counts),
         "accepted": {},  # every transaction folds and clears the blind-written acceptances
     }
+
+
+def recipient_key(provider: str, recipient: str) -> str:
+    """The room document's `in_flight_to`: `{provider}:{recipient}`."""
+    return f"{provider}:{recipient}"
 
 
 def ack_deadline_us(policy: Policy, returned_at_us: int) -> int:
@@ -710,6 +779,10 @@ def _room_from_fields(room_id: str, d: dict[str, Any]) -> RoomState:
             deadline_us=f.get("deadline_us"),
             acked_early=f.get("acked_early"),
             skipped=bool(f.get("skipped")),
+            provider_message_id=f.get("pmid"),
+            returned_at_us=f.get("returned_at_us"),
+            early_mids=tuple(f.get("early_mids") or ()),
+            early_mids_status=f.get("early_mids_status"),
         ),
         pending=tuple(message_from_doc(m) for m in d.get("pending", [])),
         ended=tuple(ended),
@@ -1004,10 +1077,27 @@ class Transition:
             # An earlier attempt was acked meanwhile; this call is over now.
             return self.done(self.end(state, EventType.ACKED, Trigger.ACK, ev.cause, status=flight.acked_early))
         if ev.outcome is SendOutcome.ACCEPTED:
+            level = self.policy.ack_level(flight.message.provider)
+            if level == "accepted":
+                return self.done(self.end(state, EventType.ACKED, Trigger.ACK, ev.cause, status="accepted",
+                                          provider_message_id=ev.provider_message_id,
+                                          send_to_ack_ms=(ev.at_us - flight.started_at_us) / 1000))
+            if ev.provider_message_id is not None and ev.provider_message_id in flight.early_mids \
+                    and flight.early_mids_status is not None and acks(level, flight.early_mids_status):
+                # A receipt named this message before its send call returned.
+                return self.done(self.end(state, EventType.ACKED, Trigger.ACK, ev.cause,
+                                          status=flight.early_mids_status, provider_message_id=ev.provider_message_id,
+                                          send_to_ack_ms=(ev.at_us - flight.started_at_us) / 1000))
             # The message is held ack_timeout from now. The timer armed at the
             # start stays; if it comes earlier it arms another for the rest.
             deadline = ack_deadline_us(self.policy, ev.at_us)
-            return self.done(replace(state, in_flight=replace(flight, phase=Phase.SENT, deadline_us=deadline)))
+            flight = replace(flight, phase=Phase.SENT, deadline_us=deadline)
+            if ev.provider_message_id is not None:
+                # Recorded by a transaction (not the blind-written acceptance):
+                # what a receipt by recipient is matched against.
+                flight = replace(flight, provider_message_id=ev.provider_message_id, returned_at_us=ev.at_us,
+                                 early_mids=(), early_mids_status=None)
+            return self.done(replace(state, in_flight=flight))
         if ev.outcome is SendOutcome.UNKNOWN:
             # Possibly sent (the service logged `send_unknown`): held like a
             # sent message, then resent if no ack came.
@@ -1054,6 +1144,8 @@ class Transition:
             self.log(EventType.STATUS_IGNORED, None, seq=ev.seq, reason=str(reason),
                      send_to_ack_ms=(ev.at_us - ev.sent_at_us) / 1000 if late else None, **ids)
             return self.done(None)
+        if ev.status in ACK_STATUSES and not acks(self.policy.ack_level(flight.message.provider), ev.status):
+            return self.ignore(EventType.STATUS_IGNORED, IgnoreReason.BELOW_ACK_LEVEL, seq=ev.seq, **ids)
         if ev.status in ACK_STATUSES and ev.attempt < flight.attempt and flight.phase is Phase.SENDING:
             # An earlier attempt reached the device while this one is being
             # sent: the message is acked, but the baton waits until this
@@ -1076,6 +1168,44 @@ class Transition:
                                       status=ev.status, provider_message_id=ev.provider_message_id,
                                       error_code=ev.error_code, error_title=ev.error_title))
         return self.ignore(EventType.STATUS_IGNORED, IgnoreReason.UNKNOWN_STATUS, seq=ev.seq, **ids)
+
+    def receipt(self, ev: RecipientReceipt) -> Decision:
+        """A receipt by recipient (Messenger watermark, Instagram seen): acks
+        the in-flight message only if it provably covers it: one of `mids` is
+        the attempt's own id, or the watermark is at least
+        `watermark_margin_ms` past the return of its accepted send call. A
+        receipt before the call returned is remembered by its mids only (a
+        watermark then cannot tell our message from the ones before it)."""
+        flight = self.state.in_flight
+        fields = {"status": ev.status}
+        if flight is None or flight.skipped or flight.acked_early is not None:
+            return self.ignore(EventType.STATUS_IGNORED, IgnoreReason.NOT_IN_FLIGHT, provider=ev.provider, **fields)
+        msg = flight.message
+        if (msg.provider, msg.recipient) != (ev.provider, ev.recipient):
+            return self.ignore(EventType.STATUS_IGNORED, IgnoreReason.RECEIPT_COVERS_NOTHING, provider=ev.provider,
+                               seq=msg.seq, attempt=flight.attempt, **fields)
+        if not acks(self.policy.ack_level(msg.provider), ev.status):
+            return self.ignore(EventType.STATUS_IGNORED, IgnoreReason.BELOW_ACK_LEVEL, provider=ev.provider,
+                               seq=msg.seq, attempt=flight.attempt, **fields)
+        if flight.phase is Phase.SENDING:
+            if not ev.mids:
+                return self.ignore(EventType.STATUS_IGNORED, IgnoreReason.RECEIPT_COVERS_NOTHING,
+                                   provider=ev.provider, seq=msg.seq, attempt=flight.attempt, **fields)
+            early = tuple(dict.fromkeys((*flight.early_mids, *ev.mids)))[-20:]
+            self.log(EventType.STATUS_IGNORED, msg, attempt=flight.attempt,
+                     reason="receipt_before_send_returned", **fields)
+            return self.done(replace(self.state, in_flight=replace(flight, early_mids=early,
+                                                                   early_mids_status=ev.status)))
+        by_mid = flight.provider_message_id is not None and flight.provider_message_id in ev.mids
+        by_watermark = (flight.phase is Phase.SENT and flight.returned_at_us is not None
+                        and ev.watermark_us is not None
+                        and ev.watermark_us >= flight.returned_at_us + self.policy.watermark_margin_ms * 1000)
+        if not (by_mid or by_watermark):
+            return self.ignore(EventType.STATUS_IGNORED, IgnoreReason.RECEIPT_COVERS_NOTHING, provider=ev.provider,
+                               seq=msg.seq, attempt=flight.attempt, **fields)
+        return self.done(self.end(self.state, EventType.ACKED, Trigger.ACK, ev.idempotency_key, status=ev.status,
+                                  provider_message_id=flight.provider_message_id,
+                                  send_to_ack_ms=(ev.at_us - flight.started_at_us) / 1000))
 
     def timer(self, ev: TimerFired) -> Decision:
         flight = self.current(ev.incarnation, ev.seq, ev.attempt)
@@ -1214,6 +1344,7 @@ _HANDLERS = {
     Park: Transition.park,
     SendReturned: Transition.send_returned,
     StatusUpdate: Transition.status,
+    RecipientReceipt: Transition.receipt,
     TimerFired: Transition.timer,
     WatchdogSweep: Transition.sweep,
     Redrive: Transition.redrive,
@@ -1262,6 +1393,8 @@ def event_kind(event: RoomEvent) -> str:
             return "status delivered/read"
         case StatusUpdate():
             return f"status {event.status}"
+        case RecipientReceipt():
+            return "receipt by recipient"
         case TimerFired():
             return "timer"
         case WatchdogSweep():
@@ -1324,7 +1457,8 @@ def _rules() -> tuple[Rule, ...]:
         Rule(_P.BLOCKED, "pause", frozenset({_P.PAUSED}), "paused (the parked head stays parked)"),
         Rule(_P.SENDING, "send accepted", frozenset({_P.SENT, _P.SENDING}) | _NEXT,
              "held until an ack or ack timeout after the send returned (an older attempt's outcome: ignored); "
-             "if an earlier attempt was acked meanwhile, the room moves on"),
+             "the room moves on at once if an earlier attempt was acked meanwhile, if a receipt named this id "
+             "before the return, or if the provider's ack level is `accepted`"),
         Rule(_P.SENDING, "send unknown", frozenset({_P.UNKNOWN, _P.SENDING}) | _NEXT,
              "possibly sent: held until an ack or ack timeout after the call returned, then resent; "
              "if an earlier attempt was acked meanwhile, the room moves on"),
@@ -1347,8 +1481,15 @@ def _rules() -> tuple[Rule, ...]:
             Rule(phase, "push", frozenset({phase}), "queued behind the in-flight message; refused (503) when full"),
             Rule(phase, "dead-letter copy", frozenset({phase}), "parked at its place in the queue"),
             Rule(phase, "status delivered/read", _NEXT | {phase},
-                 "any attempt of the in-flight message acks it: the room moves on (an earlier attempt's ack "
-                 "while a resend is being sent: once that send can no longer go out); other seqs: ignored"),
+                 "any attempt of the in-flight message acks it if the status meets the provider's ack level "
+                 "(ACK_LEVEL_*): the room moves on (an earlier attempt's ack while a resend is being sent: once "
+                 "that send can no longer go out); other seqs, or below the ack level: ignored"),
+            Rule(phase, "receipt by recipient", (_NEXT | {phase}) if phase in (_P.SENT,) else frozenset({phase}),
+                 {_P.SENDING: "its mids are remembered: the send's return acks the message if its id is one of "
+                              "them; a watermark alone proves nothing yet: ignored",
+                  _P.SENT: "acks the message if a mid is its id, or the watermark is WATERMARK_MARGIN_MS past the "
+                           "send's return (and the status meets the provider's ack level); otherwise ignored",
+                  }.get(phase, "nothing sent is provably covered (no accepted send): ignored")),
             Rule(phase, "status failed", _NEXT | {phase},
                  "the in-flight attempt failed: ends as failed, the room moves on; other attempts: ignored"),
             Rule(phase, "watchdog", frozenset({phase}) | _NEXT,
@@ -1370,7 +1511,8 @@ def _rules() -> tuple[Rule, ...]:
     for phase in (_P.IDLE, _P.BLOCKED, _P.PAUSED):
         rules += [Rule(phase, kind, frozenset({phase}), "nothing in flight: ignored (late or duplicate)")
                   for kind in ("send accepted", "send unknown", "send refused", "send refused for good",
-                               "status delivered/read", "status failed", "timer", "watchdog")]
+                               "status delivered/read", "status failed", "receipt by recipient", "timer",
+                               "watchdog")]
     rules += [Rule(phase, "resume", frozenset({phase}), "not paused: ignored") for phase in (_P.IDLE, _P.BLOCKED)]
     rules += [Rule(phase, "status sent", frozenset({phase}), "the platform took it; only delivered/read ack: ignored")
               for phase in _P]
@@ -1402,4 +1544,6 @@ def policy_from_settings(settings: Settings) -> Policy:
         max_queued_messages=settings.max_queued_messages,
         max_room_bytes=settings.max_room_bytes,
         watchdog_grace_ms=settings.watchdog_grace_ms,
+        ack_levels=tuple(settings.ack_levels.items()),
+        watermark_margin_ms=settings.watermark_margin_ms,
     )

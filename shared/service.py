@@ -40,6 +40,7 @@ from tenacity import retry, retry_if_exception_type, stop_after_attempt, wait_ex
 from shared.config import Settings
 from shared.events import METRICS_LOG_TYPE, DeliveryEvent, EventLog, EventType, JsonLineWriter, utc_iso
 from shared.providers import Sender, SendOutcome, SendResult
+from shared.providers.meta_messaging import WEBHOOK_OBJECTS, MessagingItem, parse_messaging
 from shared.providers.whatsapp import handshake_challenge, parse_statuses, signature_valid
 from shared.push import ROOM_ID, Rejected, parse_push
 from shared.room import (
@@ -49,6 +50,7 @@ from shared.room import (
     KeepDeadLetter,
     Park,
     Policy,
+    RecipientReceipt,
     Redrive,
     RoomEvent,
     RoomState,
@@ -62,6 +64,7 @@ from shared.room import (
     ack_deadline_us,
     decide,
     parse_delivery_id,
+    recipient_key,
 )
 from shared.room import SendOutcome as RoomSendOutcome
 from shared.status_queue import QueuedStatus, RoomStatuses, StatusPublishFailed, StatusQueue, Unroutable
@@ -204,18 +207,70 @@ class DeliveryService:
         them: the entry point answers 503); `direct` applies every status
         here (raises what the store raises, after applying the other rooms')."""
         arrived = now_us()
-        if not signature_valid(raw, signature, self.settings.whatsapp_app_secret):
+        app = self._signing_app(raw, signature)
+        if app is None:
             return Reply(401, {"error": "bad or missing X-Hub-Signature-256"})
         try:
-            statuses = parse_statuses(json.loads(raw))
+            payload = json.loads(raw)
+            provider = WEBHOOK_OBJECTS.get(payload.get("object")) if isinstance(payload, dict) else None
+            if provider != app:
+                raise ValueError(f"`object` {payload.get('object') if isinstance(payload, dict) else None!r} is not "
+                                 f"a webhook of the {app} app that signed it")
+            if provider != "whatsapp":
+                return self._apply_receipts(parse_messaging(payload), arrived)
+            statuses = parse_statuses(payload)
         except (ValueError, UnicodeDecodeError) as exc:
-            return Reply(400, {"error": f"not a WhatsApp status webhook: {exc}"})
+            return Reply(400, {"error": f"not a status webhook: {exc}"})
         queued = [QueuedStatus(st.callback_data or "", st.status, "whatsapp", st.provider_message_id, st.error_code,
                                st.error_title) for st in statuses]
         if self.settings.webhook_mode == "queued":
             return self._queue_statuses(queued, arrived)
         applied = self._apply_statuses(queued, None, arrived, "webhook")
         return Reply(200, {"statuses": len(statuses), "applied": applied})
+
+    def _signing_app(self, raw: bytes, signature: str | None) -> str | None:
+        """The provider whose app secret signed `raw` (X-Hub-Signature-256), or
+        None. Each Meta app has its own secret; one webhook URL serves all."""
+        secrets = {"whatsapp": self.settings.whatsapp_app_secret, "messenger": self.settings.messenger_app_secret,
+                   "instagram": self.settings.instagram_app_secret}
+        for provider, secret in secrets.items():
+            if secret and signature_valid(raw, signature, secret):
+                return provider
+        return None
+
+    def _apply_receipts(self, items: list[MessagingItem], arrived: int) -> Reply:
+        """Messenger and Instagram webhooks: each receipt goes to the rooms whose
+        in-flight message is for its recipient (`RoomStore.rooms_sending_to`);
+        echoes of our own sends and messages people wrote are logged and
+        ignored. Applied here in both WEBHOOK_MODEs (the status queue is
+        keyed by room, which such a receipt does not name). Raises what the
+        store raises, after trying every receipt (a redelivery repeats the
+        applied ones, which then change nothing)."""
+        applied, failures = 0, []
+        for item in items:
+            if item.kind not in ("delivery", "read"):
+                self.events.emit(DeliveryEvent(EventType.STATUS_IGNORED, utc_iso(arrived), "webhook", None,
+                                               provider=item.provider, reason=f"{item.kind}_webhook",
+                                               provider_message_id=item.mids[0] if item.mids else None))
+                continue
+            status = "delivered" if item.kind == "delivery" else "read"
+            receipt = RecipientReceipt(item.provider, item.user_id, status,
+                                       None if item.watermark_ms is None else item.watermark_ms * 1000,
+                                       item.mids, arrived)
+            rooms = self.store.rooms_sending_to(recipient_key(item.provider, item.user_id))
+            if not rooms:
+                self.events.emit(DeliveryEvent(EventType.STATUS_UNKNOWN, utc_iso(arrived), "webhook", None,
+                                               provider=item.provider, status=status,
+                                               reason="no room has a message in flight to this recipient"))
+            for room_id in rooms:
+                try:
+                    self.apply(room_id, receipt, "webhook")
+                    applied += 1
+                except (gexc.GoogleAPICallError, gexc.RetryError, TimerArmFailed, RuntimeError) as exc:
+                    failures.append(exc)
+        if failures:
+            raise failures[0]
+        return Reply(200, {"receipts": len(items), "applied": applied})
 
     def _queue_statuses(self, statuses: list[QueuedStatus], arrived: int) -> Reply:
         """Queued mode: one status-queue message per room, in payload order;
@@ -458,14 +513,17 @@ class DeliveryService:
             self.events.emit(DeliveryEvent(EventType.SEND_FAILED, utc_iso(started), component, room_id,
                                            error_code=result.error_code, error_title=result.error_title,
                                            reason=kind, **common))
-        if result.outcome is SendOutcome.ACCEPTED:
+        if result.outcome is SendOutcome.ACCEPTED and msg.provider == "whatsapp" \
+                and self.policy.ack_level("whatsapp") != "accepted":
             # The common case costs one blind write instead of a transaction.
+            # (Messenger and Instagram record the platform's message id in a
+            # transaction: their receipts name it, not our delivery id.)
             self.store.record_accepted(room_id, send.incarnation, msg.seq, send.attempt,
                                        ack_deadline_us(self.policy, returned))
             return None
         returned_event = SendReturned(send.incarnation, msg.seq, send.attempt, RoomSendOutcome(str(result.outcome)),
                                       returned, send.cause, result.permanent, result.rate_limited,
-                                      result.error_code, result.error_title)
+                                      result.error_code, result.error_title, result.provider_message_id)
         return self.store.apply(room_id, lambda s: decide(s, returned_event, self.policy, component))
 
     # ------------------------------------------------------------ metrics

@@ -299,6 +299,10 @@ class FakeRoomStore:
                        if d.get("wake_at_us") is not None and d["wake_at_us"] < before_us)
         return [room_id for _, room_id in found[:limit]]
 
+    def rooms_sending_to(self, recipient_key: str, limit: int = 50) -> list[str]:
+        """Rooms whose `in_flight_to` is `recipient_key`."""
+        return sorted(r for r, d in self.docs.items() if d.get("in_flight_to") == recipient_key)[:limit]
+
     # -- TTL and reading
 
     def delete_expired(self) -> list[str]:

@@ -110,6 +110,11 @@ class WhatsAppClient:
     only its own room and cannot cut a message's ack wait short.
     """
 
+    # What the platform's error codes mean for a retry (subclasses for the
+    # other Graph API messaging platforms set their own).
+    permanent_codes: frozenset[int] = PERMANENT_ERROR_CODES
+    rate_limited_codes: frozenset[int] = frozenset({PAIR_RATE_LIMIT})
+
     def __init__(self, api_base: str, api_version: str, phone_number_id: str, access_token: str,
                  timeout_ms: int) -> None:
         self._url = f"{api_base.rstrip('/')}/{api_version}/{phone_number_id}/messages"
@@ -120,6 +125,15 @@ class WhatsAppClient:
         adapter = requests.adapters.HTTPAdapter(pool_connections=4, pool_maxsize=32, max_retries=0)
         self._session.mount("http://", adapter)
         self._session.mount("https://", adapter)
+
+    @staticmethod
+    def answer_id(payload: Any) -> str | None:
+        """The platform's message id in a 2xx answer (`messages[0].id`, the wamid), or None."""
+        try:
+            wamid = payload["messages"][0]["id"]
+        except (KeyError, IndexError, TypeError):
+            return None
+        return wamid if isinstance(wamid, str) and wamid else None
 
     @staticmethod
     def request_body(recipient: str, text: str, delivery_id: str) -> dict[str, Any]:
@@ -213,20 +227,17 @@ class WhatsAppClient:
                 return SendResult(SendOutcome.REFUSED, error_title=_clip(str(exc)))
             return SendResult(SendOutcome.UNKNOWN, error_title=_clip(f"possibly sent: {exc}"))
         if 200 <= status < 300:
-            try:
-                wamid = payload["messages"][0]["id"]
-            except (KeyError, IndexError, TypeError):
-                wamid = None
-            if isinstance(wamid, str) and wamid:
+            wamid = self.answer_id(payload)
+            if wamid is not None:
                 return SendResult(SendOutcome.ACCEPTED, provider_message_id=wamid)
-            return SendResult(SendOutcome.UNKNOWN, error_title=f"possibly sent: HTTP {status} without messages[0].id")
+            return SendResult(SendOutcome.UNKNOWN, error_title=f"possibly sent: HTTP {status} without a message id")
         error = payload.get("error") if isinstance(payload, dict) else None
         code = error.get("code") if isinstance(error, dict) else None
         code = int(code) if isinstance(code, int | str) and str(code).isdigit() else None
         title = _clip(str((error.get("message") if isinstance(error, dict) else None) or f"HTTP {status}"))
         if 400 <= status < 500:
-            return SendResult(SendOutcome.REFUSED, permanent=code in PERMANENT_ERROR_CODES,
-                              rate_limited=code == PAIR_RATE_LIMIT, error_code=code, error_title=title)
+            return SendResult(SendOutcome.REFUSED, permanent=code in self.permanent_codes,
+                              rate_limited=code in self.rate_limited_codes, error_code=code, error_title=title)
         # 5xx (and any other status): the platform may have sent it before failing.
         return SendResult(SendOutcome.UNKNOWN, error_code=code,
                           error_title=_clip(f"possibly sent: HTTP {status}: {title}"))

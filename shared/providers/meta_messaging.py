@@ -1,0 +1,174 @@
+"""Messenger and Instagram messaging: the send call and the signed webhooks.
+
+Both are Graph API messaging platforms of Meta with the same shapes, unlike
+WhatsApp's Cloud API:
+
+- Send: `POST {base}/{version}/{PAGE-ID or IG-ID}/messages`, bearer token,
+  JSON `{"recipient": {"id": PSID or IGSID}, "messaging_type": "RESPONSE",
+  "message": {"text"}}` (Messenger also takes `message.metadata`, a string
+  echoed in `message_echoes`: baton's delivery id goes there); the answer is
+  `{"recipient_id", "message_id"}`
+  (https://developers.facebook.com/docs/messenger-platform/reference/send-api;
+  Instagram: https://developers.facebook.com/docs/instagram-platform/instagram-api-with-instagram-login/messaging-api).
+  Failures come only in this answer, never by webhook
+  (../shared/DESIGN.md, "Messenger and Instagram").
+- Webhooks: `{"object": "page" | "instagram", "entry": [{"id", "time",
+  "messaging": [...]}]}`, signed like WhatsApp's (`X-Hub-Signature-256`,
+  keyed by that app's secret). Messenger receipts: `message_deliveries`
+  items `{"sender": {"id": PSID}, "recipient": {"id": PAGE-ID}, "delivery":
+  {"mids"?: [...], "watermark": ms}}` (every message the platform stamped
+  before `watermark` was delivered; `mids` may be absent for older clients,
+  https://developers.facebook.com/documentation/business-messaging/messenger-platform/webhooks/webhook-events/message-deliveries)
+  and `message_reads` items with `"read": {"watermark": ms}` (every message at
+  or before it was read,
+  https://developers.facebook.com/documentation/business-messaging/messenger-platform/webhooks/webhook-events/message-reads).
+  Instagram has no delivery receipt: `messaging_seen` items carry
+  `"read": {"mid"}` (one message seen), and our own sends come back as
+  `message` items with `"is_echo": true`
+  (https://developers.facebook.com/docs/instagram-platform/webhooks/examples).
+  Messages people send us (`message` without `is_echo`) are not baton's
+  business: they are logged and ignored.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from shared.providers.whatsapp import WhatsAppClient
+
+# Graph API error codes of the Send API after which the same message cannot
+# succeed: 100 invalid parameter, 10 and 200 permission (e.g. outside the
+# messaging window, subcode 2018278), 551 "this person isn't available right
+# now"; 613 and 4 are call-rate limits (retried after a longer wait)
+# (https://developers.facebook.com/docs/messenger-platform/error-codes).
+PERMANENT_CODES = frozenset({10, 100, 200, 551})
+RATE_LIMITED_CODES = frozenset({4, 613})
+
+# Webhook `object` of each provider (WhatsApp's for completeness).
+WEBHOOK_OBJECTS = {"whatsapp_business_account": "whatsapp", "page": "messenger", "instagram": "instagram"}
+
+
+class MessengerClient(WhatsAppClient):
+    """Sends text messages through the Messenger Send API, with the same
+    budget and outcome rules as `WhatsAppClient` (its docstring); `delivery_id`
+    travels as `message.metadata`.
+
+    Args:
+        api_base, api_version: as for WhatsApp (the Graph API).
+        page_id: the sending Page.
+        access_token: the Page access token (a secret).
+        timeout_ms: the whole send call's budget in ms.
+    """
+
+    permanent_codes = PERMANENT_CODES
+    rate_limited_codes = RATE_LIMITED_CODES
+
+    def __init__(self, api_base: str, api_version: str, page_id: str, access_token: str, timeout_ms: int) -> None:
+        super().__init__(api_base, api_version, page_id, access_token, timeout_ms)
+
+    @staticmethod
+    def answer_id(payload: Any) -> str | None:
+        """`message_id` of a 2xx answer, or None."""
+        mid = payload.get("message_id") if isinstance(payload, dict) else None
+        return mid if isinstance(mid, str) and mid else None
+
+    @staticmethod
+    def request_body(recipient: str, text: str, delivery_id: str) -> dict[str, Any]:
+        """The send call's JSON body (`messaging_type` RESPONSE: a reply within the messaging window)."""
+        return {"recipient": {"id": recipient}, "messaging_type": "RESPONSE",
+                "message": {"text": text, "metadata": delivery_id}}
+
+
+class InstagramClient(MessengerClient):
+    """Sends text messages through Instagram messaging (the Messenger shapes,
+    without `messaging_type` or `metadata`, which it does not document)."""
+
+    @staticmethod
+    def request_body(recipient: str, text: str, delivery_id: str) -> dict[str, Any]:
+        """The send call's JSON body."""
+        return {"recipient": {"id": recipient}, "message": {"text": text}}
+
+
+@dataclass(frozen=True)
+class MessagingItem:
+    """One `entry[].messaging[]` item, reduced to what baton acts on.
+
+    - `kind`: `delivery`, `read` (receipts: they may ack a message),
+      `echo` (our own send coming back), `incoming` (a person wrote to us),
+      `other` (reactions, postbacks, ...).
+    - `user_id`: the person (PSID or IGSID): `sender.id` of a receipt or an
+      incoming message, `recipient.id` of an echo.
+    - `watermark_ms`: Messenger receipts only (epoch ms).
+    - `mids`: the message ids named (`delivery.mids`, `read.mid`, the echo's `mid`).
+    """
+
+    provider: str
+    kind: str
+    user_id: str
+    watermark_ms: int | None
+    mids: tuple[str, ...]
+
+
+def _str_id(party: Any) -> str:
+    value = party.get("id") if isinstance(party, dict) else None
+    if not isinstance(value, str | int) or isinstance(value, bool) or not str(value):
+        raise ValueError("`sender.id` and `recipient.id` must be ids")
+    return str(value)
+
+
+def _watermark(value: Any) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise ValueError("`watermark` must be a whole number of ms")
+    return value
+
+
+def parse_messaging(payload: Any) -> list[MessagingItem]:
+    """Every `entry[].messaging[]` item of a Messenger (`object` = `page`) or
+    Instagram (`instagram`) webhook, in payload order.
+
+    Raises:
+        ValueError: not such a webhook, or an item of a known kind with the
+            wrong shape (a watermark that is not a number, a mid that is not
+            a string, an item without sender and recipient ids).
+    """
+    if not isinstance(payload, dict) or payload.get("object") not in ("page", "instagram"):
+        raise ValueError("expected `object` = `page` or `instagram`")
+    provider = WEBHOOK_OBJECTS[payload["object"]]
+    if not isinstance(payload.get("entry"), list):
+        raise ValueError("expected an `entry` list")
+    out: list[MessagingItem] = []
+    for entry in payload["entry"]:
+        items = entry.get("messaging", []) if isinstance(entry, dict) else None
+        if not isinstance(items, list):
+            raise ValueError("`entry[]` items must be objects with a `messaging` list")
+        for item in items:
+            if not isinstance(item, dict):
+                raise ValueError("`messaging[]` items must be objects")
+            sender, recipient = _str_id(item.get("sender")), _str_id(item.get("recipient"))
+            if isinstance(item.get("delivery"), dict):
+                d = item["delivery"]
+                mids = d.get("mids") or []
+                if not isinstance(mids, list) or not all(isinstance(m, str) for m in mids):
+                    raise ValueError("`delivery.mids` must be a list of strings")
+                out.append(MessagingItem(provider, "delivery", sender, _watermark(d.get("watermark")), tuple(mids)))
+            elif isinstance(item.get("read"), dict):
+                r = item["read"]
+                mid = r.get("mid")
+                if mid is not None and not isinstance(mid, str):
+                    raise ValueError("`read.mid` must be a string")
+                watermark = _watermark(r["watermark"]) if "watermark" in r else None
+                if mid is None and watermark is None:
+                    raise ValueError("`read` needs `watermark` or `mid`")
+                out.append(MessagingItem(provider, "read", sender, watermark, (mid,) if mid else ()))
+            elif isinstance(item.get("message"), dict):
+                m = item["message"]
+                mid = m.get("mid")
+                mids = (mid,) if isinstance(mid, str) else ()
+                if m.get("is_echo"):
+                    out.append(MessagingItem(provider, "echo", recipient, None, mids))
+                else:
+                    out.append(MessagingItem(provider, "incoming", sender, None, mids))
+            else:
+                out.append(MessagingItem(provider, "other", sender, None, ()))
+    return out
