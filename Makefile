@@ -6,6 +6,7 @@ PY := $(VENV)/bin/python
 TASKS_VENV := .venv-tasks
 ROOMS ?= 1000
 MESSAGES ?= 5
+PROVIDERS ?= whatsapp
 RUN_DIR ?= run/local
 
 .PHONY: help venv up down demo test test-unit test-integration test-e2e lint bench-core bench-hot-room chaos clean \
@@ -41,7 +42,7 @@ down:
 	$(PY) -m tools.stack down --run-dir $(RUN_DIR)
 
 demo: venv
-	$(PY) -m tools.demo --rooms $(ROOMS) --messages $(MESSAGES)
+	$(PY) -m tools.demo --rooms $(ROOMS) --messages $(MESSAGES) --providers $(PROVIDERS)
 
 lint: venv
 	$(VENV)/bin/ruff check .

@@ -19,20 +19,27 @@ from shared.events import TERMINAL_EVENTS
 from shared.room import parse_delivery_id
 from tools.publisher import OutboundMessage
 
+# Each provider's recipients in a workload: a phone number, a PSID, an IGSID.
+RECIPIENT_PREFIX = {"whatsapp": "1555", "messenger": "6", "instagram": "7"}
 
-def make_workload(rooms: int, per_room: int, seed: int = 1, prefix: str = "room") -> list[OutboundMessage]:
+
+def make_workload(rooms: int, per_room: int, seed: int = 1, prefix: str = "room",
+                  providers: tuple[str, ...] = ("whatsapp",)) -> list[OutboundMessage]:
     """Messages of `rooms` rooms interleaved as the users' queue has them:
     each room writes `per_room` messages with exponential gaps (mean 1 s)
     from a random start, and the queue is the merge of all rooms by time, so
-    rooms interleave and a room sometimes bursts."""
+    rooms interleave and a room sometimes bursts. Room r is on
+    `providers[r % len(providers)]`."""
     rng = random.Random(seed)
     timed = []
     for r in range(rooms):
         t = rng.uniform(0, max(1.0, rooms / 50))
+        provider = providers[r % len(providers)]
+        recipient = f"{RECIPIENT_PREFIX[provider]}{r:07d}"
         for k in range(1, per_room + 1):
             t += rng.expovariate(1.0)
             room = f"{prefix}-{r:05d}"
-            timed.append((t, OutboundMessage(room, "whatsapp", f"1555{r:07d}", f"{room}-m{k}", f"message {k} of {room}")))
+            timed.append((t, OutboundMessage(room, provider, recipient, f"{room}-m{k}", f"message {k} of {room}")))
     timed.sort(key=lambda x: x[0])
     return [m for _, m in timed]
 
@@ -89,6 +96,7 @@ class Summary:
     ack_to_next_send_p99_ms: float | None = None
     per_room_msgs_per_s_median: float | None = None
     wall_s: float = 0.0
+    by_provider: dict[str, Counter[str]] = field(default_factory=dict)  # provider -> terminal event -> count
 
     @property
     def ok(self) -> bool:
@@ -116,7 +124,10 @@ class Summary:
             ("per-room messages/s (median)", "-" if self.per_room_msgs_per_s_median is None
              else f"{self.per_room_msgs_per_s_median:.2f}"),
             ("wall time", f"{self.wall_s:,.1f} s"),
-        ]
+        ] + [(f"{provider}: acked / timed out / failed / other", " / ".join(
+            f"{ends[k]:,}" for k in ("acked", "timed_out", "failed"))
+            + f" / {sum(ends.values()) - ends['acked'] - ends['timed_out'] - ends['failed']:,}")
+            for provider, ends in sorted(self.by_provider.items())]
 
 
 def summarize(published: list[OutboundMessage], events: list[dict[str, Any]], fake_stats: dict[str, Any],
@@ -137,6 +148,17 @@ def summarize(published: list[OutboundMessage], events: list[dict[str, Any]], fa
     rejected_ids = {e["message_id"] for e in events if e["event"] == "rejected"}
     s.lost = sorted(m.message_id for m in published if not ended[m.message_id] and m.message_id not in rejected_ids)
     s.ended_twice = sorted(mid for mid, n in ended.items() if n > 1)
+    for e in events:
+        if e["event"] in TERMINAL_EVENTS:
+            s.by_provider.setdefault(e.get("provider") or "?", Counter())[e["event"]] += 1
+    # Instagram's wire format carries no delivery id: its device records are
+    # known by the platform's message id, which the `sent` events name.
+    delivery_of = {e["provider_message_id"]: e["delivery_id"] for e in events
+                   if e["event"] == "sent" and e.get("provider_message_id") and e.get("delivery_id")}
+
+    def delivery_id(rec: dict[str, Any]) -> str:
+        return rec.get("callback") or delivery_of.get(rec.get("wamid", ""), "")
+
     sent_events = [e for e in events if e["event"] == "sent"]
     s.sent = len({(e["room_id"], e["seq"]) for e in sent_events})
     firsts = [e["publish_to_send_ms"] for e in sent_events if e["attempt"] == 1 and e["trigger"] == "enqueue"]
@@ -150,7 +172,7 @@ def summarize(published: list[OutboundMessage], events: list[dict[str, Any]], fa
     per_message = Counter()
     for rec in sends:
         try:
-            room, _, seq, _, _ = parse_delivery_id(rec["callback"])
+            room, _, seq, _, _ = parse_delivery_id(delivery_id(rec))
         except ValueError:
             continue
         per_message[(room, seq)] += 1
@@ -162,7 +184,7 @@ def summarize(published: list[OutboundMessage], events: list[dict[str, Any]], fa
         last_acked: dict[str, int] = {}
         for item in received:
             try:
-                room, _, seq, _, _ = parse_delivery_id(item["callback"])
+                room, _, seq, _, _ = parse_delivery_id(delivery_id(item))
             except ValueError:
                 continue
             if seq < seen_max.get(room, 0):

@@ -26,7 +26,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from shared.events import TERMINAL_EVENTS
-from tools.audit import Summary, make_workload, read_events, summarize
+from tools.audit import RECIPIENT_PREFIX, Summary, make_workload, read_events, summarize
 from tools.publisher import OutboundMessage, Publisher
 from tools.stack import PROJECT, ROOT, TOPIC, Stack
 
@@ -155,7 +155,12 @@ def main() -> int:
     parser.add_argument("--out", default=str(ROOT / "out" / "demo"), help="event log and summary go here")
     parser.add_argument("--run-dir", default=str(ROOT / "run" / "demo"))
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--providers", default="whatsapp",
+                        help="comma-separated providers, rooms spread over them (whatsapp,messenger,instagram)")
     args = parser.parse_args()
+    providers = tuple(p.strip() for p in args.providers.split(",") if p.strip())
+    if not providers or set(providers) - set(RECIPIENT_PREFIX):
+        parser.error(f"--providers: each one of {', '.join(RECIPIENT_PREFIX)}")
     if not 1 <= args.rooms <= 25_000:
         parser.error("--rooms must be 1..25000 (the users' peak)")
     console = Console()
@@ -168,8 +173,9 @@ def main() -> int:
     out.mkdir(parents=True, exist_ok=True)
     event_log = out / "events.jsonl"
     event_log.unlink(missing_ok=True)
-    messages = make_workload(args.rooms, args.messages, seed=args.seed)
-    console.print(f"[bold]baton demo[/]: {args.rooms:,} rooms x {args.messages} messages = {len(messages):,}")
+    messages = make_workload(args.rooms, args.messages, seed=args.seed, providers=providers)
+    console.print(f"[bold]baton demo[/]: {args.rooms:,} rooms x {args.messages} messages = {len(messages):,}"
+                  f" ({', '.join(providers)})")
     stack = Stack(Path(args.run_dir), event_log=event_log)
     with console.status("starting the local stack (emulators, functions, fake WhatsApp)..."):
         stack.start()

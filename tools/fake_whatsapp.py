@@ -1,4 +1,5 @@
-"""The fake platform: a local HTTP server speaking the WhatsApp Cloud API wire format.
+"""The fake platform: a local HTTP server speaking the wire formats of the
+WhatsApp Cloud API, the Messenger Send API and Instagram messaging.
 
 The only home-made server of the project. It answers the send call
 (`POST /{version}/{phone-number-id}/messages`) with a `wamid`, then posts
@@ -26,6 +27,17 @@ sends) or as a share of all sends (drawn from the seeded rng):
 - `answer_without_id`: sent, but answered 200 with an empty `messages` list;
 - `trickle_answer_ms`: sent, and the answer written one byte every that many ms.
 `GET /_fake/stats` counts each fault injected, by kind (`faults`).
+
+Messenger and Instagram (`POST /{version}/{PAGE-ID or IG-ID}/messages`, told
+apart by the id in the path; shared/providers/meta_messaging.py has the
+shapes and their sources): the answer is `{"recipient_id", "message_id"}`;
+no asynchronous failure. Messenger posts `message_deliveries` receipts (with
+`mids` for a share `messenger_mids_prob`, the watermark always) and
+`message_reads` for read messages; each watermark is what Meta documents:
+every message to that person stamped before it has been delivered (read).
+Instagram posts no delivery receipt: `messaging_seen` naming one message, for
+read messages only, and an echo (`is_echo`) of every send. Each app signs
+with its own secret.
 
 Run: `python -m tools.fake_whatsapp --port 8090 --webhook-url http://127.0.0.1:8081/`.
 Change behaviour at run time: `POST /_fake/config` with a JSON subset of
@@ -89,6 +101,7 @@ class FakeConfig:
     slow_send_prob_ms: float = 5000.0
     answer_without_id: dict[str, int] = field(default_factory=dict)  # recipient -> next sends sent, answered 200 with no id
     trickle_answer_ms: dict[str, list[float]] = field(default_factory=dict)  # recipient -> ms between answer bytes
+    messenger_mids_prob: float = 0.7  # Messenger delivery receipts that carry `mids` (the watermark always comes)
     seed: int = 7
 
 
@@ -101,18 +114,31 @@ HTTP_5XX_ERRORS = {500: (1, "An unknown error occurred"), 503: (2, "Service temp
 @dataclass
 class SendRecord:
     recipient: str
-    wamid: str
-    callback: str
-    at: float  # epoch s
+    wamid: str  # the platform's message id (a wamid, or a Messenger/Instagram mid)
+    callback: str  # our delivery id where the wire format carries it (not Instagram's)
+    at: float  # epoch s: the platform's stamp of the message
+    provider: str = "whatsapp"
+
+
+@dataclass(frozen=True)
+class MetaApp:
+    """One Messenger or Instagram app: the id in its send path, its token and secret."""
+
+    provider: str
+    account_id: str
+    access_token: str
+    app_secret: str
 
 
 class FakeWhatsApp:
     """State and behaviour of the fake platform (thread-safe)."""
 
-    def __init__(self, webhook_url: str, app_secret: str, access_token: str, config: FakeConfig) -> None:
+    def __init__(self, webhook_url: str, app_secret: str, access_token: str, config: FakeConfig,
+                 meta_apps: tuple[MetaApp, ...] = ()) -> None:
         self.webhook_url = webhook_url
         self.app_secret = app_secret.encode()
         self.access_token = access_token
+        self.meta_apps = {app.account_id: app for app in meta_apps}
         self.config = config
         self.rng = random.Random(config.seed)
         self.lock = threading.Lock()
@@ -134,6 +160,8 @@ class FakeWhatsApp:
             self.webhooks_failed = 0
             self.send_errors_returned = 0  # Graph error answers (HTTP 400), queued or random
             self.faults: Counter[str] = Counter()  # faults injected, by kind
+            # Messenger/Instagram: per person, [stamp, delivered, read] of each message (watermarks).
+            self.conversations: dict[tuple[str, str], list[list[Any]]] = {}
 
     # ------------------------------------------------------------ timeline
 
@@ -160,6 +188,8 @@ class FakeWhatsApp:
         """Answer one send call: `(HTTP status, JSON body)` (a `TrickledAnswer`
         to write it slowly), or `(None, {})` to close the connection without
         any answer."""
+        if phone_id in self.meta_apps:
+            return self.handle_meta_send(self.meta_apps[phone_id], auth, body)
         if auth != f"Bearer {self.access_token}":
             return 401, _error(190, "Invalid OAuth access token.", "OAuthException")
         if body.get("messaging_product") != "whatsapp" or body.get("type") != "text":
@@ -201,6 +231,109 @@ class FakeWhatsApp:
             ms_per_byte = float(trickle.pop(0)) if trickle else 0.0
             self.faults["trickle_answer"] += ms_per_byte > 0
         return 200, TrickledAnswer(answer, ms_per_byte) if ms_per_byte else answer
+
+    def handle_meta_send(self, app: MetaApp, auth: str | None,
+                         body: dict[str, Any]) -> tuple[int | None, dict[str, Any] | TrickledAnswer]:
+        """A Messenger or Instagram send call: `{"recipient": {"id"}, "message": {"text"}}`
+        (Messenger also `messaging_type`), answered `{"recipient_id", "message_id"}`."""
+        if auth != f"Bearer {app.access_token}":
+            return 401, _error(190, "Invalid OAuth access token.", "OAuthException")
+        recipient = (body.get("recipient") or {}).get("id") if isinstance(body.get("recipient"), dict) else None
+        message = body.get("message") if isinstance(body.get("message"), dict) else {}
+        text = message.get("text")
+        if not isinstance(recipient, str) or not isinstance(text, str) or not text:
+            return 400, _error(100, "(#100) The parameter recipient or message is required", "OAuthException")
+        if app.provider == "messenger" and body.get("messaging_type") not in ("RESPONSE", "UPDATE", "MESSAGE_TAG"):
+            return 400, _error(100, "(#100) messaging_type is required", "OAuthException")
+        with self.lock:
+            refusal = self._refusal(recipient)
+            if refusal is not None:
+                return refusal
+            drop, slow_ms = self._after_send_faults(recipient)
+        if self.config.send_latency_ms:
+            time.sleep(self.config.send_latency_ms / 1000)
+        now = time.time()
+        mid = ("m_" if app.provider == "messenger" else "aWdf") + \
+            hashlib.sha1(f"{now}{next(self.counter)}".encode()).hexdigest()[:24]
+        callback = message.get("metadata") if app.provider == "messenger" else ""
+        record = SendRecord(recipient, mid, str(callback or ""), now, app.provider)
+        with self.lock:
+            self.sends.append(record)
+            self.conversations.setdefault((app.provider, recipient), []).append([now, False, False])
+            plan = self._meta_plan(app, record)
+        for when, action in plan:
+            self.at(when, action)
+        if slow_ms:
+            time.sleep(slow_ms / 1000)
+        if drop:
+            return None, {}
+        return 200, {"recipient_id": recipient, "message_id": mid}
+
+    def _meta_plan(self, app: MetaApp, rec: SendRecord) -> list[tuple[float, Any]]:
+        """A Messenger or Instagram message's fate. Lock held."""
+        cfg, rng = self.config, self.rng
+        fixed = cfg.slow_recipients.get(rec.recipient)
+        latency_ms = fixed if fixed is not None else cfg.ack_median_ms * math.exp(cfg.ack_sigma * rng.gauss(0, 1))
+        t_delivered = rec.at + latency_ms / 1000
+        plan: list[tuple[float, Any]] = [(t_delivered, lambda: self.receive(rec))]
+        if app.provider == "instagram":
+            plan.append((rec.at + 0.005, lambda: self.post_meta(app, rec, "echo")))
+        if rec.recipient in cfg.silent_recipients or rng.random() >= cfg.ack_prob:
+            return plan
+        read = rng.random() < cfg.read_prob
+        t_read = t_delivered + cfg.read_delay_ms * math.exp(0.5 * rng.gauss(0, 1)) / 1000
+        if app.provider == "messenger":
+            with_mids = rng.random() < cfg.messenger_mids_prob
+            plan.append((t_delivered, lambda: self.post_meta(app, rec, "delivery", with_mids)))
+            if read:
+                plan.append((t_read, lambda: self.post_meta(app, rec, "read")))
+            if rng.random() < cfg.duplicate_prob:
+                plan.append((t_delivered + 0.05, lambda: self.post_meta(app, rec, "delivery", with_mids)))
+        elif read:
+            plan.append((t_read, lambda: self.post_meta(app, rec, "seen")))
+        return plan
+
+    def _mark(self, rec: SendRecord, index: int) -> None:
+        """Mark `rec` delivered (index 1) or read (2, which implies delivered). Lock held."""
+        for m in self.conversations.get((rec.provider, rec.recipient), []):
+            if m[0] == rec.at:
+                m[index] = True
+                m[1] = True
+
+    def _watermark_ms(self, rec: SendRecord, index: int) -> int:
+        """The watermark of a delivery (index 1) or read (2) receipt to `rec`'s
+        person: every message to them stamped before it is delivered (read),
+        as Meta documents it. Lock held."""
+        pending = [m[0] for m in self.conversations.get((rec.provider, rec.recipient), []) if not m[index]]
+        return int((min(pending) if pending else time.time()) * 1000)
+
+    def post_meta(self, app: MetaApp, rec: SendRecord, kind: str, with_mids: bool = True, attempt: int = 1) -> None:
+        """Post one Messenger/Instagram webhook about `rec`, signed with the app's secret."""
+        page = {"id": app.account_id}
+        person = {"id": rec.recipient}
+        now_ms = int(time.time() * 1000)
+        with self.lock:
+            if kind == "delivery":
+                item = {"sender": person, "recipient": page, "timestamp": now_ms,
+                        "delivery": {"watermark": self._watermark_ms(rec, 1)}}
+                if with_mids:
+                    item["delivery"]["mids"] = [rec.wamid]
+            elif kind == "read":
+                self._mark(rec, 2)
+                item = {"sender": person, "recipient": page, "timestamp": now_ms,
+                        "read": {"watermark": self._watermark_ms(rec, 2)}}
+            elif kind == "seen":
+                self._mark(rec, 2)
+                item = {"sender": person, "recipient": page, "timestamp": now_ms, "read": {"mid": rec.wamid}}
+            else:  # echo of our own send
+                item = {"sender": page, "recipient": person, "timestamp": now_ms,
+                        "message": {"mid": rec.wamid, "is_echo": True, "text": "(echo)"}}
+            if kind in ("delivery", "read", "seen"):
+                self.acked.add(rec.wamid)
+        payload = {"object": "page" if app.provider == "messenger" else "instagram",
+                   "entry": [{"id": app.account_id, "time": now_ms, "messaging": [item]}]}
+        self._post_signed(json.dumps(payload).encode(), app.app_secret.encode(),
+                          lambda: self.post_meta(app, rec, kind, with_mids, attempt + 1), attempt)
 
     def _chance(self, prob: float) -> bool:
         """A draw from the seeded rng, made only for a non-zero share (so the
@@ -286,6 +419,8 @@ class FakeWhatsApp:
 
     def receive(self, rec: SendRecord) -> None:
         with self.lock:
+            if rec.provider != "whatsapp":
+                self._mark(rec, 1)  # on the device: covered by the next delivery watermark
             self.device.setdefault(rec.recipient, []).append(
                 {"wamid": rec.wamid, "callback": rec.callback, "at": time.time()}
             )
@@ -316,10 +451,15 @@ class FakeWhatsApp:
 
     def post(self, rec: SendRecord, status: str, attempt: int = 1) -> None:
         raw = json.dumps(self.status_payload(rec, status)).encode()
-        signature = "sha256=" + hmac.new(self.app_secret, raw, hashlib.sha256).hexdigest()
         if status in ("delivered", "read"):
             with self.lock:
                 self.acked.add(rec.wamid)
+        self._post_signed(raw, self.app_secret, lambda: self.post(rec, status, attempt + 1), attempt)
+
+    def _post_signed(self, raw: bytes, secret: bytes, again: Any, attempt: int = 1) -> None:
+        """POST a webhook body signed with `secret`; `again` posts it once
+        more, as Meta retries a webhook not answered 200 (with backoff)."""
+        signature = "sha256=" + hmac.new(secret, raw, hashlib.sha256).hexdigest()
         session = getattr(self.local, "session", None)
         if session is None:
             session = self.local.session = requests.Session()
@@ -333,7 +473,7 @@ class FakeWhatsApp:
             self.webhooks_failed += 0 if ok else 1
         if not ok and attempt < 8 and not self.stopping:
             # Meta retries failed webhooks with backoff (for up to 7 days).
-            self.at(time.time() + 0.2 * 2 ** (attempt - 1), lambda: self.post(rec, status, attempt + 1))
+            self.at(time.time() + 0.2 * 2 ** (attempt - 1), again)
 
     # ------------------------------------------------------------ stats
 
@@ -478,10 +618,16 @@ def main() -> None:
     parser.add_argument("--webhook-url", required=True)
     parser.add_argument("--app-secret", default="local-app-secret")
     parser.add_argument("--access-token", default="local-access-token")
+    parser.add_argument("--messenger", default="200000000000002:local-messenger-token:local-messenger-secret",
+                        help="PAGE-ID:TOKEN:SECRET of the Messenger app")
+    parser.add_argument("--instagram", default="300000000000003:local-instagram-token:local-instagram-secret",
+                        help="IG-ID:TOKEN:SECRET of the Instagram app")
     parser.add_argument("--config", default="{}", help="JSON object: FakeConfig fields to override")
     args = parser.parse_args()
     config = FakeConfig()
-    fake = FakeWhatsApp(args.webhook_url, args.app_secret, args.access_token, config)
+    apps = tuple(MetaApp(provider, *spec.split(":", 2))
+                 for provider, spec in (("messenger", args.messenger), ("instagram", args.instagram)))
+    fake = FakeWhatsApp(args.webhook_url, args.app_secret, args.access_token, config, apps)
     fake.update_config(json.loads(args.config))
     server = ThreadingHTTPServer((args.host, args.port), make_handler(fake))
     server.daemon_threads = True
