@@ -46,7 +46,7 @@ resource "google_cloudfunctions2_function" "fn" {
     # Secrets are resolved from Secret Manager when an instance starts; their
     # values never pass through Terraform or its state.
     dynamic "secret_environment_variables" {
-      for_each = toset(local.function_secrets[each.key])
+      for_each = toset(local.mounted_secrets[each.key])
       content {
         key        = secret_environment_variables.value
         project_id = var.project_id

@@ -87,6 +87,13 @@ locals {
     WHATSAPP_API_BASE        = var.whatsapp_api_base
     WHATSAPP_API_VERSION     = var.whatsapp_api_version
     WHATSAPP_PHONE_NUMBER_ID = var.whatsapp_phone_number_id
+    PROVIDERS                = join(",", var.providers)
+    MESSENGER_PAGE_ID        = var.messenger_page_id
+    INSTAGRAM_ACCOUNT_ID     = var.instagram_account_id
+    ACK_LEVEL_WHATSAPP       = var.ack_levels["whatsapp"]
+    ACK_LEVEL_MESSENGER      = var.ack_levels["messenger"]
+    ACK_LEVEL_INSTAGRAM      = var.ack_levels["instagram"]
+    WATERMARK_MARGIN_MS      = tostring(var.watermark_margin_ms)
     PUBSUB_TOPIC             = google_pubsub_topic.outbound.name
     WEBHOOK_MODE             = var.webhook_mode
     STATUS_TOPIC             = google_pubsub_topic.statuses.name

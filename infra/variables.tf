@@ -297,6 +297,61 @@ variable "whatsapp_phone_number_id" {
   }
 }
 
+variable "providers" {
+  description = "PROVIDERS: the platforms this deployment sends to and takes webhooks from (whatsapp, messenger, instagram). Each one's secrets are created here and need a version before the functions deploy."
+  type        = list(string)
+  default     = ["whatsapp"]
+
+  validation {
+    condition     = length(var.providers) > 0 && alltrue([for p in var.providers : contains(["whatsapp", "messenger", "instagram"], p)])
+    error_message = "providers is a non-empty list of whatsapp, messenger, instagram."
+  }
+}
+
+variable "messenger_page_id" {
+  description = "MESSENGER_PAGE_ID: the Facebook Page that sends Messenger messages (not a secret); empty unless providers has messenger."
+  type        = string
+  default     = ""
+
+  validation {
+    condition     = can(regex("^([0-9]{5,20})?$", var.messenger_page_id))
+    error_message = "messenger_page_id is the numeric Page id, or empty."
+  }
+}
+
+variable "instagram_account_id" {
+  description = "INSTAGRAM_ACCOUNT_ID: the Instagram professional account that sends (not a secret); empty unless providers has instagram."
+  type        = string
+  default     = ""
+
+  validation {
+    condition     = can(regex("^([0-9]{5,20})?$", var.instagram_account_id))
+    error_message = "instagram_account_id is the numeric account id, or empty."
+  }
+}
+
+variable "ack_levels" {
+  description = "ACK_LEVEL_*: what acks a message, per platform: delivered (a delivered or read receipt), read, or accepted (the send's 2xx). The ack timeout is the backstop of every level."
+  type        = object({ whatsapp = string, messenger = string, instagram = string })
+  default     = { whatsapp = "delivered", messenger = "delivered", instagram = "read" }
+
+  validation {
+    condition     = alltrue([for level in values(var.ack_levels) : contains(["delivered", "read", "accepted"], level)])
+    error_message = "each ack level is delivered, read or accepted."
+  }
+}
+
+variable "watermark_margin_ms" {
+  description = "WATERMARK_MARGIN_MS: ms past a send's return a Messenger watermark must be to ack it without mids (0..60000)."
+  type        = number
+  default     = 0
+
+  validation {
+    condition     = var.watermark_margin_ms >= 0 && var.watermark_margin_ms <= 60000 && floor(var.watermark_margin_ms) == var.watermark_margin_ms
+    error_message = "watermark_margin_ms is a whole number of ms from 0 to 60000."
+  }
+}
+
 # ---------------------------------------------------- Pub/Sub, Cloud Tasks --
 
 variable "push_ack_deadline_seconds" {

@@ -43,6 +43,9 @@ ENV_VARS: dict[str, tuple[str, str]] = {
     "WHATSAPP_ACCESS_TOKEN": ("local-access-token", "secret: bearer token for the send call"),
     "WHATSAPP_APP_SECRET": ("local-app-secret", "secret: HMAC-SHA256 key of X-Hub-Signature-256"),
     "WHATSAPP_VERIFY_TOKEN": ("local-verify-token", "secret: token of the GET hub.verify_token handshake"),
+    "PROVIDERS": ("whatsapp,messenger,instagram", "comma-separated platforms this deployment sends to and takes "
+                  "webhooks from; a push for another is kept as rejected, a webhook signed by another app's "
+                  "secret is refused (401)"),
     "MESSENGER_PAGE_ID": ("200000000000002", "the Facebook Page that sends Messenger messages (Send API path)"),
     "MESSENGER_ACCESS_TOKEN": ("local-messenger-token", "secret: Page access token for the Messenger Send API"),
     "MESSENGER_APP_SECRET": ("local-messenger-secret", "secret: the Messenger app's key of X-Hub-Signature-256"),
@@ -114,6 +117,7 @@ class Settings:
     whatsapp_access_token: str
     whatsapp_app_secret: str
     whatsapp_verify_token: str
+    providers: str
     messenger_page_id: str
     messenger_access_token: str
     messenger_app_secret: str
@@ -130,6 +134,11 @@ class Settings:
     webhook_mode: str
     status_max_attempts: int
     status_topic: str
+
+    @property
+    def enabled_providers(self) -> frozenset[str]:
+        """PROVIDERS as a set."""
+        return frozenset(p.strip() for p in self.providers.split(",") if p.strip())
 
     @property
     def ack_levels(self) -> dict[str, str]:
@@ -156,7 +165,8 @@ def load() -> Settings:
         ValueError: a numeric setting is not a whole number, or is below 1;
             SEND_TIMEOUT_MS is not below ACK_TIMEOUT_MS; MAX_ROOM_BYTES is over
             1 MiB; WEBHOOK_MODE is neither `queued` nor `direct`; an ACK_LEVEL_*
-            is not `delivered`, `read` or `accepted`.
+            is not `delivered`, `read` or `accepted`; PROVIDERS names an unknown
+            platform or none.
     """
     values: dict[str, object] = {}
     for f in fields(Settings):
@@ -178,6 +188,8 @@ def load() -> Settings:
         raise ValueError("SEND_TIMEOUT_MS must be below ACK_TIMEOUT_MS")
     if settings.webhook_mode not in WEBHOOK_MODES:
         raise ValueError(f"WEBHOOK_MODE={settings.webhook_mode!r} must be one of {', '.join(WEBHOOK_MODES)}")
+    if not settings.enabled_providers or settings.enabled_providers - set(PROVIDERS):
+        raise ValueError(f"PROVIDERS={settings.providers!r} must name some of {', '.join(PROVIDERS)}")
     for provider, level in settings.ack_levels.items():
         if level not in ("delivered", "read", "accepted"):
             raise ValueError(f"ACK_LEVEL_{provider.upper()}={level!r} must be one of delivered, read, accepted")

@@ -106,8 +106,9 @@ def _storable_attributes(attrs: Any) -> dict[str, str] | str | None:
     return storable(attrs)
 
 
-def parse_push(body: bytes, now_us: int) -> Accepted | Rejected:
-    """Validate one push request.
+def parse_push(body: bytes, now_us: int, providers: frozenset[str] = KNOWN_PROVIDERS) -> Accepted | Rejected:
+    """Validate one push request; `providers` are the ones this deployment
+    sends to (PROVIDERS).
 
     Returns `Accepted` with the `Enqueue` event, or `Rejected` with the reason
     (never raises: every bad input is kept, see `Rejected`).
@@ -153,9 +154,11 @@ def parse_push(body: bytes, now_us: int) -> Accepted | Rejected:
     provider = attrs.get("provider")
     if provider not in KNOWN_PROVIDERS:
         return reject(f"unknown `provider` {provider!r}; known: {sorted(KNOWN_PROVIDERS)}")
+    if provider not in providers:
+        return reject(f"`provider` {provider!r} is not enabled here (PROVIDERS={','.join(sorted(providers))})")
     recipient = attrs.get("recipient")
     if not isinstance(recipient, str) or not RECIPIENT.fullmatch(recipient):
-        return reject("missing or invalid `recipient` attribute (a phone number)")
+        return reject("missing or invalid `recipient` attribute (a phone number, PSID or IGSID: 5 to 20 digits)")
     try:
         data = json.loads(base64.b64decode(raw_data, validate=True)) if isinstance(raw_data, str) else None
     except (binascii.Error, ValueError, UnicodeDecodeError):

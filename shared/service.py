@@ -67,7 +67,16 @@ from shared.room import (
     recipient_key,
 )
 from shared.room import SendOutcome as RoomSendOutcome
-from shared.status_queue import QueuedStatus, RoomStatuses, StatusPublishFailed, StatusQueue, Unroutable
+from shared.status_queue import (
+    KIND_RECIPIENT_RECEIPTS,
+    KIND_ROOM_STATUSES,
+    QueuedStatus,
+    RecipientReceipts,
+    RoomStatuses,
+    StatusPublishFailed,
+    StatusQueue,
+    Unroutable,
+)
 from shared.store import ContentionError, RoomStore, begin_request, op_counts
 from shared.tasks import TimerScheduler
 
@@ -160,7 +169,7 @@ class DeliveryService:
         """A Pub/Sub push. 2xx acks it; 503 (room full) makes Pub/Sub redeliver
         it later; the room remembers it at its place meanwhile."""
         arrived = now_us()
-        parsed = parse_push(body, arrived)
+        parsed = parse_push(body, arrived, self.settings.enabled_providers)
         if isinstance(parsed, Rejected):
             self._keep_rejected(parsed, arrived, "enqueue")
             return Reply(200, {"result": "rejected", "reason": parsed.reason})
@@ -173,7 +182,7 @@ class DeliveryService:
         """A push from the dead-letter topic: the message is parked at its place
         in its room, which blocks there until an operator acts."""
         arrived = now_us()
-        parsed = parse_push(body, arrived)
+        parsed = parse_push(body, arrived, self.settings.enabled_providers)
         if isinstance(parsed, Rejected):
             self._keep_rejected(parsed, arrived, "deadletter")
             return Reply(200, {"result": "rejected", "reason": parsed.reason})
@@ -234,43 +243,61 @@ class DeliveryService:
         secrets = {"whatsapp": self.settings.whatsapp_app_secret, "messenger": self.settings.messenger_app_secret,
                    "instagram": self.settings.instagram_app_secret}
         for provider, secret in secrets.items():
-            if secret and signature_valid(raw, signature, secret):
+            if provider in self.settings.enabled_providers and secret and signature_valid(raw, signature, secret):
                 return provider
         return None
 
     def _apply_receipts(self, items: list[MessagingItem], arrived: int) -> Reply:
-        """Messenger and Instagram webhooks: each receipt goes to the rooms whose
-        in-flight message is for its recipient (`RoomStore.rooms_sending_to`);
-        echoes of our own sends and messages people wrote are logged and
-        ignored. Applied here in both WEBHOOK_MODEs (the status queue is
-        keyed by room, which such a receipt does not name). Raises what the
-        store raises, after trying every receipt (a redelivery repeats the
-        applied ones, which then change nothing)."""
-        applied, failures = 0, []
+        """Messenger and Instagram webhooks: echoes of our own sends and
+        messages people wrote are logged and ignored; each receipt goes to the
+        rooms whose in-flight message is for its recipient. `direct` applies
+        them here; `queued` publishes one status-queue message per recipient
+        (ordering key `recipient:{provider}:{id}`) for the `status` function."""
+        receipts: list[RecipientReceipt] = []
         for item in items:
             if item.kind not in ("delivery", "read"):
                 self.events.emit(DeliveryEvent(EventType.STATUS_IGNORED, utc_iso(arrived), "webhook", None,
                                                provider=item.provider, reason=f"{item.kind}_webhook",
                                                provider_message_id=item.mids[0] if item.mids else None))
                 continue
-            status = "delivered" if item.kind == "delivery" else "read"
-            receipt = RecipientReceipt(item.provider, item.user_id, status,
-                                       None if item.watermark_ms is None else item.watermark_ms * 1000,
-                                       item.mids, arrived)
-            rooms = self.store.rooms_sending_to(recipient_key(item.provider, item.user_id))
+            receipts.append(RecipientReceipt(item.provider, item.user_id,
+                                             "delivered" if item.kind == "delivery" else "read",
+                                             None if item.watermark_ms is None else item.watermark_ms * 1000,
+                                             item.mids, arrived))
+        if self.settings.webhook_mode == "queued":
+            by_key: dict[str, list[dict[str, Any]]] = {}
+            for r in receipts:
+                by_key.setdefault(recipient_key(r.provider, r.recipient), []).append(
+                    {"provider": r.provider, "recipient": r.recipient, "status": r.status,
+                     "watermark_us": r.watermark_us, "mids": list(r.mids)})
+            if by_key:
+                self.status_queue().publish([], [], [RecipientReceipts(k, arrived, tuple(v))
+                                                     for k, v in by_key.items()])
+            return Reply(200, {"receipts": len(items), "queued": len(receipts)})
+        applied = self._apply_receipt_events(receipts, "webhook")
+        return Reply(200, {"receipts": len(items), "applied": applied})
+
+    def _apply_receipt_events(self, receipts: list[RecipientReceipt], component: str) -> int:
+        """Apply each receipt to the rooms sending to its recipient
+        (`RoomStore.rooms_sending_to`); returns how many room events were
+        applied. Raises what the store raises, after trying every receipt (a
+        redelivery repeats the applied ones, which then change nothing)."""
+        applied, failures = 0, []
+        for receipt in receipts:
+            rooms = self.store.rooms_sending_to(recipient_key(receipt.provider, receipt.recipient))
             if not rooms:
-                self.events.emit(DeliveryEvent(EventType.STATUS_UNKNOWN, utc_iso(arrived), "webhook", None,
-                                               provider=item.provider, status=status,
+                self.events.emit(DeliveryEvent(EventType.STATUS_UNKNOWN, utc_iso(receipt.at_us), component, None,
+                                               provider=receipt.provider, status=receipt.status,
                                                reason="no room has a message in flight to this recipient"))
             for room_id in rooms:
                 try:
-                    self.apply(room_id, receipt, "webhook")
+                    self.apply(room_id, receipt, component)
                     applied += 1
                 except (gexc.GoogleAPICallError, gexc.RetryError, TimerArmFailed, RuntimeError) as exc:
                     failures.append(exc)
         if failures:
             raise failures[0]
-        return Reply(200, {"receipts": len(items), "applied": applied})
+        return applied
 
     def _queue_statuses(self, statuses: list[QueuedStatus], arrived: int) -> Reply:
         """Queued mode: one status-queue message per room, in payload order;
@@ -318,8 +345,14 @@ class DeliveryService:
             envelope = json.loads(body)
             message = envelope["message"]
             attributes = message.get("attributes") or {}
-            batch = RoomStatuses.decode(base64.b64decode(message.get("data") or "", validate=True))
-            if attributes.get("room_id", batch.room_id) != batch.room_id:
+            data = base64.b64decode(message.get("data") or "", validate=True)
+            if attributes.get("kind") == KIND_RECIPIENT_RECEIPTS:
+                receipts = RecipientReceipts.decode(data)
+                batch = RoomStatuses(receipts.recipient_key, receipts.received_at_us, ())
+            else:
+                receipts = None
+                batch = RoomStatuses.decode(data)
+            if receipts is None and attributes.get("room_id", batch.room_id) != batch.room_id:
                 raise ValueError("`room_id` attribute and data disagree")
         except (ValueError, KeyError, TypeError, AttributeError, binascii.Error, UnicodeDecodeError) as exc:
             reason = f"not a status-queue message: {type(exc).__name__}: {exc}"[:300]
@@ -328,7 +361,13 @@ class DeliveryService:
             print(json.dumps({"severity": "ERROR", "message": f"status: kept in the error queue: {reason}"}), flush=True)
             return Reply(200, {"result": "kept", "error": reason})
         try:
-            applied = self._apply_statuses(list(batch.statuses), batch.room_id, batch.received_at_us, "status")
+            if receipts is not None:
+                applied = self._apply_receipt_events(
+                    [RecipientReceipt(r["provider"], r["recipient"], r["status"], r["watermark_us"],
+                                      tuple(r["mids"]), receipts.received_at_us) for r in receipts.receipts],
+                    "status")
+            else:
+                applied = self._apply_statuses(list(batch.statuses), batch.room_id, batch.received_at_us, "status")
         except TRANSIENT_ERRORS:
             raise  # 503: retried with backoff for as long as it takes, never dead-lettered by us
         except Exception as exc:  # noqa: BLE001 - a bug or data the code cannot handle: counted, then moved aside
@@ -339,7 +378,8 @@ class DeliveryService:
                                                               f"message {pubsub_id} failed: {reason}"}), flush=True)
             if failures < self.settings.status_max_attempts:
                 raise
-            self.status_queue().dead_letter(base64.b64decode(message["data"]), batch.room_id, reason, failures)
+            self.status_queue().dead_letter(base64.b64decode(message["data"]), batch.room_id, reason, failures,
+                                            KIND_RECIPIENT_RECEIPTS if receipts is not None else KIND_ROOM_STATUSES)
             self.events.emit(DeliveryEvent(EventType.STATUS_DEAD_LETTERED, utc_iso(now_us()), "status",
                                            batch.room_id, reason=f"failed {failures} times: {reason}"[:500]))
             return Reply(200, {"result": "dead_lettered", "attempts": failures, "error": reason})

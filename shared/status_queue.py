@@ -46,6 +46,8 @@ KIND_ROOM_STATUSES = "room_statuses"
 # Failed deliveries of status-queue messages, by Pub/Sub message id.
 STATUS_FAILURES = "status_failures"
 KIND_UNROUTABLE = "unroutable"
+# Messenger/Instagram receipts name a recipient, not a room: keyed by recipient.
+KIND_RECIPIENT_RECEIPTS = "recipient_receipts"
 # What the publishes of one webhook call may take before it answers 503 and the
 # platform sends the payload again, s (Meta retries a webhook answered with
 # anything but 200 for up to 7 days: ../shared/DESIGN.md, "WhatsApp Cloud API").
@@ -116,6 +118,50 @@ class RoomStatuses:
 
 
 @dataclass(frozen=True)
+class RecipientReceipts:
+    """The receipts of one webhook payload for one recipient (Messenger,
+    Instagram), in payload order: `recipient_key` is `{provider}:{recipient}`
+    (shared/room.py `recipient_key`); each receipt is `{"provider",
+    "recipient", "status", "watermark_us", "mids"}`. Published with ordering
+    key `recipient:{recipient_key}` and attribute `kind` =
+    `recipient_receipts`; the `status` function finds the rooms."""
+
+    recipient_key: str
+    received_at_us: int
+    receipts: tuple[dict[str, Any], ...]
+
+    @property
+    def ordering_key(self) -> str:
+        return f"recipient:{self.recipient_key}"
+
+    def encode(self) -> bytes:
+        return json.dumps({"recipient_key": self.recipient_key, "received_at_us": self.received_at_us,
+                           "receipts": list(self.receipts)}, separators=(",", ":")).encode()
+
+    @classmethod
+    def decode(cls, data: bytes) -> RecipientReceipts:
+        """Parse message data.
+
+        Raises:
+            ValueError: not this wire format.
+        """
+        try:
+            doc = json.loads(data)
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise ValueError(f"not JSON: {exc}") from None
+        if not isinstance(doc, dict) or not isinstance(doc.get("recipient_key"), str) \
+                or not isinstance(doc.get("received_at_us"), int) or not isinstance(doc.get("receipts"), list):
+            raise ValueError("expected {recipient_key: str, received_at_us: int, receipts: [...]}")
+        for r in doc["receipts"]:
+            ok = isinstance(r, dict) and all(isinstance(r.get(k), str) for k in ("provider", "recipient", "status")) \
+                and (r.get("watermark_us") is None or isinstance(r.get("watermark_us"), int)) \
+                and isinstance(r.get("mids"), list) and all(isinstance(m, str) for m in r["mids"])
+            if not ok:
+                raise ValueError("each receipt needs provider, recipient, status, watermark_us and mids")
+        return cls(doc["recipient_key"], doc["received_at_us"], tuple(doc["receipts"]))
+
+
+@dataclass(frozen=True)
 class Unroutable:
     """Something the status queue cannot hand to a room (a status without a
     baton delivery id, a message that does not parse): kept in the error queue
@@ -179,7 +225,8 @@ class StatusQueue:
         op_counts().firestore_reads += 1
         return int(snap.get("count"))
 
-    def dead_letter(self, data: bytes, room_id: str, reason: str, attempts: int) -> None:
+    def dead_letter(self, data: bytes, room_id: str, reason: str, attempts: int,
+                    kind: str = KIND_ROOM_STATUSES) -> None:
         """Move a status-queue message that keeps failing to the error queue,
         with its reason and how often it failed.
 
@@ -190,12 +237,13 @@ class StatusQueue:
 
         op_counts().status_publishes += 1
         try:
-            self._client.publish(self._error_topic, data, kind=KIND_ROOM_STATUSES, room_id=room_id,
+            self._client.publish(self._error_topic, data, kind=kind, room_id=room_id,
                                  reason=reason[:500], attempts=str(attempts)).result(timeout=self._timeout_s)
         except Exception as exc:  # noqa: BLE001
             raise StatusPublishFailed(f"could not move a status-queue message to the error queue: {exc!r}") from exc
 
-    def publish(self, batches: Iterable[RoomStatuses], unroutable: Iterable[Unroutable] = ()) -> int:
+    def publish(self, batches: Iterable[RoomStatuses], unroutable: Iterable[Unroutable] = (),
+                receipts: Iterable[RecipientReceipts] = ()) -> int:
         """Publish every batch and unroutable record; returns how many messages.
 
         Raises:
@@ -206,6 +254,10 @@ class StatusQueue:
         for b in batches:
             pending.append((self._client.publish(self._topic, b.encode(), ordering_key=b.room_id,
                                                  room_id=b.room_id, kind=KIND_ROOM_STATUSES), b.room_id))
+        for r in receipts:
+            pending.append((self._client.publish(self._topic, r.encode(), ordering_key=r.ordering_key,
+                                                 kind=KIND_RECIPIENT_RECEIPTS, recipient_key=r.recipient_key),
+                            r.ordering_key))
         for u in unroutable:
             pending.append((self._client.publish(self._error_topic, json.dumps(u.record, default=str).encode(),
                                                  kind=KIND_UNROUTABLE, reason=u.reason[:500]), ""))

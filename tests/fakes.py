@@ -616,10 +616,10 @@ class FakeStatusQueue:
     def fail_next_publish(self) -> None:
         self._fail_publish = True
 
-    def publish(self, batches: Any, unroutable: Any = ()) -> int:
+    def publish(self, batches: Any, unroutable: Any = (), receipts: Any = ()) -> int:
         from shared.status_queue import StatusPublishFailed
 
-        batches, unroutable = list(batches), list(unroutable)
+        batches, unroutable = list(batches) + list(receipts), list(unroutable)
         if self._fail_publish:
             self._fail_publish = False
             raise StatusPublishFailed("injected: Pub/Sub unavailable")
@@ -631,5 +631,5 @@ class FakeStatusQueue:
         self.failures[pubsub_message_id] = self.failures.get(pubsub_message_id, 0) + 1
         return self.failures[pubsub_message_id]
 
-    def dead_letter(self, data: bytes, room_id: str, reason: str, attempts: int) -> None:
-        self.error_queue.append(("room_statuses", room_id, reason, attempts))
+    def dead_letter(self, data: bytes, room_id: str, reason: str, attempts: int, kind: str = "room_statuses") -> None:
+        self.error_queue.append((kind, room_id, reason, attempts))

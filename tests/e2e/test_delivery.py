@@ -152,3 +152,34 @@ def test_a_malformed_message_is_kept_and_does_not_block_its_room(stack):
             if (d.to_dict().get("attributes") or {}).get("room_id") == room]
     assert len(kept) == 1 and base64.b64decode(kept[0]["data"]).startswith(b"\xff")
     assert requests.get(f"{stack.fake_url}/_fake/health", timeout=5).ok
+
+
+def test_messenger_and_instagram_rooms_are_delivered_in_order_by_their_own_receipts(stack, fake_config):
+    """Messenger rooms ack on delivery receipts (some without `mids`: the
+    watermark then decides), Instagram rooms on `messaging_seen`, beside
+    WhatsApp rooms; nothing is lost and no acked pair is out of order."""
+    fake_config({"messenger_mids_prob": 0.5, "read_prob": 1.0})
+    prefix = f"meta-{uuid.uuid4().hex[:6]}"
+    messages = make_workload(rooms=9, per_room=3, seed=5, prefix=prefix,
+                             providers=("whatsapp", "messenger", "instagram"))
+    deliver(stack, messages, stall_s=30)
+    events = [e for e in read_events(stack.event_log) if (e["room_id"] or "").startswith(prefix)]
+    summary = summarize(messages, events, fake_stats(stack), 0.0)
+    assert summary.lost == [] and summary.ended_twice == [] and summary.acked_out_of_order == []
+    acks = {(e["provider"], e["status"]) for e in events if e["event"] == "acked"}
+    # Every provider acked by its own kind of receipt (the fake acks every message here).
+    assert {p for p, _ in acks} == {"whatsapp", "messenger", "instagram"}
+    assert ("instagram", "delivered") not in acks  # Instagram has no delivery receipt
+    assert summary.by_provider["instagram"]["acked"] == 9 and summary.by_provider["messenger"]["acked"] == 9
+
+
+def test_a_messenger_receipt_signed_with_another_apps_secret_is_refused(stack):
+    from shared.providers.whatsapp import sign
+
+    raw = json.dumps({"object": "page", "entry": [{"id": "200000000000002", "time": 1, "messaging": [
+        {"sender": {"id": "6000001"}, "recipient": {"id": "200000000000002"},
+         "delivery": {"watermark": 4_102_444_800_000}}]}]}).encode()
+    for secret, status in (("not-a-secret", 401), ("local-app-secret", 400), ("local-messenger-secret", 200)):
+        r = requests.post(stack.url("webhook"), data=raw, timeout=10,
+                          headers={"X-Hub-Signature-256": sign(raw, secret), "Content-Type": "application/json"})
+        assert r.status_code == status, (secret, r.text)

@@ -343,21 +343,26 @@ def test_secrets_are_never_plain_environment_variables(tf, tf_text):
     env = tf["locals"]["function_env"]
     assert not set(env) & SECRET_ENV_VARS
     assert not any("secret" in str(value).lower() for value in env.values())
-    assert set(tf["locals"]["secrets"]) == SECRET_ENV_VARS
+    assert set(tf["locals"]["all_secrets"]) == SECRET_ENV_VARS
+    # Only the enabled platforms' secrets exist (and the handshake token, which every app uses).
+    assert "contains(concat(var.providers,['any']),s.provider)" in tf["locals"]["secrets"]
     per_function = tf["locals"]["function_secrets"]
     assert set(per_function) == FUNCTIONS
-    # The webhook: all three in direct mode; in queued mode it sends nothing,
+    # The webhook: all of them in direct mode; in queued mode it sends nothing,
     # so only what checks signatures and answers the handshake.
     assert per_function["webhook"] == "${local.webhook_secrets[var.webhook_mode]}"
     by_mode = tf["locals"]["webhook_secrets"]
     assert set(by_mode) == {"direct", "queued"}
     assert set(as_list(by_mode["direct"])) == SECRET_ENV_VARS
-    assert set(as_list(by_mode["queued"])) == SECRET_ENV_VARS - {"WHATSAPP_ACCESS_TOKEN"}
+    tokens = {n for n in SECRET_ENV_VARS if n.endswith("_ACCESS_TOKEN")}
+    assert set(as_list(by_mode["queued"])) == SECRET_ENV_VARS - tokens
     # Every other function may send: sweep re-drives rooms, deadletter runs the room rules.
-    assert all(set(as_list(per_function[fn])) == {"WHATSAPP_ACCESS_TOKEN"} for fn in FUNCTIONS - {"webhook"})
+    assert set(as_list(tf["locals"]["sending_secrets"])) == tokens
+    assert all(per_function[fn] == "${local.sending_secrets}" for fn in FUNCTIONS - {"webhook"})
+    assert "contains(keys(local.secrets),n)" in tf["locals"]["mounted_secrets"].replace(", ", ",")
     config = resource(tf, "google_cloudfunctions2_function", "fn")["service_config"]
     mounted = config["dynamic"]["secret_environment_variables"]
-    assert mounted["for_each"] == "${toset(local.function_secrets[each.key])}"
+    assert mounted["for_each"] == "${toset(local.mounted_secrets[each.key])}"
     assert mounted["content"]["key"] == "${secret_environment_variables.value}"
     assert "google_secret_manager_secret.platform" in mounted["content"]["secret"]
     # No secret value anywhere in the Terraform, nor in its state.
@@ -378,7 +383,7 @@ def test_each_function_reads_only_its_own_secrets(tf):
 
 def test_every_setting_the_code_reads_is_set_and_nothing_else(tf):
     plain = set(tf["locals"]["function_env"])
-    secret = set().union(*(as_list(names) for fn, names in tf["locals"]["function_secrets"].items() if fn != "webhook"),
+    secret = set().union(as_list(tf["locals"]["sending_secrets"]),
                          *(as_list(names) for names in tf["locals"]["webhook_secrets"].values()))
     wanted = set(ENV_VARS) - LOCAL_ONLY_ENV_VARS
     assert wanted - plain - secret == set(), "read by the code, not set by Terraform"

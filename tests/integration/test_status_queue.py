@@ -167,3 +167,37 @@ def test_duplicated_and_reordered_payloads_never_double_advance(stack, store, fa
     assert [(e["event"], e["seq"]) for e in events if e["event"] in ("acked", "timed_out")] == [("acked", 1),
                                                                                               ("timed_out", 2)]
     assert counts(store, room_id) == {"acked": 1, "timed_out": 1}
+
+
+@pytest.mark.parametrize("mode", ["webhook", "webhook-queued"])
+def test_a_messenger_receipt_by_recipient_acks_the_room_in_both_modes(stack, store, room_id, mode):
+    """A Messenger receipt names the person, not the room: the direct webhook
+    finds the rooms sending to them; the queued one publishes the receipt keyed
+    by recipient and the `status` function does. A receipt naming another
+    message changes nothing; the one naming ours acks it."""
+    from shared.room import SendOutcome, SendReturned
+
+    psid = f"6{abs(hash(room_id)) % 10**9:09d}"
+    now = time.time_ns() // 1000
+    store.apply(room_id, lambda s: decide(s, Enqueue("m1", "messenger", psid, "hi", now, now), FAR, "test"))
+    doc = store.room_ref(room_id).get().to_dict()
+    assert doc["in_flight_to"] == f"messenger:{psid}"
+    store.apply(room_id, lambda s: decide(s, SendReturned(doc["incarnation"], 1, 1, SendOutcome.ACCEPTED,
+                                                          time.time_ns() // 1000, "push:m1",
+                                                          provider_message_id="m_ours"), FAR, "test"))
+
+    def receipt(mids: list[str]) -> bytes:
+        return json.dumps({"object": "page", "entry": [{"id": "200000000000002", "time": 1, "messaging": [
+            {"sender": {"id": psid}, "recipient": {"id": "200000000000002"},
+             "delivery": {"mids": mids, "watermark": 1}}]}]}).encode()
+
+    for mids in (["m_other"], ["m_ours"]):
+        body = receipt(mids)
+        r = requests.post(stack.url(mode), data=body, timeout=15,
+                          headers={"X-Hub-Signature-256": sign(body, "local-messenger-secret")})
+        assert r.status_code == 200, r.text
+    acked = wait_for(lambda: [e for e in room_events(stack, room_id) if e["event"] == "acked"],
+                     what="the receipt's ack")
+    assert len(acked) == 1 and acked[0]["provider_message_id"] == "m_ours"
+    ignored = [e for e in room_events(stack, room_id) if e["event"] == "status_ignored"]
+    assert [e["reason"] for e in ignored] == ["receipt_covers_nothing_in_flight"]

@@ -25,7 +25,7 @@ MS = 1000  # one ms in us
 S_ = 1_000_000  # one second in us
 POLICY = Policy(ack_timeout_ms=3000, send_timeout_ms=2000, send_start_deadline_ms=1000,
                 ack_levels=(("whatsapp", "delivered"), ("messenger", "delivered"), ("instagram", "read")))
-PSID = "6001"
+PSID = "6000000000000001"  # a Page-scoped id: 15-17 digits
 
 
 # ------------------------------------------------------------------ wire formats
@@ -198,3 +198,36 @@ def test_a_delivered_status_does_not_ack_under_ack_level_read():
     assert kinds(d) == ["status_ignored"] and d.events[0].reason == "below_ack_level"
     _, d = step(state, replace(delivered, status="read"), policy)
     assert kinds(d) == ["acked"]
+
+
+# ------------------------------------------------------------------ PROVIDERS
+
+
+def test_a_push_for_a_platform_this_deployment_does_not_enable_is_kept_as_rejected():
+    import base64
+    import json
+
+    from shared.push import Accepted, Rejected, parse_push
+
+    def body(provider: str) -> bytes:
+        attrs = {"room_id": "r1", "provider": provider, "recipient": PSID, "message_id": "m1"}
+        data = base64.b64encode(json.dumps({"type": "text", "text": "hi"}).encode()).decode()
+        return json.dumps({"message": {"data": data, "attributes": attrs, "messageId": "1"}}).encode()
+
+    assert isinstance(parse_push(body("messenger"), T0), Accepted)
+    rejected = parse_push(body("messenger"), T0, frozenset({"whatsapp"}))
+    assert isinstance(rejected, Rejected) and "not enabled" in rejected.reason
+
+
+def test_configuration_refuses_an_unknown_platform_or_ack_level(monkeypatch):
+    from shared import config
+
+    monkeypatch.setenv("PROVIDERS", "whatsapp,telegram")
+    with pytest.raises(ValueError, match="PROVIDERS"):
+        config.load()
+    monkeypatch.setenv("PROVIDERS", "whatsapp")
+    monkeypatch.setenv("ACK_LEVEL_INSTAGRAM", "seen")
+    with pytest.raises(ValueError, match="ACK_LEVEL_INSTAGRAM"):
+        config.load()
+    monkeypatch.setenv("ACK_LEVEL_INSTAGRAM", "accepted")
+    assert config.load().ack_levels["instagram"] == "accepted" and config.load().enabled_providers == {"whatsapp"}
