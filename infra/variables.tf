@@ -352,6 +352,25 @@ variable "watermark_margin_ms" {
   }
 }
 
+variable "pacing" {
+  description = "PACE_*: per platform, a room's pair-rate bucket: one token per interval_ms (0: off), at most burst kept. WhatsApp: about one message every 6 s to one user, bursts up to 45 (error 131056)."
+  type = object({
+    whatsapp  = object({ interval_ms = number, burst = number })
+    messenger = object({ interval_ms = number, burst = number })
+    instagram = object({ interval_ms = number, burst = number })
+  })
+  default = {
+    whatsapp  = { interval_ms = 6000, burst = 45 }
+    messenger = { interval_ms = 0, burst = 45 }
+    instagram = { interval_ms = 0, burst = 45 }
+  }
+
+  validation {
+    condition     = alltrue([for p in values(var.pacing) : p.interval_ms >= 0 && p.burst >= 1 && floor(p.interval_ms) == p.interval_ms && floor(p.burst) == p.burst])
+    error_message = "pacing: interval_ms is a whole number of ms, 0 or more; burst a whole number, 1 or more."
+  }
+}
+
 # ---------------------------------------------------- Pub/Sub, Cloud Tasks --
 
 variable "push_ack_deadline_seconds" {

@@ -59,6 +59,14 @@ ENV_VARS: dict[str, tuple[str, str]] = {
                             "receipt), or `accepted` for rooms that must move fast"),
     "WATERMARK_MARGIN_MS": ("0", "ms past a send's return a Messenger watermark must be to ack it (the platform's clock "
                             "may run ahead of ours by this much); 0 or more"),
+    "PACE_INTERVAL_MS_WHATSAPP": ("6000", "ms per token of a room's pair-rate bucket for WhatsApp (about one message "
+                                  "every 6 s to one user, error 131056); 0 turns pacing off"),
+    "PACE_BURST_WHATSAPP": ("45", "tokens a room's WhatsApp bucket holds at most (Meta lets a burst of up to 45 "
+                            "borrow against later time)"),
+    "PACE_INTERVAL_MS_MESSENGER": ("0", "ms per token for Messenger rooms; 0: off (no documented pair rate)"),
+    "PACE_BURST_MESSENGER": ("45", "tokens a Messenger room's bucket holds at most"),
+    "PACE_INTERVAL_MS_INSTAGRAM": ("0", "ms per token for Instagram rooms; 0: off"),
+    "PACE_BURST_INSTAGRAM": ("45", "tokens an Instagram room's bucket holds at most"),
     "EVENT_LOG_PATH": ("", "file the delivery event lines are appended to as well as stdout; empty: stdout only"),
     "METRICS_LOG_PATH": ("", "file the per-invocation operation counts are appended to (benchmarks); empty: not written"),
     "PUBSUB_TOPIC": ("baton-outbound", "topic producers publish outbound messages to"),
@@ -77,7 +85,8 @@ SECRET_ENV_VARS = frozenset({"WHATSAPP_ACCESS_TOKEN", "WHATSAPP_APP_SECRET", "WH
                              "MESSENGER_ACCESS_TOKEN", "MESSENGER_APP_SECRET", "INSTAGRAM_ACCESS_TOKEN",
                              "INSTAGRAM_APP_SECRET"})
 # Whole numbers that may be 0 (every other numeric setting must be at least 1).
-ZERO_ALLOWED = frozenset({"watermark_margin_ms"})
+ZERO_ALLOWED = frozenset({"watermark_margin_ms", "pace_interval_ms_whatsapp", "pace_interval_ms_messenger",
+                          "pace_interval_ms_instagram"})
 PROVIDERS = ("whatsapp", "messenger", "instagram")
 
 
@@ -128,6 +137,12 @@ class Settings:
     ack_level_messenger: str
     ack_level_instagram: str
     watermark_margin_ms: int
+    pace_interval_ms_whatsapp: int
+    pace_burst_whatsapp: int
+    pace_interval_ms_messenger: int
+    pace_burst_messenger: int
+    pace_interval_ms_instagram: int
+    pace_burst_instagram: int
     event_log_path: str
     metrics_log_path: str
     pubsub_topic: str
@@ -139,6 +154,11 @@ class Settings:
     def enabled_providers(self) -> frozenset[str]:
         """PROVIDERS as a set."""
         return frozenset(p.strip() for p in self.providers.split(",") if p.strip())
+
+    @property
+    def pacing(self) -> dict[str, tuple[int, int]]:
+        """provider -> (ms per token, burst) of a room's pair-rate bucket; 0 ms: off."""
+        return {p: (getattr(self, f"pace_interval_ms_{p}"), getattr(self, f"pace_burst_{p}")) for p in PROVIDERS}
 
     @property
     def ack_levels(self) -> dict[str, str]:

@@ -61,6 +61,7 @@ class EventType(StrEnum):
     TIMER_REARMED = "timer_rearmed"  # a timer came before the room's deadline: armed again for the rest
     TIMER_ARM_FAILED = "timer_arm_failed"  # Cloud Tasks refused a timer; the request answers 5xx, the watchdog backs it up
     RESENT = "resent"  # the in-flight message is sent again as a new attempt (reason says why)
+    PACED = "paced"  # the room's pair-rate bucket is empty: the head waits for a token, not sent yet
     BACKPRESSURE = "backpressure"  # a push refused (503) because its room is full; it is awaited in its place
     PARKED = "parked"  # a message put at its place in its room, blocking it until an operator acts
     BLOCKED = "blocked"  # the room's head is parked: nothing is sent until an operator redrives or skips it
@@ -104,7 +105,7 @@ class DeliveryEvent:
       `biz_opaque_callback_data` and echoed in its status webhooks.
     - `trigger`: on `sent`, what started the send (`shared.room.Trigger`:
       `enqueue`, `ack`, `failed`, `timed_out`, `dead_lettered`, `skipped`,
-      `redrive`, `retry`, `resend`).
+      `redrive`, `retry`, `resend`, `paced`).
     - `publish_to_send_ms`: Pub/Sub publish time to this send call (on `sent`).
     - `send_to_ack_ms`: this attempt's send to the status that acked it (on
       `acked`, and on `status_ignored` with reason `late_ack`).

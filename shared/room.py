@@ -68,6 +68,7 @@ durations are milliseconds (`*_ms`).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
@@ -88,6 +89,7 @@ class Phase(StrEnum):
     SENT = "sent"  # the platform accepted the send; held until an ack or the ack deadline
     UNKNOWN = "unknown"  # the send's outcome is unknown: possibly sent; held like SENT, then resent
     BACKOFF = "backoff"  # provably not sent; waiting for the retry
+    PACED = "paced"  # not sent yet: waiting for a token of the room's pair-rate bucket
 
 
 class SendOutcome(StrEnum):
@@ -111,6 +113,7 @@ class Trigger(StrEnum):
     RESUME = "resume"
     RETRY = "retry"  # after a refused send's backoff
     RESEND = "resend"  # after an unknown outcome's deadline
+    PACED = "paced"  # a token of the room's pair-rate bucket came
 
 
 class IgnoreReason(StrEnum):
@@ -229,6 +232,8 @@ class RoomState:
       back-pressure and not accepted since, in arrival order.
     - `counts`: how many messages ended each way.
     - `paused`: set while an operator holds the room: nothing new starts.
+    - `pace_tokens`, `pace_at_us`: the room's token bucket for the
+      provider's pair rate (`Policy.pacing`), as of `pace_at_us`.
     """
 
     room_id: str
@@ -240,6 +245,8 @@ class RoomState:
     awaiting: tuple[tuple[str, int], ...] = ()
     counts: dict[str, int] = field(default_factory=dict)
     paused: Paused | None = None
+    pace_tokens: float | None = None  # the pair-rate bucket: None = full (a new room)
+    pace_at_us: int = 0  # when `pace_tokens` was last brought up to date (epoch us)
 
     @property
     def wake_at_us(self) -> int | None:
@@ -288,6 +295,11 @@ class Policy:
       after `started + ack_timeout`, so a send that returns within it needs no
       second timer (the deadline counts from the send's return).
     - `ack_levels`: per provider, what acks a message (`ack_level`).
+    - `pacing`: per provider, a token bucket per room: one token every
+      `interval_ms`, at most `burst` kept; a send takes one. WhatsApp's pair
+      rate limit is about one message every 6 s to one user, with bursts of
+      up to 45 borrowed against later time (error 131056; ../shared/DESIGN.md,
+      "WhatsApp Cloud API").
     - `watermark_margin_ms`: a watermark receipt (Messenger) acks the
       in-flight message only if it is at least this far past the moment its
       send call returned: the platform stamps a message between the call's
@@ -310,6 +322,14 @@ class Policy:
     watchdog_grace_ms: int = 60_000
     ack_levels: tuple[tuple[str, str], ...] = ()  # (provider, level); level in ACK_LEVELS, default `delivered`
     watermark_margin_ms: int = 0
+    pacing: tuple[tuple[str, int, int], ...] = ()  # (provider, ms per token, burst); absent or 0 ms: off
+
+    def pace(self, provider: str) -> tuple[int, int]:
+        """(ms per token, burst) of `provider`'s pair-rate bucket; (0, 0) is off."""
+        for name, interval_ms, burst in self.pacing:
+            if name == provider and interval_ms > 0 and burst > 0:
+                return interval_ms, burst
+        return 0, 0
 
     def ack_level(self, provider: str) -> str:
         """What acks a message of `provider`: `delivered` (delivered or read),
@@ -718,6 +738,7 @@ def room_to_doc(state: RoomState) -> dict[str, Any]:
         "ended": [f"{e.seq} {e.outcome} {e.message_id}" for e in state.ended],
         "awaiting": [{"id": mid, "pub_us": pub} for mid, pub in state.awaiting],
         "counts": dict(state.counts),
+        "pace": None if state.pace_tokens is None else {"tokens": state.pace_tokens, "at_us": state.pace_at_us},
         "accepted": {},  # every transaction folds and clears the blind-written acceptances
     }
 
@@ -788,6 +809,8 @@ def _room_from_fields(room_id: str, d: dict[str, Any]) -> RoomState:
         ended=tuple(ended),
         awaiting=tuple((a["id"], a["pub_us"]) for a in d.get("awaiting", [])),
         counts=dict(d.get("counts", {})),
+        pace_tokens=None if not d.get("pace") else float(d["pace"]["tokens"]),
+        pace_at_us=0 if not d.get("pace") else int(d["pace"]["at_us"]),
         paused=None if d.get("paused_at_us") is None else Paused(d.get("paused_by") or "", d.get("paused_reason") or "",
                                                                  d["paused_at_us"]),
     )
@@ -800,6 +823,25 @@ _EXPIRE_AT_BYTES = docsize.string_size("expire_at") + 8
 def room_doc_bytes(state: RoomState) -> int:
     """Firestore storage size of the room's document, in bytes (shared/docsize.py)."""
     return docsize.document_size(f"{ROOMS}/{state.room_id}", room_to_doc(state)) + _EXPIRE_AT_BYTES
+
+
+# ---------------------------------------------------------------- pacing
+
+
+def bucket_now(tokens: float | None, at_us: int, now_us: int, interval_ms: int, burst: int) -> float:
+    """Tokens of a pair-rate bucket at `now_us`: `tokens` at `at_us` (None:
+    full) plus one per `interval_ms` since, at most `burst`."""
+    if tokens is None:
+        return float(burst)
+    return min(float(burst), tokens + max(0, now_us - at_us) / (interval_ms * 1000))
+
+
+def token_ready_at_us(tokens: float, now_us: int, interval_ms: int) -> int:
+    """The first moment (epoch us) the bucket holds a whole token, given
+    `tokens` at `now_us` (now if it already does)."""
+    if tokens >= 1.0:
+        return now_us
+    return now_us + math.ceil((1.0 - tokens) * interval_ms * 1000)
 
 
 # ---------------------------------------------------------------- decide
@@ -861,7 +903,19 @@ class Transition:
         return replace(state, in_flight=flight)
 
     def start(self, state: RoomState, msg: QueuedMessage, attempt: int, trigger: Trigger, cause: str) -> RoomState:
-        """Give `msg` the baton as `attempt`: arm its first timer, then send it."""
+        """Give `msg` the baton as `attempt`: arm its first timer, then send it;
+        or, when the room's pair-rate bucket has no token, wait for one
+        (PACED, a timer due when it comes) without sending."""
+        interval_ms, burst = self.policy.pace(msg.provider)
+        if interval_ms:
+            tokens = bucket_now(state.pace_tokens, state.pace_at_us, self.now_us, interval_ms, burst)
+            if tokens < 1.0:
+                ready = token_ready_at_us(tokens, self.now_us, interval_ms)
+                self.log(EventType.PACED, msg, attempt=attempt,
+                         reason=f"pair rate: next token in {(ready - self.now_us) / 1000:.0f} ms")
+                state = replace(state, pace_tokens=tokens, pace_at_us=self.now_us)
+                return self.arm(state, InFlight(msg, attempt, self.now_us, Phase.PACED, ready, cause))
+            state = replace(state, pace_tokens=tokens - 1.0, pace_at_us=self.now_us)
         due = self.now_us + (self.policy.ack_timeout_ms + self.policy.first_timer_slack_ms) * 1000
         flight = InFlight(msg, attempt, self.now_us, Phase.SENDING, due, cause)
         state = self.arm(state, flight)
@@ -1222,6 +1276,13 @@ class Transition:
         """The in-flight attempt's wake-up came: act if its wait is over, else
         wait (a new timer) for the rest."""
         state = self.state
+        if flight.phase is Phase.PACED:
+            if self.now_us < flight.due_at_us:
+                return self.wait_until(state, flight, flight.due_at_us)
+            if state.paused is not None:
+                # Not sent yet: back to the head of the queue until the resume.
+                return replace(state, in_flight=None, pending=(flight.message, *state.pending))
+            return self.start(replace(state, in_flight=None), flight.message, flight.attempt, Trigger.PACED, cause)
         if flight.acked_early is not None or flight.skipped:
             window_end = flight.started_at_us + self.policy.send_window_ms * 1000
             if flight.phase is Phase.SENDING and self.now_us < window_end:
@@ -1367,6 +1428,7 @@ class RoomPhase(StrEnum):
     SENT = "sent"
     UNKNOWN = "unknown"
     BACKOFF = "backoff"
+    PACED = "paced"
 
 
 def room_phase(state: RoomState) -> RoomPhase:
@@ -1421,7 +1483,7 @@ class Rule:
 
 
 _P = RoomPhase
-_WAITING = (_P.SENDING, _P.SENT, _P.UNKNOWN, _P.BACKOFF)
+_WAITING = (_P.SENDING, _P.SENT, _P.UNKNOWN, _P.BACKOFF, _P.PACED)
 # After a message ends: the head starts, or there is none, or it is parked, or the room is paused.
 _NEXT = frozenset({_P.SENDING, _P.IDLE, _P.BLOCKED, _P.PAUSED})
 
@@ -1475,6 +1537,9 @@ def _rules() -> tuple[Rule, ...]:
              "before the deadline: a new timer for the rest; after it: resent as the next attempt"),
         Rule(_P.BACKOFF, "timer", frozenset({_P.BACKOFF}) | _NEXT,
              "before the retry time: a new timer for the rest; after it: resent as the next attempt"),
+        Rule(_P.PACED, "timer", frozenset({_P.PACED, _P.SENDING, _P.PAUSED}),
+             "the room's pair-rate bucket has a token again: the attempt is sent (paused meanwhile: the message "
+             "goes back to the head of the queue); early: a new timer for the rest"),
     ]
     for phase in _WAITING:
         rules += [
@@ -1545,5 +1610,6 @@ def policy_from_settings(settings: Settings) -> Policy:
         max_room_bytes=settings.max_room_bytes,
         watchdog_grace_ms=settings.watchdog_grace_ms,
         ack_levels=tuple(settings.ack_levels.items()),
+        pacing=tuple((p, *settings.pacing[p]) for p in settings.pacing),
         watermark_margin_ms=settings.watermark_margin_ms,
     )

@@ -27,6 +27,9 @@ sends) or as a share of all sends (drawn from the seeded rng):
 - `answer_without_id`: sent, but answered 200 with an empty `messages` list;
 - `trickle_answer_ms`: sent, and the answer written one byte every that many ms.
 `GET /_fake/stats` counts each fault injected, by kind (`faults`).
+With `pair_rate_interval_ms` set, the fake enforces a pair rate per
+recipient as Meta does (a token bucket of `pair_rate_burst`): a send to a
+person whose bucket is empty is answered 131056 and not sent.
 
 Messenger and Instagram (`POST /{version}/{PAGE-ID or IG-ID}/messages`, told
 apart by the id in the path; shared/providers/meta_messaging.py has the
@@ -101,6 +104,8 @@ class FakeConfig:
     slow_send_prob_ms: float = 5000.0
     answer_without_id: dict[str, int] = field(default_factory=dict)  # recipient -> next sends sent, answered 200 with no id
     trickle_answer_ms: dict[str, list[float]] = field(default_factory=dict)  # recipient -> ms between answer bytes
+    pair_rate_interval_ms: float = 0.0  # enforce a pair rate per recipient: one token per this many ms (0: off)
+    pair_rate_burst: int = 45  # tokens a recipient's bucket holds; a send with none gets 131056, not sent
     messenger_mids_prob: float = 0.7  # Messenger delivery receipts that carry `mids` (the watermark always comes)
     seed: int = 7
 
@@ -162,6 +167,7 @@ class FakeWhatsApp:
             self.faults: Counter[str] = Counter()  # faults injected, by kind
             # Messenger/Instagram: per person, [stamp, delivered, read] of each message (watermarks).
             self.conversations: dict[tuple[str, str], list[list[Any]]] = {}
+            self.pair_buckets: dict[str, tuple[float, float]] = {}  # recipient -> (tokens, at epoch s)
 
     # ------------------------------------------------------------ timeline
 
@@ -349,6 +355,17 @@ class FakeWhatsApp:
             self.send_errors_returned += 1
             self.faults["send_error"] += 1
             return 400, _error(code, f"simulated error {code}", "OAuthException")
+        if cfg.pair_rate_interval_ms > 0:
+            now = time.time()
+            tokens, at = self.pair_buckets.get(recipient, (float(cfg.pair_rate_burst), now))
+            tokens = min(float(cfg.pair_rate_burst), tokens + (now - at) * 1000 / cfg.pair_rate_interval_ms)
+            if tokens < 1.0:
+                self.pair_buckets[recipient] = (tokens, now)
+                kind, message = RANDOM_SEND_ERRORS[131056]
+                self.send_errors_returned += 1
+                self.faults[kind] += 1
+                return 400, _error(131056, message, "OAuthException")
+            self.pair_buckets[recipient] = (tokens - 1.0, now)
         queued_5xx = cfg.http_5xx.get(recipient)
         if queued_5xx:
             return self._http_5xx(queued_5xx.pop(0))
