@@ -11,6 +11,7 @@ def GROUPS() -> list[click.Group]:  # noqa: N802 - a registry, read like a const
     from baton_cli.dead_letters import dead_letters
     from baton_cli.rejects import rejects
     from baton_cli.rooms import rooms
+    from baton_cli.scheduled import scheduled
     from baton_cli.statuses import statuses
 
-    return [rooms, dead_letters, rejects, statuses]
+    return [rooms, dead_letters, rejects, statuses, scheduled]

@@ -45,9 +45,12 @@ def respond(app: DeliveryService, function: str, handler: Callable[..., Reply], 
 
 @functions_framework.http
 def enqueue(request: Request) -> Response:
-    """Pub/Sub ordered push endpoint (POST, push envelope JSON)."""
+    """Pub/Sub ordered push endpoint (POST, push envelope JSON); also where a
+    scheduled message's Cloud Tasks task brings the same envelope back at its
+    time (header X-Baton-Scheduled: 1, shared/scheduled.py)."""
     app = service()
-    return respond(app, "enqueue", app.handle_push, request.get_data())
+    return respond(app, "enqueue", app.handle_push, request.get_data(),
+                   request.headers.get("X-Baton-Scheduled") == "1")
 
 
 @functions_framework.http

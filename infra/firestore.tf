@@ -34,7 +34,7 @@ resource "google_firestore_database" "main" {
 # so its room keeps no expiry until an operator has resolved it. Rooms live
 # up to an hour.
 resource "google_firestore_field" "ttl" {
-  for_each   = toset(["rooms", "rejected_messages", "dead_letters", "status_failures"])
+  for_each   = toset(["rooms", "rejected_messages", "dead_letters", "status_failures", "scheduled_cancels"])
   project    = var.project_id
   database   = google_firestore_database.main.name
   collection = each.value

@@ -188,6 +188,18 @@ resource "google_cloud_tasks_queue_iam_member" "function_enqueuer" {
   depends_on = [time_sleep.identities_propagate]
 }
 
+# roles/cloudtasks.enqueuer on the scheduled queue, for enqueue only: it holds
+# a message published with a later `deliver_at` as a task there (a hop that
+# comes early is held again by the same function).
+resource "google_cloud_tasks_queue_iam_member" "enqueue_holds_scheduled" {
+  project    = var.project_id
+  location   = var.region
+  name       = google_cloud_tasks_queue.scheduled.name
+  role       = "roles/cloudtasks.enqueuer"
+  member     = "serviceAccount:${google_service_account.function["enqueue"].email}"
+  depends_on = [time_sleep.identities_propagate]
+}
+
 # roles/cloudtasks.taskDeleter on the same queues: an attempt that ends before
 # its timer is due (an ack, mostly) deletes that timer's task (shared/tasks.py,
 # TimerScheduler.cancel), saving its dispatch and a `timeout` call
@@ -255,6 +267,16 @@ resource "google_cloud_run_service_iam_member" "scheduler_invokes_sweep" {
   service    = google_cloudfunctions2_function.fn["sweep"].name
   role       = "roles/run.invoker"
   member     = "serviceAccount:${google_service_account.scheduler.email}"
+  depends_on = [time_sleep.identities_propagate]
+}
+
+# The tasks identity also calls enqueue: a scheduled message's task at its time.
+resource "google_cloud_run_service_iam_member" "tasks_invoke_enqueue" {
+  project    = var.project_id
+  location   = var.region
+  service    = google_cloudfunctions2_function.fn["enqueue"].name
+  role       = "roles/run.invoker"
+  member     = "serviceAccount:${google_service_account.tasks_invoker.email}"
   depends_on = [time_sleep.identities_propagate]
 }
 
@@ -376,6 +398,7 @@ resource "time_sleep" "grants_propagate" {
     google_project_iam_member.function_firestore,
     google_cloud_tasks_queue_iam_member.function_enqueuer,
     google_cloud_tasks_queue_iam_member.function_task_deleter,
+    google_cloud_tasks_queue_iam_member.enqueue_holds_scheduled,
     google_service_account_iam_member.function_acts_as_tasks_invoker,
     google_secret_manager_secret_iam_member.function_reads,
     google_pubsub_topic_iam_member.webhook_publishes_statuses,

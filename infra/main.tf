@@ -48,6 +48,8 @@ locals {
   # known before the function exists. No trailing slash: the code uses this
   # string as the OIDC audience too, and Cloud Run matches the service URL.
   timeout_url = "https://${var.name_prefix}-timeout-${data.google_project.this.number}.${var.region}.run.app"
+  # The same for enqueue, which a scheduled message's task calls at its time.
+  enqueue_url = "https://${var.name_prefix}-enqueue-${data.google_project.this.number}.${var.region}.run.app"
 
   tasks_queue_prefix = "${var.name_prefix}-ack-timeouts"
 
@@ -72,6 +74,8 @@ locals {
     TASKS_QUEUE_PREFIX         = local.tasks_queue_prefix
     TASKS_QUEUE_COUNT          = tostring(var.tasks_queue_count)
     TIMEOUT_URL                = local.timeout_url
+    ENQUEUE_URL                = local.enqueue_url
+    SCHEDULED_QUEUE            = google_cloud_tasks_queue.scheduled.name
     TASKS_SERVICE_ACCOUNT      = google_service_account.tasks_invoker.email
     ACK_TIMEOUT_MS             = tostring(var.ack_timeout_ms)
     SEND_TIMEOUT_MS            = tostring(var.send_timeout_ms)

@@ -54,3 +54,29 @@ resource "google_cloud_tasks_queue" "ack_timeouts" {
 
   depends_on = [google_project_service.apis]
 }
+
+# Scheduled messages (`deliver_at` / `delay_s`, shared/scheduled.py) wait
+# here as tasks that bring their push envelope back to `enqueue` at their
+# time. A queue holds any number of tasks; it dispatches at most 500 a second
+# (https://cloud.google.com/tasks/docs/quotas): the bound on how many
+# scheduled messages may come due in the same second. Retried like the
+# timers, without limit: a task dropped would lose its message.
+resource "google_cloud_tasks_queue" "scheduled" {
+  name     = "${var.name_prefix}-scheduled"
+  location = var.region
+
+  rate_limits {
+    max_dispatches_per_second = 500
+    max_concurrent_dispatches = 1000
+  }
+
+  retry_config {
+    max_attempts       = -1
+    min_backoff        = "1s"
+    max_backoff        = "300s"
+    max_doublings      = 8
+    max_retry_duration = "0s"
+  }
+
+  depends_on = [google_project_service.apis]
+}

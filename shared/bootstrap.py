@@ -12,6 +12,7 @@ from shared import config
 from shared.events import EventLog
 from shared.providers import make_senders
 from shared.room import policy_from_settings
+from shared.scheduled import ScheduledHold
 from shared.service import DeliveryService
 from shared.status_queue import StatusQueue
 from shared.store import RoomStore
@@ -28,8 +29,10 @@ def bootstrap(settings: config.Settings | None = None) -> DeliveryService:
     settings = settings or config.load()
     db = firestore.Client(project=settings.project, database=settings.firestore_database)
     store = RoomStore(db, settings.retention_hours)
-    timers = TimerScheduler(make_client(settings), settings)
+    tasks = make_client(settings)
+    timers = TimerScheduler(tasks, settings)
     return DeliveryService(settings, policy_from_settings(settings), store, timers, make_senders(settings),
                            EventLog(settings.event_log_path),
                            status_queue=lambda: StatusQueue(settings.project, settings.status_topic,
-                                                            settings.status_error_topic, db, settings.retention_hours))
+                                                            settings.status_error_topic, db, settings.retention_hours),
+                           scheduled=ScheduledHold(tasks, settings))

@@ -67,6 +67,10 @@ ENV_VARS: dict[str, tuple[str, str]] = {
     "PACE_BURST_MESSENGER": ("45", "tokens a Messenger room's bucket holds at most"),
     "PACE_INTERVAL_MS_INSTAGRAM": ("0", "ms per token for Instagram rooms; 0: off"),
     "PACE_BURST_INSTAGRAM": ("45", "tokens an Instagram room's bucket holds at most"),
+    "SCHEDULED_QUEUE": ("baton-scheduled", "Cloud Tasks queue (in TASKS_LOCATION) where messages with `deliver_at` or "
+                        "`delay_s` wait for their time (shared/scheduled.py)"),
+    "ENQUEUE_URL": ("http://127.0.0.1:8080/", "URL of the `enqueue` function that a scheduled message's task calls "
+                    "when its time comes"),
     "EVENT_LOG_PATH": ("", "file the delivery event lines are appended to as well as stdout; empty: stdout only"),
     "METRICS_LOG_PATH": ("", "file the per-invocation operation counts are appended to (benchmarks); empty: not written"),
     "PUBSUB_TOPIC": ("baton-outbound", "topic producers publish outbound messages to"),
@@ -137,6 +141,8 @@ class Settings:
     ack_level_messenger: str
     ack_level_instagram: str
     watermark_margin_ms: int
+    scheduled_queue: str
+    enqueue_url: str
     pace_interval_ms_whatsapp: int
     pace_burst_whatsapp: int
     pace_interval_ms_messenger: int

@@ -61,6 +61,7 @@ class EventType(StrEnum):
     TIMER_REARMED = "timer_rearmed"  # a timer came before the room's deadline: armed again for the rest
     TIMER_ARM_FAILED = "timer_arm_failed"  # Cloud Tasks refused a timer; the request answers 5xx, the watchdog backs it up
     RESENT = "resent"  # the in-flight message is sent again as a new attempt (reason says why)
+    SCHEDULED = "scheduled"  # a message with a later `deliver_at`/`delay_s` waits outside its room (a Cloud Tasks task)
     PACED = "paced"  # the room's pair-rate bucket is empty: the head waits for a token, not sent yet
     BACKPRESSURE = "backpressure"  # a push refused (503) because its room is full; it is awaited in its place
     PARKED = "parked"  # a message put at its place in its room, blocking it until an operator acts

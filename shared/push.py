@@ -20,7 +20,7 @@ import hashlib
 import json
 import re
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from shared.providers import KNOWN_PROVIDERS
@@ -52,8 +52,12 @@ class Rejected:
 
 @dataclass(frozen=True)
 class Accepted:
+    """A valid push: its room, its `Enqueue`, and when it may enter the room
+    (`deliver_at_us`, epoch us, from `deliver_at` / `delay_s`; None: now)."""
+
     room_id: str
     event: Enqueue
+    deliver_at_us: int | None = None
 
 
 def _parse_time_us(value: Any) -> int | None:
@@ -68,6 +72,53 @@ def _parse_time_us(value: Any) -> int | None:
         return int(dt.timestamp()) * 1_000_000 + int((frac + "000000")[:6])
     except ValueError:
         return None
+
+
+def parse_time_us(text: str) -> int:
+    """Epoch us of an RFC 3339 time with a zone (`2026-11-23T09:00:00Z`).
+
+    Raises:
+        ValueError: not such a time.
+    """
+    if not isinstance(text, str) or "T" not in text:
+        raise ValueError(f"not an RFC 3339 time: {text!r:.60}")
+    dt = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    if dt.tzinfo is None:
+        raise ValueError(f"an RFC 3339 time needs a zone (Z or +hh:mm): {text!r:.60}")
+    if not 1970 <= dt.astimezone(UTC).year <= 9998:
+        raise ValueError(f"time out of range: {text!r:.60}")
+    return int(dt.timestamp() * 1_000_000)
+
+
+# At most this far ahead (s): 10 years, far beyond any product need, below any overflow.
+MAX_DELAY_S = 10 * 365 * 24 * 3600
+
+
+def deliver_at_of(attrs: dict[str, Any], publish_time: Any) -> int | None:
+    """When a message enters its room (epoch us) from its `deliver_at` or
+    `delay_s` attribute (after its publish time), or None if it has neither.
+
+    Raises:
+        ValueError: both given, or either malformed (the push is kept as
+            rejected with this reason).
+    """
+    at, delay = attrs.get("deliver_at"), attrs.get("delay_s")
+    if at is not None and delay is not None:
+        raise ValueError("give `deliver_at` or `delay_s`, not both")
+    if at is not None:
+        return parse_time_us(at)
+    if delay is None:
+        return None
+    try:
+        seconds = float(delay)
+    except (TypeError, ValueError):
+        raise ValueError(f"`delay_s` is not a number of seconds: {delay!r:.60}") from None
+    if not 0 <= seconds <= MAX_DELAY_S or seconds != seconds:
+        raise ValueError(f"`delay_s` must be from 0 to {MAX_DELAY_S} s: {delay!r:.60}")
+    published = _parse_time_us(publish_time)
+    if published is None:
+        raise ValueError("`delay_s` needs the message's publishTime")
+    return published + int(seconds * 1_000_000)
 
 
 def _utf8(text: str) -> bool:
@@ -170,5 +221,9 @@ def parse_push(body: bytes, now_us: int, providers: frozenset[str] = KNOWN_PROVI
         return reject("`text` is not valid Unicode (a lone surrogate)")
     if not text.strip() or len(text) > MAX_TEXT_CHARS:
         return reject(f"`text` must have 1 to {MAX_TEXT_CHARS} characters")
+    try:
+        deliver_at_us = deliver_at_of(attrs, message.get("publishTime"))
+    except ValueError as exc:
+        return reject(f"scheduled delivery: {exc}")
     published_at_us = _parse_time_us(message.get("publishTime")) or now_us
-    return Accepted(room_id, Enqueue(message_id, provider, recipient, text, published_at_us, now_us))
+    return Accepted(room_id, Enqueue(message_id, provider, recipient, text, published_at_us, now_us), deliver_at_us)

@@ -67,6 +67,7 @@ from shared.room import (
     recipient_key,
 )
 from shared.room import SendOutcome as RoomSendOutcome
+from shared.scheduled import ENTER_AT_ONCE_MS
 from shared.status_queue import (
     KIND_RECIPIENT_RECEIPTS,
     KIND_ROOM_STATUSES,
@@ -129,11 +130,14 @@ class DeliveryService:
         events: where delivery events go.
         status_queue: builds the status-queue publisher on first use (queued
             webhook mode; the functions that never publish never build it).
+        scheduled: holds messages with a later `deliver_at` (shared/scheduled.py),
+            or None (such a message then enters its room at once).
     """
 
     def __init__(self, settings: Settings, policy: Policy, store: RoomStore, timers: TimerScheduler,
                  senders: dict[str, Sender], events: EventLog,
-                 status_queue: Callable[[], StatusQueue] | None = None) -> None:
+                 status_queue: Callable[[], StatusQueue] | None = None, scheduled: Any = None) -> None:
+        self.scheduled = scheduled
         self._status_queue_factory = status_queue
         self._status_queue: StatusQueue | None = None
         self.settings = settings
@@ -165,14 +169,38 @@ class DeliveryService:
 
     # ------------------------------------------------------------ enqueue
 
-    def handle_push(self, body: bytes) -> Reply:
-        """A Pub/Sub push. 2xx acks it; 503 (room full) makes Pub/Sub redeliver
-        it later; the room remembers it at its place meanwhile."""
+    def handle_push(self, body: bytes, scheduled_entry: bool = False) -> Reply:
+        """A Pub/Sub push, or (`scheduled_entry`) a scheduled message's task
+        bringing the same envelope back at its time. 2xx acks it; 503 (room
+        full) makes Pub/Sub (or Cloud Tasks) deliver it again later; the room
+        remembers it at its place meanwhile. A message due later than
+        ENTER_AT_ONCE_MS from now waits as a task (`scheduled`); one whose
+        scheduled time has come enters unless an operator cancelled it."""
         arrived = now_us()
         parsed = parse_push(body, arrived, self.settings.enabled_providers)
         if isinstance(parsed, Rejected):
             self._keep_rejected(parsed, arrived, "enqueue")
             return Reply(200, {"result": "rejected", "reason": parsed.reason})
+        e = parsed.event
+        due = parsed.deliver_at_us
+        if due is not None and self.scheduled is not None:
+            if due > arrived + ENTER_AT_ONCE_MS * 1000:
+                hop = self.scheduled.hold(e.message_id, body, due, arrived)
+                self.events.emit(DeliveryEvent(EventType.SCHEDULED, utc_iso(arrived), "enqueue", parsed.room_id,
+                                               message_id=e.message_id, provider=e.provider,
+                                               reason=f"enters its room at {utc_iso(due)}"
+                                                      + (f" (next hop {utc_iso(hop)})" if hop < due else "")))
+                return Reply(200, {"result": "scheduled", "deliver_at": utc_iso(due)})
+            if scheduled_entry:
+                cancel = self.store.scheduled_cancelled(e.message_id)
+                if cancel is not None:
+                    # Ends unsent, as an operator's skip does.
+                    self.events.emit(DeliveryEvent(EventType.SKIPPED, utc_iso(arrived), "enqueue", parsed.room_id,
+                                                   message_id=e.message_id, provider=e.provider,
+                                                   actor=cancel.get("actor"),
+                                                   reason=f"scheduled message cancelled before its time: "
+                                                          f"{cancel.get('reason')}"[:300]))
+                    return Reply(200, {"result": "cancelled"})
         decision = self.apply(parsed.room_id, parsed.event, "enqueue")
         if decision.refused:
             return Reply(503, {"result": "backpressure", "reason": decision.refused})
@@ -221,7 +249,9 @@ class DeliveryService:
             return Reply(401, {"error": "bad or missing X-Hub-Signature-256"})
         try:
             payload = json.loads(raw)
-            provider = WEBHOOK_OBJECTS.get(payload.get("object")) if isinstance(payload, dict) else None
+            # No `object` at all: read it as the signing app's own format (its parser then judges it).
+            provider = (WEBHOOK_OBJECTS.get(payload.get("object"), None if "object" in payload else app)
+                        if isinstance(payload, dict) else None)
             if provider != app:
                 raise ValueError(f"`object` {payload.get('object') if isinstance(payload, dict) else None!r} is not "
                                  f"a webhook of the {app} app that signed it")

@@ -26,6 +26,7 @@ side effect runs inside it, since it may run several times.
 
 from __future__ import annotations
 
+import hashlib
 import random
 import time
 import uuid
@@ -56,6 +57,14 @@ DEAD_LETTERS = "dead_letters"
 # A fresh id in every room write: after a commit whose answer was lost, the
 # next read shows whether the write that landed was this request's own.
 WRITE_ID = "write_id"
+
+
+SCHEDULED_CANCELS = "scheduled_cancels"
+
+
+def _doc_id(message_id: str) -> str:
+    """A Firestore document id for any message id (ids may hold `/`)."""
+    return hashlib.sha256(message_id.encode()).hexdigest()
 
 
 class ContentionError(RuntimeError):
@@ -246,6 +255,23 @@ class RoomStore:
             **self._call,
         )
         op_counts().firestore_writes += 1
+
+    # -- scheduled messages cancelled before their time
+
+    def cancel_scheduled(self, message_id: str, actor: str, reason: str) -> None:
+        """Write the tombstone that makes a scheduled message's task drop it
+        (`scheduled_cancels/{message_id}`, kept RETENTION_HOURS past the
+        longest hop by TTL: 29 days)."""
+        self._db.collection(SCHEDULED_CANCELS).document(_doc_id(message_id)).set(
+            {"message_id": message_id, "actor": actor, "reason": reason, "at": datetime.now(UTC),
+             "expire_at": self._expire_at() + timedelta(days=29)}, **self._call)
+        op_counts().firestore_writes += 1
+
+    def scheduled_cancelled(self, message_id: str) -> dict[str, Any] | None:
+        """The tombstone of a cancelled scheduled message (`actor`, `reason`), or None."""
+        snap = self._db.collection(SCHEDULED_CANCELS).document(_doc_id(message_id)).get(**self._call)
+        op_counts().firestore_reads += 1
+        return snap.to_dict() if snap.exists else None
 
     # -- the watchdog's query
 

@@ -295,10 +295,13 @@ class Stack:
         """The Cloud Tasks queues (the emulator keeps them, and their tasks,
         in memory only)."""
         from shared import config
+        from shared.scheduled import ScheduledHold
         from shared.tasks import TimerScheduler, make_client
 
         settings = _settings_from(self.function_env(), config)
-        TimerScheduler(make_client(settings), settings).ensure_queues()
+        client = make_client(settings)
+        TimerScheduler(client, settings).ensure_queues()
+        ScheduledHold(client, settings).ensure_queue()
 
     def stop(self) -> None:
         """Stop every process group by its id, then check the ports are free."""
@@ -330,6 +333,7 @@ class Stack:
             # The emulator dispatches a queue's tasks one at a time: spread them.
             "TASKS_QUEUE_COUNT": "4",
             "TIMEOUT_URL": f"http://127.0.0.1:{p['timeout']}/",
+            "ENQUEUE_URL": f"http://127.0.0.1:{p['enqueue']}/",
             "WHATSAPP_API_BASE": f"http://127.0.0.1:{p['fake']}",
             "EVENT_LOG_PATH": str(self.event_log),
             "METRICS_LOG_PATH": str(self.run_dir / "invocations.jsonl"),

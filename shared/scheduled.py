@@ -1,0 +1,157 @@
+"""Scheduled delivery: a message published with `deliver_at` or `delay_s`
+waits outside its room, as a Cloud Tasks task, until its time.
+
+The task is an HTTP POST of the message's own Pub/Sub push envelope to the
+`enqueue` function (ENQUEUE_URL), with the header `X-Baton-Scheduled: 1`, on
+the queue SCHEDULED_QUEUE; when it comes, `enqueue` handles it as the push it
+is, and the message takes its place behind what the room holds then.
+
+- The task's name derives from the message id and the hop's due time, so a
+  redelivered publish creates no second task on the real service (a name is
+  refused as ALREADY_EXISTS for up to an hour after its task ran or was
+  deleted: https://cloud.google.com/tasks/docs/reference/rest/v2/projects.locations.queues.tasks/create);
+  and should two copies run (the emulator does not refuse names), the room's
+  de-duplication by message id lets one in.
+- A task can be scheduled at most 30 days ahead
+  (https://cloud.google.com/tasks/docs/quotas): a later time is reached in
+  hops of `MAX_HOP_S`; a hop that comes early is held again.
+- Cancel (`baton scheduled cancel`) writes a tombstone
+  (`scheduled_cancels/{message id}`), which `enqueue` checks when the task
+  comes, and deletes the task where the service allows it (the emulator does
+  not implement DeleteTask; the tombstone alone suffices).
+
+Scale: the messages wait in Cloud Tasks, not in memory or in Firestore: a
+queue holds any number of tasks, and dispatches at most 500 a second
+(https://cloud.google.com/tasks/docs/quotas), so tens of millions waiting cost
+storage nobody pays for, and what bounds the design is how many come due in
+the same second.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from google.api_core import exceptions as gexc
+from google.cloud import tasks_v2
+from google.protobuf import timestamp_pb2
+
+from shared.config import Settings
+from shared.push import deliver_at_of
+from shared.store import op_counts
+
+SCHEDULED_HEADER = "X-Baton-Scheduled"
+# One hop at most 29 days ahead: Cloud Tasks schedules at most 30 days ahead.
+MAX_HOP_S = 29 * 24 * 3600
+# A message due within this much of its arrival enters its room at once (ms).
+ENTER_AT_ONCE_MS = 1000
+
+
+def scheduled_task_id(message_id: str, due_at_us: int) -> str:
+    """`sched-{hash24}-{due_ms}`: the same message and hop always name the same task."""
+    digest = hashlib.sha256(message_id.encode()).hexdigest()[:24]
+    return f"sched-{digest}-{due_at_us // 1000}"
+
+
+@dataclass(frozen=True)
+class ScheduledMessage:
+    """One message waiting in the scheduled queue: its room, id, when it
+    enters its room (epoch us), and when this hop's task is due."""
+
+    task: str
+    room_id: str
+    message_id: str
+    deliver_at_us: int
+    hop_due_us: int
+
+
+class ScheduledHold:
+    """Holds scheduled messages as Cloud Tasks tasks (module docstring).
+
+    Args:
+        client: a `tasks_v2.CloudTasksClient`.
+        settings: project, TASKS_LOCATION, SCHEDULED_QUEUE, ENQUEUE_URL and the
+            tasks identity for the OIDC token.
+    """
+
+    def __init__(self, client: tasks_v2.CloudTasksClient, settings: Settings) -> None:
+        self._client = client
+        self._s = settings
+
+    @property
+    def queue_path(self) -> str:
+        return self._client.queue_path(self._s.project, self._s.tasks_location, self._s.scheduled_queue)
+
+    def hold(self, message_id: str, push_body: bytes, deliver_at_us: int, now_us: int) -> int:
+        """Create the task that brings `push_body` back to `enqueue` at
+        `deliver_at_us` (or, beyond 29 days, at the end of this hop); returns
+        the hop's due time (epoch us). An existing task of that name is fine.
+
+        Raises:
+            google.api_core.exceptions.GoogleAPICallError: Cloud Tasks refused
+                or was unreachable (`enqueue` answers 5xx; Pub/Sub redelivers).
+        """
+        hop_due = min(deliver_at_us, now_us + MAX_HOP_S * 1_000_000)
+        due = timestamp_pb2.Timestamp()
+        due.FromMicroseconds(hop_due)
+        http_request: dict[str, Any] = {
+            "http_method": tasks_v2.HttpMethod.POST,
+            "url": self._s.enqueue_url,
+            "headers": {"Content-Type": "application/json", SCHEDULED_HEADER: "1"},
+            "body": push_body,
+        }
+        if self._s.tasks_service_account:
+            http_request["oidc_token"] = {"service_account_email": self._s.tasks_service_account,
+                                          "audience": self._s.enqueue_url}
+        task = {"name": f"{self.queue_path}/tasks/{scheduled_task_id(message_id, hop_due)}",
+                "schedule_time": due, "http_request": http_request}
+        try:
+            self._client.create_task(parent=self.queue_path, task=task, timeout=10.0)
+        except gexc.AlreadyExists:
+            pass
+        op_counts().tasks_created += 1
+        return hop_due
+
+    def list(self, room_id: str | None = None, limit: int = 1000) -> list[ScheduledMessage]:
+        """The messages waiting (this hop's tasks), earliest first; `room_id` narrows them."""
+        out = []
+        request = {"parent": self.queue_path, "response_view": tasks_v2.Task.View.FULL}
+        for task in self._client.list_tasks(request=request):
+            try:
+                envelope = json.loads(task.http_request.body)
+                attrs = envelope["message"].get("attributes") or {}
+                room, mid = attrs.get("room_id") or envelope["message"].get("orderingKey"), attrs["message_id"]
+                deliver_at = deliver_at_of(attrs, envelope["message"].get("publishTime"))
+            except (ValueError, KeyError, TypeError):
+                continue
+            if room_id is not None and room != room_id:
+                continue
+            hop = int(task.schedule_time.timestamp() * 1_000_000) if task.schedule_time else 0
+            out.append(ScheduledMessage(task.name.rsplit("/", 1)[-1], room, mid, deliver_at or hop, hop))
+            if len(out) >= limit:
+                break
+        return sorted(out, key=lambda m: m.deliver_at_us)
+
+    def delete(self, message_id: str) -> int:
+        """Delete the waiting tasks of `message_id` where the service allows;
+        returns how many. Never raises for an emulator without DeleteTask."""
+        deleted = 0
+        for m in self.list():
+            if m.message_id != message_id:
+                continue
+            try:
+                self._client.delete_task(name=f"{self.queue_path}/tasks/{m.task}", timeout=10.0)
+                deleted += 1
+            except (gexc.MethodNotImplemented, gexc.NotFound):
+                pass
+        return deleted
+
+    def ensure_queue(self) -> None:
+        """Create the queue if missing (local stack only; Terraform owns it in the cloud)."""
+        location = self.queue_path.rsplit("/queues/", 1)[0]
+        try:
+            self._client.create_queue(parent=location, queue={"name": self.queue_path})
+        except gexc.AlreadyExists:
+            pass
