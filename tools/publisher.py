@@ -26,19 +26,23 @@ from google.cloud import pubsub_v1
 
 @dataclass(frozen=True)
 class OutboundMessage:
-    """One chat message to deliver. `text` at most 4096 characters."""
+    """One chat message to deliver. `text` at most 4096 characters.
+    `deliver_at` (RFC 3339 with a zone) or `delay_s` (s after publishing):
+    scheduled delivery, the message enters its room then (shared/scheduled.py)."""
 
     room_id: str
     provider: str
     recipient: str
     message_id: str
     text: str
+    deliver_at: str | None = None
+    delay_s: float | None = None
 
     @classmethod
     def from_json(cls, obj: dict[str, Any]) -> OutboundMessage:
         """Raises KeyError if a field is missing."""
         return cls(str(obj["room_id"]), str(obj["provider"]), str(obj["recipient"]), str(obj["message_id"]),
-                   str(obj["text"]))
+                   str(obj["text"]), obj.get("deliver_at"), obj.get("delay_s"))
 
 
 class Publisher:
@@ -60,9 +64,11 @@ class Publisher:
     def publish(self, msg: OutboundMessage) -> futures.Future:
         """Publish one message; the future resolves to the Pub/Sub message id."""
         data = json.dumps({"type": "text", "text": msg.text}).encode()
+        schedule = {k: str(v) for k, v in (("deliver_at", msg.deliver_at), ("delay_s", msg.delay_s)) if v is not None}
         return self._client.publish(
             self._topic, data, ordering_key=msg.room_id,
             room_id=msg.room_id, provider=msg.provider, recipient=msg.recipient, message_id=msg.message_id,
+            **schedule,
         )
 
     def publish_all(self, messages: Iterable[OutboundMessage], on_published: Callable[[int], None] | None = None) -> int:
