@@ -604,8 +604,9 @@ class CancelTimer:
 
 @dataclass(frozen=True)
 class KeepDeadLetter:
-    """Keep a message baton gave up on, with its body, for a later redrive.
-    Written in the same transaction as the room (data, not a side effect)."""
+    """A message baton gave up on, with its body, kept for a later redrive.
+    Data written in the same transaction as the room (`Decision.dead_letters`),
+    not an effect run after the commit."""
 
     room_id: str
     incarnation: int
@@ -614,7 +615,7 @@ class KeepDeadLetter:
     reason: str
 
 
-Effect = Send | ScheduleTimer | CancelTimer | KeepDeadLetter
+Effect = Send | ScheduleTimer | CancelTimer
 
 
 @dataclass(frozen=True)
@@ -623,12 +624,14 @@ class Decision:
     effects to run after the commit, and the events to log after the commit.
     `refused` is set when the room pushes back (room full): the push is
     answered 503 so Pub/Sub redelivers later; `state` may still carry the
-    marker that remembers it."""
+    marker that remembers it. `dead_letters` are written with the room, in
+    its transaction."""
 
     state: RoomState | None
     effects: tuple[Effect, ...] = ()
     events: tuple[DeliveryEvent, ...] = ()
     refused: str | None = None
+    dead_letters: tuple[KeepDeadLetter, ...] = ()
 
 
 # ---------------------------------------------------------------- delivery ids
@@ -878,6 +881,7 @@ class Transition:
         self.now_us = now_us
         self.effects: list[Effect] = []
         self.events: list[DeliveryEvent] = []
+        self.dead_letters: list[KeepDeadLetter] = []
 
     # -- helpers
 
@@ -890,7 +894,7 @@ class Transition:
                                          room_id=self.state.room_id, **fields))  # type: ignore[arg-type]
 
     def done(self, state: RoomState | None, refused: str | None = None) -> Decision:
-        return Decision(state, tuple(self.effects), tuple(self.events), refused)
+        return Decision(state, tuple(self.effects), tuple(self.events), refused, tuple(self.dead_letters))
 
     def ignore(self, event: EventType, reason: IgnoreReason, **fields: object) -> Decision:
         """Log an event that changes nothing, keeping the current state."""
@@ -970,7 +974,8 @@ class Transition:
     def give_up(self, state: RoomState, reason: str, cause: str) -> RoomState:
         flight = state.in_flight
         assert flight is not None
-        self.effects.append(KeepDeadLetter(state.room_id, state.incarnation, flight.message, flight.attempt, reason))
+        self.dead_letters.append(KeepDeadLetter(state.room_id, state.incarnation, flight.message, flight.attempt,
+                                                reason))
         return self.end(state, EventType.DEAD_LETTERED, Trigger.DEAD_LETTERED, cause, reason=reason)
 
     def resend(self, state: RoomState, trigger: Trigger, reason: str, cause: str) -> RoomState:

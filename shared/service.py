@@ -47,7 +47,6 @@ from shared.room import (
     CancelTimer,
     Decision,
     Effect,
-    KeepDeadLetter,
     Park,
     Policy,
     RecipientReceipt,
@@ -546,8 +545,6 @@ class DeliveryService:
                 self.events.emit(DeliveryEvent(EventType.TIMER_ARM_FAILED, utc_iso(now_us()), component, room_id,
                                                seq=effect.seq, attempt=effect.attempt, reason=str(exc)[:200]))
             return None
-        if isinstance(effect, KeepDeadLetter):
-            return None  # written in the transaction already
         assert isinstance(effect, Send)
         return self._send(room_id, effect, component)
 

@@ -182,8 +182,7 @@ class RoomStore:
                 batch.update(ref, doc, option=self._db.write_option(last_update_time=snap.update_time))
             else:
                 batch.create(ref, doc)
-            dead_letters = [e for e in decision.effects if isinstance(e, KeepDeadLetter)]
-            for effect in dead_letters:
+            for effect in decision.dead_letters:
                 # Data, not a side effect: committed atomically with the room.
                 batch.set(self._dead_letter_ref(effect), self._dead_letter_doc(effect, expire_at))
             try:
@@ -192,7 +191,7 @@ class RoomStore:
                 # Another writer came first, or the client library retried a
                 # commit of ours that had landed (its answer lost): the next
                 # read tells which, by the write id.
-                unconfirmed = (write_id, decision, 1 + len(dead_letters))
+                unconfirmed = (write_id, decision, 1 + len(decision.dead_letters))
                 time.sleep(random.uniform(0, 0.005 * 2**attempt))
                 continue
             except (gexc.DeadlineExceeded, gexc.ServiceUnavailable, gexc.InternalServerError, gexc.RetryError):
@@ -202,9 +201,9 @@ class RoomStore:
                 counts.firestore_reads += 1
                 if landed.get(WRITE_ID) != write_id:
                     raise
-                counts.firestore_writes += 1 + len(dead_letters)
+                counts.firestore_writes += 1 + len(decision.dead_letters)
                 return decision
-            counts.firestore_writes += 1 + len(dead_letters)
+            counts.firestore_writes += 1 + len(decision.dead_letters)
             return decision
         raise ContentionError(f"room {room_id!r} changed under {self._max_attempts} attempts in a row")
 

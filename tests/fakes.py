@@ -227,9 +227,8 @@ class FakeRoomStore:
         self.docs[room_id] = _copy({**room_to_doc(decision.state), WRITE_ID: write_id,
                                     "expire_at": None if holds else self._clock.now_us() + self.retention_ms * 1000})
         self.versions[room_id] = self.versions.get(room_id, 0) + 1
-        for effect in decision.effects:
-            if isinstance(effect, KeepDeadLetter):
-                self.dead_letters[f"{effect.room_id}:{effect.incarnation}:{effect.message.seq}"] = effect
+        for effect in decision.dead_letters:
+            self.dead_letters[f"{effect.room_id}:{effect.incarnation}:{effect.message.seq}"] = effect
         self.commits += 1
         return write_id
 

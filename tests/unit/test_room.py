@@ -14,7 +14,6 @@ from shared.events import TERMINAL_EVENTS
 from shared.room import (
     CancelTimer,
     Enqueue,
-    KeepDeadLetter,
     Park,
     Pause,
     Phase,
@@ -233,7 +232,7 @@ def test_resends_stop_at_max_attempts_with_a_dead_letter_and_the_room_moves_on()
         state, _ = step(state, returned(state, SendOutcome.UNKNOWN, now, attempt=attempt))
         state, d = step(state, fire(state, now + 5 * S))
     assert kinds(d)[0] == "dead_lettered"
-    kept = [e for e in d.effects if isinstance(e, KeepDeadLetter)]
+    kept = list(d.dead_letters)
     assert kept[0].message.message_id == "m1" and kept[0].attempts == 3
     assert sends(d) == [(2, 1)]
 
@@ -559,7 +558,7 @@ def dead_lettered_room():
         now += 10 * S
         state, _ = step(state, returned(state, SendOutcome.UNKNOWN, now, attempt=attempt))
         state, d = step(state, fire(state, now + 5 * S))
-    kept = next(e for e in d.effects if isinstance(e, KeepDeadLetter))
+    kept = d.dead_letters[0]
     return state, kept
 
 
