@@ -1,10 +1,15 @@
 """The delivery-analytics job: extract -> transform -> load, then the report.
 
     python -m pipeline.job --input out/demo/events.jsonl --output out/report
-    python -m pipeline.job --input gs://LOGS/run.googleapis.com/stdout/ --output gs://REPORTS/run-1 --master cluster
+    python -m pipeline.job --compacted out/compacted --since 2026-11-01 --output out/report
+    python -m pipeline.job --input gs://LOGS/run.googleapis.com/stdout/ --compact-to gs://REPORTS/compacted \
+        --output gs://REPORTS/run-1 --master cluster
 
-Writes under `--output`: Parquet tables `messages/`, `rooms/`, `audit/`,
-`hourly/`, `providers/`, `timeout_tradeoff/`, `rejects/`; `summary.json`;
+With `--input`, the JSON is first compacted to Parquet (`pipeline.compact`:
+into `--compact-to`, incrementally, or into a fresh `OUTPUT/events/`); the
+report always reads Parquet. Writes under `--output`: Parquet tables
+`messages/`, `rooms/`, `audit/`, `hourly/`, `providers/`,
+`timeout_tradeoff/`, `rejects/`; `summary.json`;
 `report.html` (self-contained) and `timeout_tradeoff.png`. Logs each stage
 with row counts to stderr and prints a summary table at the end.
 Exit status: 0 on success (bad lines included), 2 on bad arguments.
