@@ -4,9 +4,18 @@
 EVENTS ?= out/demo/events.jsonl
 REPORT_DIR ?= out/report
 TARGET_SHARE ?= 0.99
-# Local Spark: the driver is the only executor; 2 cores here.
+# make compact: the JSON exports under EVENTS, compacted once per file into
+# Parquet partitioned by date; `make report COMPACTED_ONLY=1` reads it
+# (SINCE=YYYY-MM-DD UNTIL=YYYY-MM-DD to report on some days only).
+COMPACTED ?= out/compacted
+SINCE ?=
+UNTIL ?=
+# Local Spark: the driver is the only executor; 2 cores here. Defaults in
+# pipeline/session.py (LOCAL); these override them.
 SPARK_MASTER ?= local[*]
 SPARK_DRIVER_MEMORY ?= 4g
+# empty: pipeline/session.py's LOCAL.shuffle_partitions (4 per core)
+SHUFFLE_PARTITIONS ?=
 PIPELINE_ARGS ?=
 
 # make bench-pipeline BENCH_SIZES=200000 for a quick run
@@ -31,17 +40,35 @@ REPORT_BUCKET ?=
 CLOUD_RUN_ID ?= $(shell date -u +%Y%m%d-%H%M%S)
 CLOUD_RUN_ID := $(CLOUD_RUN_ID)
 CLOUD_REPORT_DIR ?= gs://$(REPORT_BUCKET)/reports/$(CLOUD_RUN_ID)
+# The compacted store the cloud job keeps up to date (its first stage) and reads.
+CLOUD_COMPACTED ?= gs://$(REPORT_BUCKET)/compacted
 DATAPROC_SA ?=
 DATAPROC_SUBNET ?=
 PIPELINE_ZIP := out/pipeline-src.zip
 
-.PHONY: report report-cloud bench-pipeline test-pipeline pipeline-zip
+.PHONY: report report-cloud bench-pipeline test-pipeline pipeline-zip compact
 
+DAYS_ARGS = $(if $(SINCE),--since $(SINCE)) $(if $(UNTIL),--until $(UNTIL))
+LOCAL_ARGS = --master '$(SPARK_MASTER)' --driver-memory $(SPARK_DRIVER_MEMORY) \
+	$(if $(SHUFFLE_PARTITIONS),--shuffle-partitions $(SHUFFLE_PARTITIONS))
+
+# `make report` reads the JSON at EVENTS (compacting it afresh into
+# REPORT_DIR/events); `make report COMPACTED_ONLY=1` reads the store `make compact` keeps.
 report: venv
+ifdef COMPACTED_ONLY
+	$(PY) -m pipeline.job --compacted $(COMPACTED) --output $(REPORT_DIR) --target-share $(TARGET_SHARE) $(DAYS_ARGS) \
+		$(LOCAL_ARGS) $(PIPELINE_ARGS)
+else
 	@test -e "$(EVENTS)" || { echo "no event log at $(EVENTS): run 'make demo' first, or pass EVENTS=path-or-glob"; exit 2; }
-	$(PY) -m pipeline.job --input $(EVENTS) --output $(REPORT_DIR) --target-share $(TARGET_SHARE) \
-		--master '$(SPARK_MASTER)' --driver-memory $(SPARK_DRIVER_MEMORY) $(PIPELINE_ARGS)
+	$(PY) -m pipeline.job --input $(EVENTS) --output $(REPORT_DIR) --target-share $(TARGET_SHARE) $(DAYS_ARGS) \
+		$(LOCAL_ARGS) $(PIPELINE_ARGS)
+endif
 	@echo "report: $(REPORT_DIR)/report.html (tables: $(REPORT_DIR)/*/ as Parquet, key chart: $(REPORT_DIR)/timeout_tradeoff.png)"
+
+compact: venv
+	@test -e "$(EVENTS)" || { echo "no event log at $(EVENTS): pass EVENTS=file, directory or glob of JSON exports"; exit 2; }
+	$(PY) -m pipeline.compact --input $(EVENTS) --store $(COMPACTED) \
+		--master '$(SPARK_MASTER)' --driver-memory $(SPARK_DRIVER_MEMORY)
 
 # The job's code as one zip for --py-files: pipeline/ and the schema module it imports.
 pipeline-zip: venv
@@ -63,8 +90,8 @@ report-cloud: pipeline-zip
 		$(if $(DATAPROC_SA),--service-account=$(DATAPROC_SA)) \
 		$(if $(DATAPROC_SUBNET),--subnet=$(DATAPROC_SUBNET)) \
 		--labels=app=baton,component=analytics \
-		-- --input $(CLOUD_EVENTS) --output $(CLOUD_REPORT_DIR) --target-share $(TARGET_SHARE) \
-		--master cluster --shuffle-partitions 0 $(PIPELINE_ARGS)
+		-- --input $(CLOUD_EVENTS) --compact-to $(CLOUD_COMPACTED) --output $(CLOUD_REPORT_DIR) \
+		--target-share $(TARGET_SHARE) $(DAYS_ARGS) --master cluster $(PIPELINE_ARGS)
 	@echo "report: $(CLOUD_REPORT_DIR)/report.html (gcloud storage cp it to open it)"
 
 bench-pipeline: venv

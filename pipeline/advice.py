@@ -7,8 +7,8 @@ true quantile q lies between the l-th and u-th smallest of n latencies with
 probability P(l <= B < u), B ~ Binomial(n, q). No bootstrap is needed, and the
 interval makes no assumption about the latency distribution.
 
-`quantile_ci_ranks` is plain Python; `recommend_timeout` and
-`ack_latency_quantiles` run Spark actions on `message_lifecycle` rows.
+`quantile_ci_ranks` is plain Python; `recommend_timeout`,
+`ack_latency_quantiles` and `ack_latency_quantiles_by_provider` run Spark actions on `message_lifecycle` rows.
 """
 
 from __future__ import annotations
@@ -118,6 +118,18 @@ def ack_latency_quantiles(messages: DataFrame, probs: list[float]) -> list[float
         .first()
     )
     return list(row["q"]) if row and row["q"] is not None else [None] * len(probs)
+
+
+def ack_latency_quantiles_by_provider(messages: DataFrame, probs: list[float]) -> dict[str, list[float | None]]:
+    """`ack_latency_quantiles` per provider (`unknown` where none was
+    logged): provider -> quantiles (ms) at each of `probs`. One Spark action."""
+    rows = (
+        ack_waits(messages.withColumn("_p", F.coalesce(F.col("provider"), F.lit("unknown"))), extra=("_p",))
+        .groupBy("_p")
+        .agg(F.percentile_approx("ack_latency_ms", [float(p) for p in probs], ACCURACY).alias("q"))
+        .collect()
+    )
+    return {r["_p"]: list(r["q"]) if r["q"] is not None else [None] * len(probs) for r in rows}
 
 
 def recommend_timeout(messages: DataFrame, target_share: float = 0.99, confidence: float = 0.95) -> TimeoutAdvice:

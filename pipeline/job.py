@@ -1,10 +1,15 @@
 """The delivery-analytics job: extract -> transform -> load, then the report.
 
     python -m pipeline.job --input out/demo/events.jsonl --output out/report
-    python -m pipeline.job --input gs://LOGS/run.googleapis.com/stdout/ --output gs://REPORTS/run-1 --master cluster
+    python -m pipeline.job --compacted out/compacted --since 2026-11-01 --output out/report
+    python -m pipeline.job --input gs://LOGS/run.googleapis.com/stdout/ --compact-to gs://REPORTS/compacted \
+        --output gs://REPORTS/run-1 --master cluster
 
-Writes under `--output`: Parquet tables `messages/`, `rooms/`, `audit/`,
-`hourly/`, `providers/`, `timeout_tradeoff/`, `rejects/`; `summary.json`;
+With `--input`, the JSON is first compacted to Parquet (`pipeline.compact`:
+into `--compact-to`, incrementally, or into a fresh `OUTPUT/events/`); the
+report always reads Parquet. Writes under `--output`: Parquet tables
+`messages/`, `rooms/`, `audit/`, `hourly/`, `providers/`,
+`timeout_tradeoff/`, `rejects/`; `summary.json`;
 `report.html` (self-contained) and `timeout_tradeoff.png`. Logs each stage
 with row counts to stderr and prints a summary table at the end.
 Exit status: 0 on success (bad lines included), 2 on bad arguments.
@@ -17,34 +22,56 @@ import json
 import logging
 import sys
 import time
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
 from typing import Any
 
-from pyspark import StorageLevel
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from pipeline import advice as adv
 from pipeline import transforms as tf
-from pipeline.extract import read_lines
-from pipeline.load import join_path, write_bytes, write_table
-from pipeline.session import build_session
+from pipeline.compact import compact, read_store
+from pipeline.load import delete_path, join_path, write_bytes, write_table
+from pipeline.session import LOCAL, session_for
 
 log = logging.getLogger("pipeline")
 
 BUCKETS_S = (1, 5, 10, 30, 60, 300, 600, 900, 1800, 3600, 3 * 3600, 6 * 3600, 86400)
+#: The main figures summary.json gives per provider (`totals_by_provider` columns).
+PROVIDER_FIGURES = (
+    "messages", "acked_share", "timed_out", "timed_out_share", "late_acks",
+    "send_to_ack_p50_ms", "send_to_ack_p90_ms", "send_to_ack_p99_ms",
+)  # fmt: skip
 CHECKS = ("sends_in_order", "single_in_flight", "none_lost", "no_gaps", "one_end_each")
+
+
+def _day(text: str) -> date:
+    try:
+        return date.fromisoformat(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(f"not a date (YYYY-MM-DD): {text}") from e
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m pipeline.job", description=__doc__.split("\n")[0])
-    p.add_argument("--input", required=True, nargs="+", help="event log file(s), directory or glob; gs:// on Dataproc")
+    src = p.add_mutually_exclusive_group(required=True)
+    src.add_argument("--input", nargs="+", help="JSON event log file(s), directory or glob; gs:// on Dataproc")
+    src.add_argument("--compacted", help="read a compacted store (`make compact`) instead of JSON")
+    p.add_argument(
+        "--compact-to",
+        help="with --input: compact new files into this store (incrementally) and report from it; "
+        "default: a fresh store at OUTPUT/events",
+    )
+    p.add_argument("--since", type=_day, help="first UTC day to report on (YYYY-MM-DD); default: all")
+    p.add_argument("--until", type=_day, help="last UTC day to report on (YYYY-MM-DD, inclusive); default: all")
     p.add_argument("--output", required=True, help="output directory (local or gs://)")
     p.add_argument("--target-share", type=float, default=0.99, help="share of arriving acks X must let in (0..1)")
     p.add_argument("--confidence", type=float, default=0.95, help="confidence of the interval on X (0..1)")
-    p.add_argument("--master", default="local[*]", help="Spark master, or 'cluster' to take the cluster's (Dataproc)")
-    p.add_argument("--driver-memory", default="4g", help="local driver (= executor) memory")
-    p.add_argument("--shuffle-partitions", type=int, default=8, help="0 keeps Spark's default")
+    p.add_argument("--master", default=LOCAL.master, help="Spark master, or 'cluster' to take the cluster's (Dataproc)")
+    p.add_argument("--driver-memory", default=LOCAL.driver_memory, help="local driver (= executor) memory")
+    p.add_argument(
+        "--shuffle-partitions", type=int, default=LOCAL.shuffle_partitions, help="locally; 0 keeps Spark's default"
+    )
     p.add_argument("--no-report", action="store_true", help="tables only: skip the HTML/PNG report")
     p.add_argument(
         "--rooms-only",
@@ -54,11 +81,19 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     args = p.parse_args(argv)
     if not 0 < args.target_share < 1 or not 0 < args.confidence < 1:
         p.error("--target-share and --confidence must be between 0 and 1")
+    if args.compact_to and not args.input:
+        p.error("--compact-to needs --input")
+    if args.since and args.until and args.since > args.until:
+        p.error("--since is after --until")
     return args
 
 
+#: Seconds each stage of the last `run` took, by stage name (summary.json's `stage_s`).
+STAGE_SECONDS: dict[str, float] = {}
+
+
 class Stage:
-    """Logs a stage's start, its end and its duration (s)."""
+    """Logs a stage's start, its end and its duration (s), and records it in `STAGE_SECONDS`."""
 
     def __init__(self, name: str) -> None:
         self.name = name
@@ -69,7 +104,9 @@ class Stage:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        log.info("stage %s done in %.1f s", self.name, time.perf_counter() - self.t0)
+        seconds = time.perf_counter() - self.t0
+        STAGE_SECONDS[self.name] = round(seconds, 2)
+        log.info("stage %s done in %.1f s", self.name, seconds)
 
 
 def _rows(df: DataFrame) -> list[dict[str, Any]]:
@@ -85,40 +122,44 @@ def pick_bucket_s(span_s: float, max_buckets: int = 60) -> int:
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
-    """Run the job; returns the summary figures (also written to summary.json)."""
+    """Run the job; returns the summary figures (also written to summary.json).
+
+    Nothing is cached: the lines are parsed once into a compacted Parquet
+    store (or read from one), the per-message table is computed once and
+    written, and every later stage reads the written Parquet back.
+    """
     t_start = time.perf_counter()
-    master = None if args.master in ("", "cluster") else args.master
-    spark = build_session(master, args.driver_memory, args.shuffle_partitions or None)
+    STAGE_SECONDS.clear()
+    spark = session_for(args.master, args.driver_memory, args.shuffle_partitions)
     out = args.output
 
-    with Stage("extract+parse"):
-        # cache only what the transforms read: a tenth of the raw lines' size
-        parsed = (
-            tf.parse_lines(read_lines(spark, args.input))
-            .select(*tf.LIFECYCLE_COLUMNS, "source", "line", "reject_reason")
-            .persist(StorageLevel.MEMORY_AND_DISK)
-        )
-        by_reason = {r["reject_reason"]: r["count"] for r in parsed.groupBy("reject_reason").count().collect()}
+    store = args.compacted
+    if args.input:
+        with Stage("compact"):
+            store = args.compact_to or join_path(out, "events")
+            if not args.compact_to:
+                delete_path(spark, store)  # a fresh store: the input files may have grown since
+            compact(spark, args.input, store)
+
+    with Stage("rejects"):
+        lines_df = read_store(spark, store, args.since, args.until)
+        by_reason = {r["reject_reason"]: r["count"] for r in lines_df.groupBy("reject_reason").count().collect()}
         lines = sum(by_reason.values())
         events_n = by_reason.pop(None, 0)
         rejects_n = sum(by_reason.values())
         log.info("lines=%d valid events=%d rejected=%d %s", lines, events_n, rejects_n, dict(sorted(by_reason.items())))
-        events = tf.valid_events(parsed, tf.LIFECYCLE_COLUMNS)
-        rejects = tf.rejected_lines(parsed)
+        rejects = tf.rejected_lines(lines_df)
         write_table(rejects, join_path(out, "rejects"), files=1)
+        events = tf.valid_events(lines_df)
 
     with Stage("messages"):
-        messages = tf.message_lifecycle(events).persist(StorageLevel.MEMORY_AND_DISK)
-        write_table(messages, join_path(out, "messages"))
-        outcome_counts = {r["outcome"]: r["count"] for r in messages.groupBy("outcome").count().collect()}
-        messages_n = sum(outcome_counts.values())
-        log.info("messages=%d %s", messages_n, outcome_counts)
-    parsed.unpersist()
+        write_table(tf.message_lifecycle(events), join_path(out, "messages"))
+        messages = spark.read.parquet(join_path(out, "messages"))
 
     with Stage("audit+rooms"):
         audit = tf.ordering_audit(messages)
-        rooms = tf.room_summary(messages, audit).persist(StorageLevel.MEMORY_AND_DISK)
-        write_table(rooms, join_path(out, "rooms"), files=1)
+        write_table(tf.room_summary(messages, audit), join_path(out, "rooms"), files=1)
+        rooms = spark.read.parquet(join_path(out, "rooms"))
         write_table(
             rooms.select("room_id", *[c for c in audit.columns if c != "room_id"]), join_path(out, "audit"), files=1
         )
@@ -133,26 +174,35 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             F.percentile_approx("messages_per_s", 0.5, 10000).alias("room_messages_per_s_p50"),
             F.min("first_sent_at").alias("first"),
             F.max("last_ended_at").alias("last"),
+            F.sum("messages").alias("messages"),
+            *[F.sum(o).alias(f"_{o}") for o in tf.OUTCOMES],
         ).first()
+        # each room counts its messages by outcome: no second pass over the messages
+        messages_n = int(agg["messages"] or 0)
+        outcome_counts = {o: int(agg[f"_{o}"] or 0) for o in tf.OUTCOMES}
+        log.info("messages=%d %s", messages_n, outcome_counts)
         audit_checks = {c: int(agg[c]) for c in CHECKS}
         log.info("rooms=%d failing checks %s", agg["rooms"], audit_checks)
 
     if args.rooms_only:
         summary = {"lines": lines, "rejected_lines": rejects_n, "rooms": int(agg["rooms"]), "messages": messages_n}
         summary["elapsed_s"] = round(time.perf_counter() - t_start, 2)
+        summary["stage_s"] = dict(STAGE_SECONDS)
         write_bytes(spark, join_path(out, "summary.json"), json.dumps(summary, indent=2).encode())
         return summary
 
     with Stage("totals"):
-        hourly = tf.totals_by_time(messages, 3600)
-        providers = tf.totals_by_provider(messages)
-        write_table(hourly, join_path(out, "hourly"), files=1)
-        write_table(providers, join_path(out, "providers"), files=1)
+        write_table(tf.totals_by_time(messages, 3600), join_path(out, "hourly"), files=1)
+        write_table(tf.totals_by_provider(messages), join_path(out, "providers"), files=1)
+        hourly = spark.read.parquet(join_path(out, "hourly")).orderBy("bucket_start")
+        providers = spark.read.parquet(join_path(out, "providers")).orderBy("provider")
 
     with Stage("timeout advice"):
         advice = adv.recommend_timeout(messages, args.target_share, args.confidence)
-        tradeoff = tf.timeout_tradeoff(messages, adv.candidate_timeouts(advice)).persist()
-        write_table(tradeoff, join_path(out, "timeout_tradeoff"), files=1)
+        write_table(
+            tf.timeout_tradeoff(messages, adv.candidate_timeouts(advice)), join_path(out, "timeout_tradeoff"), files=1
+        )
+        tradeoff = spark.read.parquet(join_path(out, "timeout_tradeoff")).orderBy("timeout_ms")
         log.info("advice %s", advice.as_dict())
 
     acked = outcome_counts.get("acked", 0)
@@ -173,6 +223,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "longest_head_of_line_wait_ms": agg["longest_head_of_line_wait_ms"],
         "room_messages_per_s_p50": agg["room_messages_per_s_p50"],
         "advice": advice.as_dict(),
+    }
+    summary["providers"] = {
+        r["provider"]: {k: r[k] for k in PROVIDER_FIGURES}
+        for r in providers.select("provider", *PROVIDER_FIGURES).collect()
     }
     summary["late_acks"] = messages.where((F.col("outcome") == "timed_out") & F.col("late_ack_ms").isNotNull()).count()
 
@@ -202,9 +256,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 write_bytes(spark, join_path(out, "timeout_tradeoff.png"), png)
 
     summary["elapsed_s"] = round(time.perf_counter() - t_start, 2)
+    summary["stage_s"] = dict(STAGE_SECONDS)
     write_bytes(spark, join_path(out, "summary.json"), json.dumps(summary, indent=2, default=str).encode())
-    for df in (messages, rooms, tradeoff):
-        df.unpersist()
     return summary
 
 
@@ -216,6 +269,10 @@ def _report_data(
     probs = [i / 200 for i in range(1, 200)] + [0.995, 0.999]
     cdf_x = adv.ack_latency_quantiles(messages, probs)
     cdf = [(x, p) for x, p in zip(cdf_x, probs, strict=True) if x is not None]
+    by_provider = adv.ack_latency_quantiles_by_provider(messages, probs)
+    provider_cdf = {
+        name: [(x, p) for x, p in zip(xs, probs, strict=True) if x is not None] for name, xs in by_provider.items()
+    }
     span = (agg["last"] - agg["first"]).total_seconds() if agg["first"] and agg["last"] else 3600
     bucket = pick_bucket_s(span)
     timeline = _rows(tf.totals_by_time(messages, bucket).select("bucket_start", "messages", *tf.OUTCOMES))
@@ -242,7 +299,7 @@ def _report_data(
         .limit(20)
     )
     samples = []
-    if by_reason:  # read back from the written table: the parsed lines are no longer cached
+    if by_reason:
         written = messages.sparkSession.read.parquet(join_path(args.output, "rejects"))
         samples = _rows(written.select("reject_reason", F.substring("line", 1, 160).alias("line"), "source").limit(10))
     flat = {k: v for k, v in summary.items() if not isinstance(v, dict)}
@@ -251,6 +308,7 @@ def _report_data(
         audit_checks=audit_checks,
         advice=advice.as_dict(),
         cdf=cdf,
+        provider_cdf=provider_cdf,
         timeline=timeline,
         timeline_bucket_s=bucket,
         room_rates=rates,
@@ -262,7 +320,7 @@ def _report_data(
         reject_reasons=dict(sorted(by_reason.items())),
         reject_samples=samples,
         generated_at=datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S UTC"),
-        input_desc=" ".join(args.input),
+        input_desc=" ".join(args.input) if args.input else f"compacted store {args.compacted}",
     )
 
 
@@ -290,6 +348,12 @@ def print_summary(summary: dict[str, Any], output: str) -> None:
         (f"recommended X ({a['target_share']:.1%} of acks)", f"{ms(a['recommended_ms'])} {ci}"),
         ("elapsed", f"{summary['elapsed_s']:.1f} s"),
     ]
+    for name, f in sorted(summary.get("providers", {}).items()):
+        share = "–" if f["acked_share"] is None else f"{f['acked_share']:.1%}"
+        rows.insert(
+            5,
+            (f"  {name}: acked / timed out / ack p50", f"{share} / {f['timed_out']:,} / {ms(f['send_to_ack_p50_ms'])}"),
+        )
     try:
         from rich.console import Console
         from rich.table import Table

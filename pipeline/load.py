@@ -45,3 +45,31 @@ def write_bytes(spark: SparkSession, path: str, data: bytes) -> None:
         out.write(bytearray(data))
     finally:
         out.close()
+
+
+def path_exists(spark: SparkSession, path: str) -> bool:
+    """Whether `path` (local or a URI such as `gs://...`) exists, through
+    Hadoop's FileSystem."""
+    if _is_local(path):
+        return os.path.exists(path.removeprefix("file://"))
+    jvm = spark.sparkContext._jvm
+    hpath = jvm.org.apache.hadoop.fs.Path(path)
+    return bool(hpath.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration()).exists(hpath))
+
+
+def delete_path(spark: SparkSession, path: str) -> None:
+    """Delete `path` (a file or a directory tree, local or a URI) if it exists."""
+    if _is_local(path):
+        import shutil
+
+        local = path.removeprefix("file://")
+        if os.path.isdir(local):
+            shutil.rmtree(local)
+        elif os.path.exists(local):
+            os.remove(local)
+        return
+    jvm = spark.sparkContext._jvm
+    hpath = jvm.org.apache.hadoop.fs.Path(path)
+    fs = hpath.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())
+    if fs.exists(hpath):
+        fs.delete(hpath, True)

@@ -20,6 +20,13 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
+#: The per-provider table's columns, main figures first (`totals_by_provider`).
+PROVIDER_COLUMNS = [
+    "provider", "messages", "acked_share", "timed_out_share", "acked", "timed_out", "late_acks", "failed",
+    "dead_lettered", "lost", "send_to_ack_p50_ms", "send_to_ack_p90_ms", "send_to_ack_p99_ms", "rooms",
+    "duplicates_sent", "publish_to_send_p50_ms", "publish_to_send_p99_ms",
+]  # fmt: skip
+
 OUTCOME_COLOURS = {
     "acked": "#2e7d32",
     "timed_out": "#f9a825",
@@ -37,6 +44,8 @@ class ReportData:
     - `audit_checks`: check name -> rooms failing it.
     - `advice`: `TimeoutAdvice.as_dict()`.
     - `cdf`: (latency_ms, share of arriving acks at or below it), ascending.
+    - `provider_cdf`: provider -> the same, per provider (drawn when there
+      are two providers or more).
     - `timeline`: rows with `bucket_start` (datetime) and one count per outcome;
       `timeline_bucket_s` its width in seconds.
     - `room_rates`: messages/s of each room (`rooms.messages_per_s`).
@@ -50,6 +59,7 @@ class ReportData:
     audit_checks: dict[str, int]
     advice: dict[str, Any]
     cdf: list[tuple[float, float]] = field(default_factory=list)
+    provider_cdf: dict[str, list[tuple[float, float]]] = field(default_factory=dict)
     timeline: list[dict[str, Any]] = field(default_factory=list)
     timeline_bucket_s: int = 3600
     room_rates: list[float] = field(default_factory=list)
@@ -102,6 +112,12 @@ def chart_cdf(data: ReportData) -> bytes:
         _empty(ax, "no ack arrived")
     else:
         ax.step([x for x, _ in pts], [p * 100 for _, p in pts], where="post", color="#2e7d32", label="arriving acks")
+        if len(data.provider_cdf) > 1:
+            for name, curve in sorted(data.provider_cdf.items()):
+                cp = [(x, p) for x, p in curve if x is not None and x > 0]
+                if cp:
+                    ax.step([x for x, _ in cp], [p * 100 for _, p in cp], where="post", lw=1, alpha=0.8,
+                            label=f"{name}")  # fmt: skip
         ax.set_xscale("log")
         _mark_timeouts(ax, data.advice)
         ax.set_xlabel("send to ack (ms, log scale)")
@@ -113,41 +129,43 @@ def chart_cdf(data: ReportData) -> bytes:
     return _png(fig)
 
 
-def chart_tradeoff(data: ReportData) -> bytes:
-    """The timeout trade-off: share of acks too late and a backlogged room's rate, per X."""
+def tradeoff_figure(data: ReportData):
+    """The timeout trade-off as a matplotlib Figure: share of arriving acks
+    later than X (%, left axis) and a backlogged room's rate (msg/s, right
+    axis) per candidate X (s, log scale). Both axes start at 0, so a point
+    of either line never sits below the other's zero (the right axis used to
+    start at 0 while the left one had a margin below 0, and small rates were
+    drawn under the left axis' 0 line, reading as negative)."""
     fig, ax = plt.subplots(figsize=(8, 4.2))
     rows = [r for r in data.tradeoff if r.get("share_too_late") is not None]
     if not rows:
         _empty(ax, "no ack arrived: no trade-off to show")
-    else:
-        xs = [r["timeout_ms"] / 1000 for r in rows]
-        ax.plot(
-            xs,
-            [r["share_too_late"] * 100 for r in rows],
-            "o-",
-            color="#c62828",
-            label="acks that would come too late (%)",
-        )
-        ax.set_xscale("log")
-        ax.set_xlabel("ack timeout X (s, log scale)")
-        ax.set_ylabel("arriving acks later than X (%)", color="#c62828")
-        ax.grid(alpha=0.3, which="both")
-        ax2 = ax.twinx()
-        ax2.plot(
-            xs,
-            [r["room_max_messages_per_s"] or 0 for r in rows],
-            "s-",
-            color="#1565c0",
-            label="backlogged room's rate (msg/s)",
-        )
-        ax2.set_ylabel("messages/s of a room with a backlog", color="#1565c0")
-        ax2.set_ylim(bottom=0)
-        _mark_timeouts(ax, data.advice, scale=1000)
-        h1, l1 = ax.get_legend_handles_labels()
-        h2, l2 = ax2.get_legend_handles_labels()
-        ax.legend(h1 + h2, l1 + l2, loc="upper right", fontsize=8)
+        ax.set_title("Ack timeout trade-off: missed acks against room throughput")
+        return fig
+    xs = [r["timeout_ms"] / 1000 for r in rows]
+    late = [r["share_too_late"] * 100 for r in rows]
+    rates = [max(0.0, r["room_max_messages_per_s"] or 0.0) for r in rows]
+    ax.plot(xs, late, "o-", color="#c62828", label="acks that would come too late (%)", clip_on=False)
+    ax.set_xscale("log")
+    ax.set_xlabel("ack timeout X (s, log scale)")
+    ax.set_ylabel("arriving acks later than X (%)", color="#c62828")
+    ax.set_ylim(0, max(1.0, max(late)) * 1.05)
+    ax.grid(alpha=0.3, which="both")
+    ax2 = ax.twinx()
+    ax2.plot(xs, rates, "s-", color="#1565c0", label="backlogged room's rate (msg/s)", clip_on=False)
+    ax2.set_ylabel("messages/s of a room with a backlog", color="#1565c0")
+    ax2.set_ylim(0, max(rates) * 1.05 if max(rates) > 0 else 1.0)
+    _mark_timeouts(ax, data.advice, scale=1000)
+    h1, l1 = ax.get_legend_handles_labels()
+    h2, l2 = ax2.get_legend_handles_labels()
+    ax.legend(h1 + h2, l1 + l2, loc="upper right", fontsize=8)
     ax.set_title("Ack timeout trade-off: missed acks against room throughput")
-    return _png(fig)
+    return fig
+
+
+def chart_tradeoff(data: ReportData) -> bytes:
+    """The timeout trade-off chart (`tradeoff_figure`) as PNG bytes."""
+    return _png(tradeoff_figure(data))
 
 
 def chart_outcomes(data: ReportData) -> bytes:
@@ -228,7 +246,8 @@ def _table(rows: list[dict[str, Any]], cols: list[str] | None = None) -> str:
     cols = cols or list(rows[0])
     head = "".join(f"<th>{html.escape(c)}</th>" for c in cols)
     body = "".join("<tr>" + "".join(f"<td>{html.escape(_fmt(r.get(c)))}</td>" for c in cols) + "</tr>" for r in rows)
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+    # the wrapper scrolls a wide table within the page's width instead of the whole page
+    return f"<div class=scroll><table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>"
 
 
 def _img(png: bytes, alt: str) -> str:
@@ -238,7 +257,9 @@ def _img(png: bytes, alt: str) -> str:
 _CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;max-width:1000px;margin:2em auto;padding:0 1em;color:#222}
 h1{font-size:1.6em}h2{font-size:1.2em;margin-top:2em;border-bottom:1px solid #ddd}
+.scroll{max-width:100%;overflow-x:auto}
 table{border-collapse:collapse;font-size:.85em;margin:.5em 0}td,th{border:1px solid #ddd;padding:3px 7px;text-align:right}
+td{overflow-wrap:anywhere;max-width:40em}
 th{background:#f4f4f4}td:first-child,th:first-child{text-align:left}.muted{color:#777}
 .ok{color:#2e7d32;font-weight:bold}.bad{color:#c62828;font-weight:bold}img{max-width:100%}
 code{background:#f4f4f4;padding:1px 4px}
@@ -305,6 +326,9 @@ def build_report(data: ReportData) -> tuple[str, bytes]:
         _table(data.failing_rooms),
         "<h2>Summary</h2>",
         _table(summary_rows),
+        "<h2>By provider</h2>",
+        "<p class=muted>The main figures per platform (send-to-ack percentiles are of acked messages, approximate).</p>",
+        _table(data.providers, [c for c in PROVIDER_COLUMNS if not data.providers or c in data.providers[0]]),
         "<h2>Ack timeout advice</h2>",
         advice_text,
         _img(tradeoff_png, "timeout trade-off"),
@@ -326,8 +350,6 @@ def build_report(data: ReportData) -> tuple[str, bytes]:
         "<h2>Rooms</h2>",
         _img(charts["rates"], "per-room throughput"),
         _img(charts["hol"], "top rooms by head-of-line wait"),
-        "<h2>Per provider</h2>",
-        _table(data.providers),
         "<h2>Per hour</h2>",
         _table(data.hourly),
         "<h2>Rejected lines</h2>",

@@ -1,8 +1,9 @@
 """Declared Spark schemas for the delivery event log.
 
-Built from `shared.events.EVENT_FIELDS`, the one definition of the log line, so
-a field added there reaches the pipeline without a second list to keep in
-step. Two line formats are read with one schema:
+Built from `shared.events.EVENT_FIELDS`, the one definition of the log line,
+narrowed to the fields the job reads (`READ_FIELDS`): Spark's JSON reader
+skips the other keys of a line without building values for them. Two line
+formats are read with one schema:
 
 - a plain event line, as the functions write it (`EVENT_LOG_PATH` locally);
 - a Cloud Logging `LogEntry` as the Logging sink exports it to Cloud Storage,
@@ -20,7 +21,9 @@ from pyspark.sql import types as T
 from shared.events import EVENT_FIELDS, LOG_TYPE, SCHEMA_VERSION, TERMINAL_EVENTS, EventType
 
 __all__ = [
+    "COMPACT_SCHEMA",
     "CORRUPT_COLUMN",
+    "READ_FIELDS",
     "EVENT_COLUMNS",
     "INTEGER_FIELDS",
     "LINE_SCHEMA",
@@ -39,24 +42,36 @@ _JSON_TO_SPARK = {
     "number": T.DoubleType(),
 }
 
-#: Event fields, in the order shared.events declares them.
-EVENT_COLUMNS: tuple[str, ...] = tuple(EVENT_FIELDS)
+#: The event fields the transforms read, plus the two the parse checks
+#: (`log_type`, `schema_version`); in the order shared.events declares them.
+READ_FIELDS: tuple[str, ...] = tuple(
+    k
+    for k in EVENT_FIELDS
+    if k
+    in (
+        "log_type", "schema_version", "event", "ts", "room_id", "seq", "attempt", "message_id", "provider",
+        "trigger", "reason", "error_code", "error_title", "published_at", "publish_to_send_ms", "send_to_ack_ms",
+        "trigger_to_send_ms",
+    )
+)  # fmt: skip
+#: The typed event columns the parse keeps (and compaction stores): `READ_FIELDS`
+#: without the two checked ones, which are constant on a valid event.
+EVENT_COLUMNS: tuple[str, ...] = tuple(k for k in READ_FIELDS if k not in ("log_type", "schema_version"))
 #: Fields whose JSON type is integer (cast to long once validated).
-INTEGER_FIELDS: tuple[str, ...] = tuple(k for k, v in EVENT_FIELDS.items() if v == "integer")
+INTEGER_FIELDS: tuple[str, ...] = tuple(k for k in READ_FIELDS if EVENT_FIELDS[k] == "integer")
 #: Name of the column Spark fills with a line it could not parse.
 CORRUPT_COLUMN = "_corrupt_record"
 
 #: The event object itself (a plain line, or a LogEntry's `jsonPayload`).
-PAYLOAD_SCHEMA = T.StructType([T.StructField(k, _JSON_TO_SPARK[v], True) for k, v in EVENT_FIELDS.items()])
+PAYLOAD_SCHEMA = T.StructType([T.StructField(k, _JSON_TO_SPARK[EVENT_FIELDS[k]], True) for k in READ_FIELDS])
 
 #: One line of either format: the event's fields at the top level (plain line)
-#: or under `jsonPayload` (LogEntry, which also has `timestamp` and `logName`).
+#: or under `jsonPayload` (LogEntry, which also has its own `timestamp`).
 LINE_SCHEMA = T.StructType(
     list(PAYLOAD_SCHEMA.fields)
     + [
         T.StructField("jsonPayload", PAYLOAD_SCHEMA, True),
         T.StructField("timestamp", T.StringType(), True),
-        T.StructField("logName", T.StringType(), True),
         T.StructField(CORRUPT_COLUMN, T.StringType(), True),
     ]
 )
@@ -76,8 +91,15 @@ EVENT_SCHEMA = T.StructType(
             else T.StringType(),
             True,
         )
-        for k, v in EVENT_FIELDS.items()
+        for k, v in ((k, EVENT_FIELDS[k]) for k in EVENT_COLUMNS)
     ]
+)
+
+#: A compacted event as stored in Parquet (`pipeline.compact`): the typed
+#: event, its `source` file, and the `date` (UTC day of `ts`) it is partitioned by.
+COMPACT_SCHEMA = T.StructType(
+    list(EVENT_SCHEMA.fields)
+    + [T.StructField("source", T.StringType(), True), T.StructField("date", T.DateType(), True)]
 )
 
 KNOWN_EVENTS: tuple[str, ...] = tuple(str(e) for e in EventType)

@@ -34,6 +34,7 @@ from pipeline.schema import (
     LINE_SCHEMA,
     LOG_TYPE,
     MESSAGE_EVENTS,
+    READ_FIELDS,
     SCHEMA_VERSION,
     TERMINAL,
 )
@@ -49,17 +50,19 @@ def _ms_between(later: Column, earlier: Column) -> Column:
 
 # --------------------------------------------------------------------------- parse
 
+_JSON_OPTIONS = {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": CORRUPT_COLUMN}
 
-def parse_lines(lines: DataFrame) -> DataFrame:
-    """Parse raw log lines of either format into typed events plus a verdict.
 
-    Input: `value` (string, one line) and `source` (string, the file it came
-    from), as `pipeline.extract.read_lines` gives them.
+def check_lines(raw: DataFrame, corrupt: Column, line: Column) -> DataFrame:
+    """Type and check lines already split into the fields of `LINE_SCHEMA`.
 
-    Output: one row per input line with every field of `shared.events`
-    (`ts`, `published_at` as UTC timestamps; integer fields as long; `*_ms` as
-    double, milliseconds), plus `source`, `line` (the raw text, on rejected
-    lines only) and
+    Input: `raw` with the `LINE_SCHEMA` columns at the top level (as Spark's
+    JSON reader gives them) and `source`; `corrupt` is true where the JSON
+    reader could not read the line; `line` is the text kept on a rejected line.
+
+    Output: one row per input row: `EVENT_COLUMNS` typed (`ts`,
+    `published_at` UTC timestamps; integer fields long; `*_ms` double,
+    milliseconds), `source`, `line` (on rejected lines only) and
     `reject_reason` (null for a valid event, else one of `empty_line`,
     `not_json`, `wrong_type`, `wrong_type:<field>`, `missing_field:<field>`,
     `wrong_log_type`, `unsupported_schema_version`, `unknown_event`,
@@ -67,52 +70,49 @@ def parse_lines(lines: DataFrame) -> DataFrame:
 
     A line is a LogEntry (Cloud Logging's export) when it has a `jsonPayload`
     object; its event is that payload, and the entry's `timestamp` stands in
-    for a missing `ts`. `severity` may live on the entry only (Logging lifts
-    it out of the payload).
+    for a missing `ts`.
     """
-    opts = {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": CORRUPT_COLUMN}
-    j = F.from_json(F.col("value"), LINE_SCHEMA, opts)
-    df = lines.select("source", F.col("value").alias("line"), j.alias("j"))
-    entry = F.col("j.jsonPayload").isNotNull()
+    entry = F.col("jsonPayload").isNotNull()
 
     def field(name: str) -> Column:
-        payload = F.col(f"j.jsonPayload.{name}")
-        top = F.col(f"j.{name}")
-        if name == "severity":
-            return F.when(entry, F.coalesce(payload, top)).otherwise(top)
+        payload = F.col(f"jsonPayload.{name}")
+        top = F.col(name)
         if name == "ts":
-            return F.when(entry, F.coalesce(payload, F.col("j.timestamp"))).otherwise(top)
+            return F.when(entry, F.coalesce(payload, F.col("timestamp"))).otherwise(top)
         return F.when(entry, payload).otherwise(top)
 
-    raw = {name: field(name) for name in EVENT_COLUMNS}
-    ts = F.try_to_timestamp(raw["ts"])
-    published = F.try_to_timestamp(raw["published_at"])
+    raw_cols = {name: field(name) for name in READ_FIELDS}
+    # name the fields once, so the checks below read plain columns
+    df = raw.select(*[c.alias(f"_r_{k}") for k, c in raw_cols.items()], "source", line.alias("_line"),
+                    corrupt.alias("_corrupt"))  # fmt: skip
+    r = {k: F.col(f"_r_{k}") for k in READ_FIELDS}
+    ts = F.try_to_timestamp(r["ts"])
+    published = F.try_to_timestamp(r["published_at"])
     non_integral = [
-        F.when(raw[k].isNotNull() & (raw[k] != F.floor(raw[k])), F.lit(f"wrong_type:{k}")) for k in INTEGER_FIELDS
+        F.when(r[k].isNotNull() & (r[k] != F.floor(r[k])), F.lit(f"wrong_type:{k}")) for k in INTEGER_FIELDS
     ]
-    event = raw["event"]
+    event = r["event"]
     is_message_event = event.isin(*MESSAGE_EVENTS)
-    is_late_ack = (event == "status_ignored") & (raw["reason"] == LATE_ACK)
-    corrupt = F.col("j").isNull() | F.col(f"j.{CORRUPT_COLUMN}").isNotNull()
+    is_late_ack = (event == "status_ignored") & (r["reason"] == LATE_ACK)
     reason = F.coalesce(
-        F.when(F.trim(F.col("line")) == "", F.lit("empty_line")),
+        F.when(F.trim(F.col("_line")) == "", F.lit("empty_line")),
         F.when(
-            corrupt,
+            F.col("_corrupt"),
             # only evaluated for corrupt lines: was it JSON at all?
-            F.when(F.expr("json_object_keys(line)").isNull(), F.lit("not_json")).otherwise(F.lit("wrong_type")),
+            F.when(F.expr("json_object_keys(_line)").isNull(), F.lit("not_json")).otherwise(F.lit("wrong_type")),
         ),
-        F.when(raw["log_type"].isNull(), F.lit("missing_field:log_type")),
-        F.when(raw["log_type"] != LOG_TYPE, F.lit("wrong_log_type")),
-        F.when(raw["schema_version"] != SCHEMA_VERSION, F.lit("unsupported_schema_version")),
+        F.when(r["log_type"].isNull(), F.lit("missing_field:log_type")),
+        F.when(r["log_type"] != LOG_TYPE, F.lit("wrong_log_type")),
+        F.when(r["schema_version"] != SCHEMA_VERSION, F.lit("unsupported_schema_version")),
         F.when(event.isNull(), F.lit("missing_field:event")),
         F.when(~event.isin(*KNOWN_EVENTS), F.lit("unknown_event")),
-        F.when(raw["ts"].isNull(), F.lit("missing_field:ts")),
+        F.when(r["ts"].isNull(), F.lit("missing_field:ts")),
         F.when(ts.isNull(), F.lit("bad_timestamp")),
         *non_integral,
-        F.when((is_message_event | is_late_ack) & raw["room_id"].isNull(), F.lit("missing_field:room_id")),
-        F.when((is_message_event | is_late_ack) & raw["seq"].isNull(), F.lit("missing_field:seq")),
-        F.when((event == "sent") & raw["attempt"].isNull(), F.lit("missing_field:attempt")),
-        F.when(is_late_ack & raw["send_to_ack_ms"].isNull(), F.lit("missing_field:send_to_ack_ms")),
+        F.when((is_message_event | is_late_ack) & r["room_id"].isNull(), F.lit("missing_field:room_id")),
+        F.when((is_message_event | is_late_ack) & r["seq"].isNull(), F.lit("missing_field:seq")),
+        F.when((event == "sent") & r["attempt"].isNull(), F.lit("missing_field:attempt")),
+        F.when(is_late_ack & r["send_to_ack_ms"].isNull(), F.lit("missing_field:send_to_ack_ms")),
     )
     typed = []
     for name in EVENT_COLUMNS:
@@ -122,33 +122,56 @@ def parse_lines(lines: DataFrame) -> DataFrame:
             col = published
         elif name in INTEGER_FIELDS:
             # a huge or fractional number was rejected above; keep the cast safe anyway
-            col = F.when(F.abs(raw[name]) < F.lit(9.0e18), raw[name].cast(T.LongType()))
+            col = F.when(F.abs(r[name]) < F.lit(9.0e18), r[name].cast(T.LongType()))
         else:
-            col = raw[name]
+            col = r[name]
         typed.append(col.alias(name))
-    # the raw text is kept for rejected lines only: it is most of a line's bytes
-    return df.select(
-        *typed, "source", F.when(reason.isNotNull(), F.col("line")).alias("line"), reason.alias("reject_reason")
-    )
+    if_rejected = F.when(reason.isNotNull(), F.col("_line"))
+    return df.select(*typed, "source", if_rejected.alias("line"), reason.alias("reject_reason"))
 
 
-#: The event fields the transforms downstream of parsing read.
-LIFECYCLE_COLUMNS = (
-    "event", "ts", "room_id", "seq", "attempt", "message_id", "provider", "trigger", "reason",
-    "error_code", "error_title", "published_at", "publish_to_send_ms", "send_to_ack_ms", "trigger_to_send_ms",
-)  # fmt: skip
+def parse_lines(lines: DataFrame) -> DataFrame:
+    """Parse raw text lines of either format into typed events plus a verdict
+    (`check_lines`' output), keeping the raw text of every rejected line.
+
+    Input: `value` (string, one line) and `source` (string, the file it came
+    from). This is the per-line path (`from_json` over text) for lines
+    already in a DataFrame, such as the tests' hand-written ones; files are
+    read with `pipeline.extract.read_events`, Spark's JSON data source, which
+    is several times faster.
+    """
+    j = F.from_json(F.col("value"), LINE_SCHEMA, _JSON_OPTIONS)
+    df = lines.select("source", "value", j.alias("_j"))
+    raw = df.select("source", "value", "_j.*", F.col("_j").isNull().alias("_null"))
+    corrupt = F.col("_null") | F.col(CORRUPT_COLUMN).isNotNull()
+    return check_lines(raw, corrupt, F.col("value"))
+
+
+def parse_json_rows(rows: DataFrame) -> DataFrame:
+    """`check_lines` on the rows of Spark's JSON reader read with `LINE_SCHEMA`
+    (plus `source`), as `pipeline.extract.read_events` gives them.
+
+    The reader keeps a line's raw text only when it cannot read it (the
+    corrupt-record column: not JSON, or a field of the wrong type); a line it
+    read that fails a check keeps, as `line`, the fields the job reads
+    re-serialised as JSON (`to_json`, nulls left out). Blank lines are
+    skipped by the reader: they are neither events nor rejects.
+    """
+    corrupt = F.col(CORRUPT_COLUMN).isNotNull()
+    fields = F.struct(*[F.col(k) for k in READ_FIELDS], "jsonPayload", "timestamp")
+    line = F.when(corrupt, F.col(CORRUPT_COLUMN)).otherwise(F.to_json(fields))
+    return check_lines(rows, corrupt, line)
 
 
 def valid_events(parsed: DataFrame, columns: tuple[str, ...] = EVENT_COLUMNS) -> DataFrame:
-    """The valid events of `parse_lines`' output: the given event fields (all
-    of `shared.events` by default; `LIFECYCLE_COLUMNS` is enough for every
-    transform here) plus `source`; no `line`, no `reject_reason`."""
+    """The valid events of a parse's output: the given event fields
+    (`EVENT_COLUMNS` by default) plus `source`; no `line`, no `reject_reason`."""
     return parsed.where(F.col("reject_reason").isNull()).select(*columns, "source")
 
 
 def rejected_lines(parsed: DataFrame) -> DataFrame:
-    """The rejected lines of `parse_lines`' output: `source`, `line` (raw text)
-    and `reject_reason` (never null)."""
+    """The rejected lines of a parse's output: `source`, `line` (text, see
+    `parse_lines` and `parse_json_rows`) and `reject_reason` (never null)."""
     return parsed.where(F.col("reject_reason").isNotNull()).select("source", "line", "reject_reason")
 
 
@@ -179,9 +202,11 @@ def message_lifecycle(events: DataFrame) -> DataFrame:
     is_sent = ev == "sent"
     is_terminal = ev.isin(*TERMINAL)
     is_late = (ev == "status_ignored") & (F.col("reason") == LATE_ACK)
+    # one shuffle, by room: the aggregate below (its keys include room_id) then
+    # needs only a sort within each partition, with no partial aggregate first
     relevant = events.where(
         F.col("room_id").isNotNull() & F.col("seq").isNotNull() & (ev.isin(*MESSAGE_EVENTS) | is_late)
-    )
+    ).repartition("room_id")
     first_send = F.min(F.when(is_sent, F.struct("ts", "publish_to_send_ms", "trigger_to_send_ms", "trigger")))
     first_end = F.min(F.when(is_terminal, F.struct("ts", "event")))
     agg = relevant.groupBy("room_id", "seq").agg(
@@ -408,6 +433,7 @@ def _totals(messages: DataFrame, key: Column, key_name: str) -> DataFrame:
             "late_acks",
             "duplicates_sent",
             (F.col("acked") / F.col("messages")).alias("acked_share"),
+            (F.col("timed_out") / F.col("messages")).alias("timed_out_share"),
             F.col("_ack")[0].alias("send_to_ack_p50_ms"),
             F.col("_ack")[1].alias("send_to_ack_p90_ms"),
             F.col("_ack")[2].alias("send_to_ack_p99_ms"),
@@ -429,7 +455,8 @@ def totals_by_time(messages: DataFrame, bucket_s: int = 3600) -> DataFrame:
     Output: `bucket_start` (UTC timestamp), `rooms` (approximate, within about
     1%), `messages`, one count per
     outcome (`acked`, `timed_out`, `failed`, `dead_lettered`, `lost`),
-    `late_acks`, `duplicates_sent`, `acked_share` (0..1), approximate
+    `late_acks`, `duplicates_sent`, `acked_share` and `timed_out_share`
+    (0..1, of messages), approximate
     `send_to_ack_p50_ms`/`p90`/`p99` of acked messages and
     `publish_to_send_p50_ms`/`p99`. Raises ValueError if `bucket_s` < 1.
     """
@@ -441,19 +468,25 @@ def totals_by_time(messages: DataFrame, bucket_s: int = 3600) -> DataFrame:
 
 
 def totals_by_provider(messages: DataFrame) -> DataFrame:
-    """The same totals as `totals_by_time`, per `provider` (`unknown` if none logged)."""
+    """The same totals as `totals_by_time`, per `provider` (`whatsapp`,
+    `messenger`, `instagram`, ...; `unknown` if no event of the message
+    logged one): the report's main figures (acked share, timeouts, ack
+    latency) broken down by platform. One row per provider, by name."""
     return _totals(messages, F.coalesce(F.col("provider"), F.lit("unknown")), "provider").orderBy("provider")
 
 
 # --------------------------------------------------------------------------- timeout
 
 
-def ack_waits(messages: DataFrame) -> DataFrame:
+def ack_waits(messages: DataFrame, extra: tuple[str, ...] = ()) -> DataFrame:
     """The messages whose end depends on the ack timeout X: those that were
     acked or timed out. Columns: `room_id`, `seq`, `ack_latency_ms` (send to
-    the ack that arrived, in time or late; null when no ack ever came).
+    the ack that arrived, in time or late; null when no ack ever came), and
+    the `extra` columns of `messages` asked for.
     """
-    return messages.where(F.col("outcome").isin("acked", "timed_out")).select("room_id", "seq", "ack_latency_ms")
+    return messages.where(F.col("outcome").isin("acked", "timed_out")).select(
+        "room_id", "seq", "ack_latency_ms", *extra
+    )
 
 
 def timeout_tradeoff(messages: DataFrame, candidates_ms: Iterable[float]) -> DataFrame:

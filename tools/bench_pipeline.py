@@ -1,10 +1,13 @@
 """Benchmark: the Spark job against DuckDB on synthetic logs of several sizes.
 
-For each size: generate the log (`tools.synth_log`), run the whole Spark job
-(`python -m pipeline.job`, every table and the report) and DuckDB's per-room
-reference (`tools.duckdb_reference`), each in its own process, timing the
-wall clock and sampling the resident memory of the process tree (Python +
-JVM) from /proc every 0.2 s. Then check the two per-room tables agree.
+For each size: generate the log (`tools.synth_log`), then, each in its own
+process (`RUNS`): the whole Spark job on the raw JSON (`python -m
+pipeline.job --input`, which compacts it to Parquet first), the Spark job's
+per-room tables only and the whole job on that compacted Parquet
+(`--compacted`), and DuckDB's per-room reference (`tools.duckdb_reference`)
+on the JSON and on the Parquet; timing the wall clock and sampling the
+resident memory (VmRSS) of the process tree (Python + JVM) from /proc every
+0.2 s. Then check each Spark per-room table agrees with DuckDB's.
 
     python -m tools.bench_pipeline --sizes 1000000,10000000 --dir out/bench
 
@@ -23,6 +26,7 @@ import threading
 import time
 from pathlib import Path
 
+from pipeline.session import LOCAL
 from tools.duckdb_reference import compare_rooms
 from tools.synth_log import generate
 
@@ -87,103 +91,131 @@ def _label(n: int) -> str:
     return f"{n // 1_000_000}M" if n % 1_000_000 == 0 else f"{n // 1000}k" if n % 1000 == 0 else str(n)
 
 
+#: The measured runs of one size: key -> (label, what it runs).
+RUNS = {
+    "raw": "Spark, whole job on the raw JSON (compaction to Parquet included)",
+    "pq_rooms": "Spark, per-room tables only, on the compacted Parquet",
+    "pq": "Spark, whole job on the compacted Parquet",
+    "duck": "DuckDB, per-room tables on the raw JSON",
+    "duck_pq": "DuckDB, per-room tables on the compacted Parquet",
+}
+
+
 def bench(sizes: list[int], rooms: int, root: Path, keep: bool, driver_memory: str) -> list[dict]:
-    """Run the benchmark for each size; returns one result dict per size."""
+    """Run the benchmark for each size; returns one result dict per size:
+    for each run of `RUNS`, `<run>_s` (wall clock, s) and `<run>_gib` (peak
+    RSS of the process tree, GiB), plus ratios to DuckDB on JSON and whether
+    each Spark per-room table agrees with DuckDB's."""
     root.mkdir(parents=True, exist_ok=True)
     py = sys.executable
     results = []
     for n in sizes:
         tag = _label(n)
         events = root / f"events-{tag}.jsonl"
-        report = root / f"report-{tag}"
-        duck = root / f"rooms-duckdb-{tag}.parquet"
+        out = {k: root / f"{k}-{tag}" for k in ("raw", "pq_rooms", "pq")}
+        duck = {k: root / f"rooms-{k}-{tag}.parquet" for k in ("duck", "duck_pq")}
+        store = out["raw"] / "events"
         print(f"[{tag}] generating ...", flush=True)
         g = generate(str(events), n, rooms)
         size_gib = events.stat().st_size / 2**30
-        print(
-            f"[{tag}] {g['events']:,} events, {size_gib:.2f} GiB, generated in {g['seconds']:.1f} s; Spark job ...",
-            flush=True,
-        )
-        s_wall, s_rss, s_rc = run_measured(
-            [
-                py,
-                "-m",
-                "pipeline.job",
-                "--input",
-                str(events),
-                "--output",
-                str(report),
-                "--driver-memory",
-                driver_memory,
-            ],
-            root / f"spark-{tag}.log",
-        )
-        print(f"[{tag}] Spark {s_wall:.1f} s (exit {s_rc}); Spark rooms only ...", flush=True)
-        r_wall, r_rss, r_rc = run_measured(
-            [py, "-m", "pipeline.job", "--input", str(events), "--output", str(report) + "-rooms", "--rooms-only",
-             "--driver-memory", driver_memory],
-            root / f"spark-rooms-{tag}.log",
-        )  # fmt: skip
-        print(f"[{tag}] Spark rooms only {r_wall:.1f} s (exit {r_rc}); DuckDB ...", flush=True)
-        d_wall, d_rss, d_rc = run_measured(
-            [py, "-m", "tools.duckdb_reference", "--input", str(events), "--output", str(duck)],
-            root / f"duckdb-{tag}.log",
-        )
-        ok = s_rc == 0 and r_rc == 0 and d_rc == 0
-        mismatch = compare_rooms(str(report / "rooms"), str(duck)) if ok else {"failed": 1}
-        bad = {k: v for k, v in mismatch.items() if v}
-        r = {
-            "size": tag,
-            "events": g["events"],
-            "log_gib": round(size_gib, 2),
-            "spark_s": round(s_wall, 1),
-            "spark_events_per_s": round(g["events"] / s_wall),
-            "spark_peak_gib": round(s_rss, 2),
-            "spark_rooms_s": round(r_wall, 1),
-            "spark_rooms_peak_gib": round(r_rss, 2),
-            "duckdb_s": round(d_wall, 1),
-            "duckdb_events_per_s": round(g["events"] / d_wall),
-            "duckdb_peak_gib": round(d_rss, 2),
-            "ratio": round(s_wall / d_wall, 2),
-            "rooms_ratio": round(r_wall / d_wall, 2),
-            "rooms_agree": not bad,
-            "disagreements": bad,
-        }
+        print(f"[{tag}] {g['events']:,} events, {size_gib:.2f} GiB, generated in {g['seconds']:.1f} s", flush=True)
+        job = [py, "-m", "pipeline.job", "--driver-memory", driver_memory]
+        cmds = {
+            "raw": [*job, "--input", str(events), "--output", str(out["raw"])],
+            "pq_rooms": [*job, "--compacted", str(store), "--output", str(out["pq_rooms"]), "--rooms-only"],
+            "pq": [*job, "--compacted", str(store), "--output", str(out["pq"])],
+            "duck": [py, "-m", "tools.duckdb_reference", "--input", str(events), "--output", str(duck["duck"])],
+            "duck_pq": [py, "-m", "tools.duckdb_reference", "--input", str(store), "--source", "parquet",
+                        "--output", str(duck["duck_pq"])],
+        }  # fmt: skip
+        r: dict = {"size": tag, "events": g["events"], "log_gib": round(size_gib, 2)}
+        ok = True
+        for key, cmd in cmds.items():
+            wall, rss, rc = run_measured(cmd, root / f"{key}-{tag}.log")
+            print(f"[{tag}] {RUNS[key]}: {wall:.1f} s, peak {rss:.2f} GiB (exit {rc})", flush=True)
+            r[f"{key}_s"], r[f"{key}_gib"] = round(wall, 1), round(rss, 2)
+            ok = ok and rc == 0
+        summary = out["raw"] / "summary.json"
+        r["compact_s"] = json.loads(summary.read_text())["stage_s"].get("compact") if summary.exists() else None
+        r["store_gib"] = round(sum(f.stat().st_size for f in store.rglob("*") if f.is_file()) / 2**30, 2)
+        for key in ("raw", "pq_rooms", "pq"):
+            r[f"{key}_ratio"] = round(r[f"{key}_s"] / r["duck_s"], 2)
+        r["pq_rooms_vs_duck_pq"] = round(r["pq_rooms_s"] / r["duck_pq_s"], 2)
+        bad = {}
+        if ok:
+            for key in ("raw", "pq_rooms"):
+                bad.update(
+                    {f"{key}:{c}": v for c, v in compare_rooms(str(out[key] / "rooms"), str(duck["duck"])).items() if v}
+                )
+            bad.update(
+                {
+                    f"duck_pq:{c}": v
+                    for c, v in compare_rooms(str(out["raw"] / "rooms"), str(duck["duck_pq"])).items()
+                    if v
+                }
+            )
+        else:
+            bad = {"failed": 1}
+        r["rooms_agree"], r["disagreements"] = not bad, bad
         print(f"[{tag}] {json.dumps(r)}", flush=True)
         results.append(r)
         if not keep:
             events.unlink(missing_ok=True)
-            duck.unlink(missing_ok=True)
-            shutil.rmtree(report, ignore_errors=True)
-            shutil.rmtree(str(report) + "-rooms", ignore_errors=True)
+            for d in out.values():
+                shutil.rmtree(d, ignore_errors=True)
+            for f in duck.values():
+                f.unlink(missing_ok=True)
     return results
 
 
+GOALS = (
+    ("per-room tables on Parquet at 10M, x DuckDB", "10M", "pq_rooms_ratio", 3.0),
+    ("whole job on raw JSON at 10M, x DuckDB", "10M", "raw_ratio", 8.0),
+)
+
+
 def print_table(results: list[dict]) -> None:
+    """The results as a Markdown table, then growth between sizes and the goals."""
     cols = [
-        ("size", "events", "{:>5}"),
-        ("events", "lines", "{:>11,}"),
-        ("log_gib", "GiB", "{:>5.2f}"),
-        ("spark_s", "Spark s", "{:>8.1f}"),
-        ("spark_events_per_s", "Spark ev/s", "{:>10,}"),
-        ("spark_peak_gib", "Spark GiB", "{:>9.2f}"),
-        ("duckdb_s", "DuckDB s", "{:>8.1f}"),
-        ("duckdb_events_per_s", "DuckDB ev/s", "{:>11,}"),
-        ("duckdb_peak_gib", "DuckDB GiB", "{:>10.2f}"),
-        ("spark_rooms_s", "Spark rooms-only s", "{:>8.1f}"),
-        ("ratio", "full/DuckDB", "{:>12.2f}"),
-        ("rooms_ratio", "rooms-only/DuckDB", "{:>12.2f}"),
-        ("rooms_agree", "rooms agree", "{!s:>11}"),
+        ("size", "events", "{}"),
+        ("events", "lines", "{:,}"),
+        ("log_gib", "JSON GiB", "{:.2f}"),
+        ("store_gib", "Parquet GiB", "{:.2f}"),
+        ("raw_s", "Spark raw JSON, whole job s", "{:.1f}"),
+        ("compact_s", "of which compaction s", "{}"),
+        ("raw_gib", "peak GiB", "{:.2f}"),
+        ("pq_rooms_s", "Spark Parquet, rooms s", "{:.1f}"),
+        ("pq_rooms_gib", "peak GiB", "{:.2f}"),
+        ("pq_s", "Spark Parquet, whole job s", "{:.1f}"),
+        ("pq_gib", "peak GiB", "{:.2f}"),
+        ("duck_s", "DuckDB JSON, rooms s", "{:.1f}"),
+        ("duck_gib", "peak GiB", "{:.2f}"),
+        ("duck_pq_s", "DuckDB Parquet, rooms s", "{:.1f}"),
+        ("raw_ratio", "raw whole / DuckDB", "{:.2f}"),
+        ("pq_rooms_ratio", "Parquet rooms / DuckDB", "{:.2f}"),
+        ("pq_ratio", "Parquet whole / DuckDB", "{:.2f}"),
+        ("pq_rooms_vs_duck_pq", "Parquet rooms / DuckDB Parquet", "{:.2f}"),
+        ("rooms_agree", "rooms agree", "{!s}"),
     ]
     print("| " + " | ".join(h for _, h, _ in cols) + " |")
     print("|" + "|".join("---:" for _ in cols) + "|")
     for r in results:
-        print("| " + " | ".join(f.format(r[k]).strip() for k, _, f in cols) + " |")
-    if len(results) > 1:
-        a, b = results[0], results[-1]
-        for key, name in (("spark_s", "Spark full job"), ("spark_rooms_s", "Spark rooms only"), ("duckdb_s", "DuckDB")):
-            growth = (b[key] / a[key]) / (b["events"] / a["events"])
-            print(f"{name}: time per event at {b['size']} = x{growth:.2f} of {a['size']} (1.00 = linear)")
+        print("| " + " | ".join(f.format(r[k]) for k, _, f in cols) + " |")
+    for a, b in zip(results, results[1:], strict=False):
+        scale = b["events"] / a["events"]
+        growth = ", ".join(f"{k} x{b[f'{k}_s'] / a[f'{k}_s']:.2f}" for k in RUNS)
+        print(f"{a['size']} -> {b['size']} (x{scale:.2f} events): time {growth}")
+    by = {r["size"]: r for r in results}
+    for name, size, key, limit in GOALS:
+        if size in by:
+            v = by[size][key]
+            print(f"goal {name} <= {limit}: {v:.2f} {'met' if v <= limit else 'NOT met'}")
+    if "10M" in by and "30M" in by:
+        for k in ("raw", "pq_rooms", "pq"):
+            v = by["30M"][f"{k}_s"] / by["10M"][f"{k}_s"]
+            print(f"goal {RUNS[k]}, 10M -> 30M time <= x3.3: x{v:.2f} {'met' if v <= 3.3 else 'NOT met'}")
+    peak = max(r[f"{k}_gib"] for r in results for k in ("raw", "pq_rooms", "pq"))
+    print(f"goal Spark peak RSS (process tree) < 6 GiB: {peak:.2f} GiB {'met' if peak < 6 else 'NOT met'}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -191,7 +223,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--sizes", default="1000000,10000000,30000000", help="comma-separated event counts")
     p.add_argument("--rooms", type=int, default=25_000)
     p.add_argument("--dir", default="out/bench")
-    p.add_argument("--driver-memory", default="6g")
+    p.add_argument("--driver-memory", default=LOCAL.driver_memory, help="the Spark job's local heap")
     p.add_argument("--keep", action="store_true", help="keep the generated logs and outputs")
     a = p.parse_args(argv)
     sizes = [int(s) for s in a.sizes.split(",") if s.strip()]

@@ -6,7 +6,8 @@ implementation to check the Spark one against.
 
 Same definitions as the Spark transforms (see their docstrings); it reads the
 plain line format only, and skips lines that are not valid events instead of
-keeping them.
+keeping them. With `--source parquet` it reads a compacted store's valid
+events instead (`pipeline.compact`), the input Spark's Parquet runs read.
 """
 
 from __future__ import annotations
@@ -47,18 +48,27 @@ def _q(values) -> str:
     return ", ".join(f"'{v}'" for v in values)
 
 
-def rooms_sql(path: str) -> str:
-    """A DuckDB query over the JSON-lines file(s) at `path` returning one row per room."""
+def rooms_sql(path: str, source: str = "json") -> str:
+    """A DuckDB query returning one row per room, over the JSON-lines file(s)
+    at `path` (`source="json"`), or over a compacted store's events
+    (`source="parquet"`: `path` is the store, `pipeline.compact`; valid events only)."""
     columns = ", ".join(f"'{k}': '{'TIMESTAMP' if k == 'ts' else _DUCK_TYPES[v]}'" for k, v in EVENT_FIELDS.items())
     path = path.replace("'", "''")
     terminal = f"event IN ({_q(TERMINAL)})"
     late = "(event = 'status_ignored' AND reason = 'late_ack')"
+    if source == "json":
+        scan = f"""read_json('{path}', format = 'newline_delimited', columns = {{{columns}}},
+                 timestampformat = '%Y-%m-%dT%H:%M:%S.%fZ', ignore_errors = true)
+  WHERE log_type = '{LOG_TYPE}' AND"""
+    elif source == "parquet":
+        scan = f"""read_parquet('{path}/events/*/*/*.parquet', hive_partitioning = true)
+  WHERE reject_reason IS NULL AND"""
+    else:
+        raise ValueError(f"source must be json or parquet, got {source!r}")
     return f"""
 WITH ev AS (
   SELECT room_id, seq, event, reason, ts, send_to_ack_ms
-  FROM read_json('{path}', format = 'newline_delimited', columns = {{{columns}}},
-                 timestampformat = '%Y-%m-%dT%H:%M:%S.%fZ', ignore_errors = true)
-  WHERE log_type = '{LOG_TYPE}' AND room_id IS NOT NULL AND seq IS NOT NULL
+  FROM {scan} room_id IS NOT NULL AND seq IS NOT NULL
     AND (event IN ({_q(MESSAGE_EVENTS)}) OR {late})
 ),
 msg AS (
@@ -119,16 +129,17 @@ FROM per_room p LEFT JOIN ord o USING (room_id) LEFT JOIN flight f USING (room_i
 """
 
 
-def compute_rooms(input_path: str, output_path: str, threads: int = 2) -> dict:
-    """Write DuckDB's per-room table for `input_path` to `output_path`
-    (Parquet). Returns {"rooms": n, "seconds": s}."""
+def compute_rooms(input_path: str, output_path: str, threads: int = 2, source: str = "json") -> dict:
+    """Write DuckDB's per-room table for `input_path` (JSON lines, or a
+    compacted store with `source="parquet"`) to `output_path` (Parquet).
+    Returns {"rooms": n, "seconds": s}."""
     import duckdb
 
     t0 = time.perf_counter()
     con = duckdb.connect()
     con.execute(f"SET threads = {threads}; SET preserve_insertion_order = false;")
     out = output_path.replace("'", "''")
-    con.execute(f"COPY ({rooms_sql(input_path)}) TO '{out}' (FORMAT PARQUET)")
+    con.execute(f"COPY ({rooms_sql(input_path, source)}) TO '{out}' (FORMAT PARQUET)")
     n = con.execute(f"SELECT count(*) FROM '{out}'").fetchone()[0]
     con.close()
     return {"rooms": int(n), "seconds": time.perf_counter() - t0}
@@ -161,8 +172,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--input", required=True)
     p.add_argument("--output", required=True)
     p.add_argument("--threads", type=int, default=2)
+    p.add_argument(
+        "--source", choices=("json", "parquet"), default="json", help="parquet: --input is a compacted store"
+    )
     a = p.parse_args(argv)
-    r = compute_rooms(a.input, a.output, a.threads)
+    r = compute_rooms(a.input, a.output, a.threads, a.source)
     print(f"{r['rooms']:,} rooms in {r['seconds']:.1f} s -> {a.output}")
     return 0
 

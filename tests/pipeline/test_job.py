@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from pyspark.testing import assertDataFrameEqual
 
 from pipeline import job
 from pipeline.extract import read_lines
@@ -63,7 +64,33 @@ def test_tables_are_written(spark, run):
 def test_rejects_keep_line_and_reason(spark, run):
     out, _ = run
     rejects = {r["line"]: r["reject_reason"] for r in spark.read.parquet(str(out / "rejects")).collect()}
-    assert rejects == {BAD[0]: "not_json", BAD[1]: "not_json", BAD[2]: "wrong_log_type"}
+    # lines that are not JSON keep their raw text; a JSON line failing a check keeps the fields read
+    wrong_type = {k: v for k, v in rejects.items() if v == "wrong_log_type"}
+    assert {k: v for k, v in rejects.items() if v == "not_json"} == {BAD[0]: "not_json", BAD[1]: "not_json"}
+    assert [json.loads(k) for k in wrong_type] == [json.loads(BAD[2])]
+
+
+def test_report_from_the_compacted_store_matches_the_json_run(spark, run, tmp_path):
+    """The job on the store the JSON run compacted (OUTPUT/events) gives the same tables."""
+    out, _ = run
+    again = tmp_path / "again"
+    args = ["--compacted", str(out / "events"), "--output", str(again), "--master", "local[2]", "--rooms-only"]
+    assert job.main(args) == 0
+    for table in ("rooms", "rejects"):
+        assertDataFrameEqual(spark.read.parquet(str(again / table)), spark.read.parquet(str(out / table)))
+    assertDataFrameEqual(spark.read.parquet(str(again / "messages")), spark.read.parquet(str(out / "messages")))
+
+
+def test_summary_breaks_main_figures_down_by_provider(run):
+    out, _ = run
+    providers = json.loads((out / "summary.json").read_text())["providers"]
+    # the scenario: 15 messages on whatsapp, 10 acked (one of them late: timed out), 1 failed ...
+    assert set(providers) == {"whatsapp"}
+    w = providers["whatsapp"]
+    assert (w["messages"], w["timed_out"], w["late_acks"]) == (15, 1, 1)
+    assert w["acked_share"] == pytest.approx(11 / 15)
+    html = (out / "report.html").read_text()
+    assert "<h2>By provider</h2>" in html and "timed_out_share" in html
 
 
 def test_report_is_self_contained(run):
@@ -71,6 +98,7 @@ def test_report_is_self_contained(run):
     html = (out / "report.html").read_text()
     assert "<script" not in html and "http://" not in html and "https://" not in html
     assert html.count("data:image/png;base64,") == 5
+    assert html.count("<table>") == html.count("<div class=scroll><table>")  # wide tables scroll, not the page
     assert "Ordering audit found problems" in html
     assert (out / "timeout_tradeoff.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 

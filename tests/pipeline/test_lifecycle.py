@@ -61,3 +61,33 @@ def test_duplicate_terminal_event_counts_but_first_end_wins(spark):
     log = [enq(0.0, "r", 1), sent(1.0, "r", 1), timed_out(4.0, "r", 1), acked(5.0, "r", 1, 4000.0)]
     row = tf.message_lifecycle(tf.valid_events(tf.parse_lines(lines_df(spark, [line(r) for r in log])))).first()
     assert (row["outcome"], row["terminal_events"], row["in_flight_ms"]) == ("timed_out", 2, 3000.0)
+
+
+def test_totals_by_provider(spark):
+    """Acked share, timeouts and ack latency per platform, worked out by hand."""
+    from tests.pipeline.conftest import acked, ev, timed_out
+
+    def on(provider: str, t: float, room: str, seq: int) -> list[dict]:
+        return [
+            ev("enqueued", t, room, seq, message_id=f"{room}-{seq}", provider=provider),
+            ev("sent", t + 0.1, room, seq, 1, provider=provider, trigger="enqueue"),
+        ]
+
+    log = on("whatsapp", 0, "w", 1) + [acked(0.6, "w", 1, 500.0)] + on("whatsapp", 1, "w", 2) + [timed_out(4.1, "w", 2)]
+    for i, ms in enumerate((100.0, 200.0, 300.0), start=1):
+        log += on("messenger", 10 * i, "m", i) + [acked(10 * i + 0.1 + ms / 1000, "m", i, ms)]
+    log += [ev("enqueued", 50, "x", 1)]  # no provider logged: `unknown`, lost
+    msgs = tf.message_lifecycle(tf.valid_events(tf.parse_lines(lines_df(spark, [line(r) for r in log]))))
+    got = tf.totals_by_provider(msgs).select(
+        "provider", "messages", "acked", "timed_out", "lost", "acked_share", "timed_out_share", "send_to_ack_p50_ms"
+    )
+    expected = spark.createDataFrame(
+        [
+            ("messenger", 3, 3, 0, 0, 1.0, 0.0, 200.0),
+            ("unknown", 1, 0, 0, 1, 0.0, 0.0, None),
+            ("whatsapp", 2, 1, 1, 0, 0.5, 0.5, 500.0),
+        ],
+        "provider string, messages long, acked long, timed_out long, lost long, acked_share double, "
+        "timed_out_share double, send_to_ack_p50_ms double",
+    )
+    assertDataFrameEqual(got, expected)

@@ -25,7 +25,6 @@ def test_log_entry_numbers_as_doubles_become_integers(spark):
     assert '"seq": 3.0' in entry  # as Cloud Logging's Struct exports it
     row = tf.valid_events(tf.parse_lines(lines_df(spark, [entry]))).first()
     assert (row["room_id"], row["seq"], row["attempt"], row["trigger"]) == ("room-1", 3, 2, "enqueue")
-    assert row["severity"] == "INFO"  # lifted out of the payload onto the entry
 
 
 def test_log_entry_without_payload_ts_takes_the_entry_timestamp(spark):

@@ -1,0 +1,78 @@
+"""Spark's JSON reader with the declared schema, and incremental compaction to Parquet."""
+
+from __future__ import annotations
+
+import json
+from datetime import date
+
+import pytest
+from pyspark.sql import functions as F
+from pyspark.testing import assertDataFrameEqual
+
+from pipeline import transforms as tf
+from pipeline.compact import compact, read_store
+from pipeline.extract import read_events
+from tests.pipeline.conftest import ev, line, lines_df, log_entry, scenario, sent
+
+
+def test_json_reader_gives_the_events_and_reasons_of_the_per_line_parse(spark, tmp_path):
+    records = scenario()
+    bad = ["not json", '{"log_type":"baton.delivery","event":"se', json.dumps({**sent(1.0, "r", 1), "seq": "three"})]
+    bad += [json.dumps({**sent(1.0, "r", 1), "ts": "yesterday"}), json.dumps({**sent(1.0, "r", 1), "seq": 1.5})]
+    texts = [line(r) for r in records] + [log_entry(r) for r in records] + bad
+    f = tmp_path / "10:00:00_10:59:59_S0.json"  # the sink's name, colons included
+    f.write_text("\n".join(texts) + "\n")
+    native = tf.parse_json_rows(read_events(spark, str(f)))
+    per_line = tf.parse_lines(lines_df(spark, texts))
+    assertDataFrameEqual(tf.valid_events(native).drop("source"), tf.valid_events(per_line).drop("source"))
+    reasons = [r["reject_reason"] for r in tf.rejected_lines(native).orderBy("reject_reason").collect()]
+    assert reasons == sorted(r["reject_reason"] for r in tf.rejected_lines(per_line).collect())
+    assert reasons == ["bad_timestamp", "not_json", "not_json", "wrong_type", "wrong_type:seq"]
+    # raw text kept where the reader could not read the line
+    kept = {r["line"] for r in tf.rejected_lines(native).where("reject_reason in ('not_json', 'wrong_type')").collect()}
+    assert kept == {bad[0], bad[1], bad[2]}
+
+
+def _hour(root, day: int, hour: int, records: list[dict]) -> None:
+    d = root / "run.googleapis.com" / "stdout" / "2026" / "11" / f"{day:02d}"
+    d.mkdir(parents=True, exist_ok=True)
+    (d / f"{hour:02d}:00:00_{hour:02d}:59:59_S0.json").write_text("\n".join(log_entry(r) for r in records) + "\n")
+
+
+def test_compaction_is_incremental_and_partitioned_by_date(spark, tmp_path):
+    logs, store = tmp_path / "logs", str(tmp_path / "store")
+    day1 = [sent(1.0, "a", 1), ev("acked", 2.0, "a", 1, 1, send_to_ack_ms=1000.0)]
+    _hour(logs, 22, 10, day1)
+    _hour(logs, 22, 11, [sent(3600.0, "a", 2)])
+    first = compact(spark, str(logs), store)
+    assert (first.new_files, first.known_files) == (2, 0)
+    assert read_store(spark, store).count() == 3
+
+    again = compact(spark, str(logs), store)  # nothing new: nothing parsed, nothing written
+    assert (again.batch, again.new_files, again.known_files) == (None, 0, 2)
+    assert read_store(spark, store).count() == 3
+
+    _hour(logs, 23, 0, [sent(86400.0 + 60, "b", 1)])  # the next day's first hour
+    third = compact(spark, str(logs), store)
+    assert (third.new_files, third.known_files) == (1, 2)
+    days = {r["date"]: r["count"] for r in read_store(spark, store).groupBy("date").count().collect()}
+    assert days == {date(2026, 11, 22): 3, date(2026, 11, 23): 1}
+    # a date range reads only its partitions
+    only = read_store(spark, store, since=date(2026, 11, 23))
+    assert [r["room_id"] for r in only.collect()] == ["b"]
+    assert "PartitionFilters: [isnotnull(date" in only._jdf.queryExecution().executedPlan().toString()
+
+
+def test_a_batch_without_manifest_is_ignored(spark, tmp_path):
+    logs, store = tmp_path / "logs", tmp_path / "store"
+    _hour(logs, 22, 10, [sent(1.0, "a", 1)])
+    compact(spark, str(logs), str(store))
+    # a run that died after writing its events but before its manifest
+    rows = read_store(spark, str(store)).withColumn("room_id", F.lit("ghost"))
+    rows.drop("date").write.parquet(str(store / "events" / "date=2026-11-22" / "batch=unfinished"))
+    assert [r["room_id"] for r in read_store(spark, str(store)).collect()] == ["a"]
+
+
+def test_missing_store_is_a_clear_error(spark, tmp_path):
+    with pytest.raises(FileNotFoundError):
+        read_store(spark, str(tmp_path / "nothing"))
