@@ -1,6 +1,7 @@
 """The driver of `make bench-compare`: one workload, one fake platform
 configuration, four systems, each in its own processes, one after another
-(or (a)-(c) side by side with `--parallel`), then the table, the raw
+((a)-(c) side by side, `--sequential` for one after another; baton always
+alone), then the table, the raw
 results and the plot.
 
 Points: the main point (`--rooms` rooms, ack latency median `--main-latency`
@@ -417,19 +418,20 @@ def report(results: list[dict[str, Any]], args: argparse.Namespace, meta: dict[s
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--rooms", type=int, default=1000, help="rooms of the main point")
+    parser.add_argument("--rooms", type=int, default=300, help="rooms of the main point")
     parser.add_argument("--burst", type=int, default=10, help="messages per room, published back to back")
-    parser.add_argument("--window-s", type=float, default=240.0, help="the main point's bursts start over this many s")
+    parser.add_argument("--window-s", type=float, default=180.0, help="the main point's bursts start over this many s")
     parser.add_argument("--main-latency", type=float, default=100.0, help="ack latency median of the main point, ms")
     parser.add_argument("--latencies", default="50,100,300,1000", help="ack latency medians of the sweep, ms")
-    parser.add_argument("--sweep-rooms", type=int, default=100, help="rooms of each sweep point")
-    parser.add_argument("--sweep-window-s", type=float, default=30.0, help="a sweep point's bursts start over this many s")
+    parser.add_argument("--sweep-rooms", type=int, default=60, help="rooms of each sweep point")
+    parser.add_argument("--sweep-window-s", type=float, default=40.0, help="a sweep point's bursts start over this many s")
     parser.add_argument("--delay-ms", type=float, default=300.0, help="(b)'s delay between two sends of a room, ms")
     parser.add_argument("--ack-timeout-ms", type=float, default=3000.0, help="(c)'s and (d)'s ack timeout, ms")
     parser.add_argument("--ack-sigma", type=float, default=1.0, help="log-normal shape of the ack latency")
     parser.add_argument("--ack-prob", type=float, default=0.87, help="share of messages that get an ack")
     parser.add_argument("--systems", default="fire,delay,actor,baton")
-    parser.add_argument("--parallel", action="store_true", help="run (a)-(c) of a point side by side")
+    parser.add_argument("--sequential", action="store_true",
+                        help="run (a)-(c) of a point one after another (default: side by side; baton always alone)")
     parser.add_argument("--stall-s", type=float, default=90.0)
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--out", default=str(ROOT / "out" / "compare"))
@@ -439,7 +441,7 @@ def main() -> None:
     unknown = set(systems) - set(SYSTEMS)
     if unknown:
         parser.error(f"unknown systems {sorted(unknown)}")
-    console = Console()
+    console = Console(width=150)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     points = [Point("main", args.main_latency, args.rooms, args.burst, args.window_s, systems)]
@@ -460,7 +462,7 @@ def main() -> None:
             alts = [s for s in point.systems if s in ALTERNATIVES]
             with console.status(f"{point.name} ({point.latency_ms:.0f} ms, {point.rooms:,} rooms): "
                                 f"{', '.join(SYSTEMS[s] for s in alts)}..."):
-                if args.parallel:
+                if not args.sequential:
                     with ThreadPoolExecutor(len(alts) or 1) as pool:
                         results += list(pool.map(lambda s, p=point: run_alternative(s, p, args, procs, out), alts))
                 else:
