@@ -90,6 +90,17 @@ def test_unacked_and_late_acks_hold_for_the_timeout():
     fig = compute(plan(3), stats, TIMEOUT_MS, start_epoch_s=T)
     assert fig.per_room_limits == [pytest.approx(2 / 6.0)]
     assert fig.ack_to_next_send_ms == []  # #2's ack came after the timeout
+    assert (fig.acked, fig.acked_in_time) == (1, 0)
+
+
+def test_an_ack_after_the_timeout_is_no_acked_message_overtaken():
+    # #1 acked 3.5 s after its send (past the 3 s timeout), #2 sent at the
+    # timeout and acked at once: the device has #2 first, yet no acked
+    # message was overtaken by another acked one
+    stats = run(sends=[(1, T), (2, T + 3.0)], receipts=[(2, T + 3.1), (1, T + 3.5)], acked={1, 2})
+    fig = compute(plan(2), stats, TIMEOUT_MS, start_epoch_s=T)
+    assert fig.violations == 1 and fig.violations_acked == 0
+    assert (fig.acked, fig.acked_in_time, fig.acked_in_order) == (2, 1, 1)
 
 
 def test_resends_count_as_duplicates_and_the_first_send_times_the_message():

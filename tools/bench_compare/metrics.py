@@ -14,13 +14,16 @@ position in which the message entered its room, mapped back to `k` through
 message text, so nothing else names the message).
 
 Definitions (per room, in publish order k = 1..n):
+- acked: a `delivered` or `read` webhook was posted for one of its sends;
+  acked in time: that ack came within the ack timeout of its first send (the
+  rule by which an ordered sender moves on: a later ack is, to the sender, a
+  message that timed out);
 - violation: a message the device received after a later message of its room
-  (first receipts only); among acked messages: the same, counting only acked
-  messages on both sides;
+  (first receipts only); among acked messages: the same, counting only
+  messages acked in time on both sides;
 - received while the previous was undelivered: message k >= 2 received
   before message k-1 was (or k-1 never was);
-- acked in order: acked (a `delivered` or `read` webhook was posted for one
-  of its sends) and not a violation;
+- acked in order: acked in time and not a violation;
 - per-room messages/s: (n - 1) / (last first-send - first first-send) over
   the room's distinct messages (the send cadence; rooms with n >= 2);
 - hold of message k: what an ordered sender must wait before sending k+1,
@@ -58,6 +61,7 @@ class Figures:
     duplicates_sent: int = 0  # send calls beyond one per message
     received: int = 0  # distinct messages a device received
     acked: int = 0
+    acked_in_time: int = 0
     acked_in_order: int = 0
     violations: int = 0
     violations_acked: int = 0
@@ -78,6 +82,7 @@ class Figures:
         return {
             "planned": self.planned, "sent": self.sent, "send_calls": self.send_calls,
             "duplicates_sent": self.duplicates_sent, "received": self.received, "acked": self.acked,
+            "acked_in_time": self.acked_in_time,
             "acked_in_order": self.acked_in_order, "acked_in_order_share": self.acked_in_order_share,
             "violations": self.violations, "violations_acked": self.violations_acked,
             "received_before_previous": self.received_before_previous,
@@ -152,6 +157,8 @@ def compute(plan: list[Planned], stats: dict[str, Any], ack_timeout_ms: float, s
             if item["wamid"] in acked_wamids:
                 ack_at[key] = min(ack_at.get(key, item["at"]), item["at"])
     fig.received = len(first_recv)
+    in_time = {key for key, at in ack_at.items() if at - first_send[key] <= timeout_s}
+    fig.acked_in_time = len(in_time)
 
     by_room: dict[str, int] = defaultdict(int)
     for room, k in planned:
@@ -166,7 +173,7 @@ def compute(plan: list[Planned], stats: dict[str, Any], ack_timeout_ms: float, s
             if k < seen_max:
                 late.add((room, k))
             seen_max = max(seen_max, k)
-            if (room, k) in acked_keys:
+            if (room, k) in in_time:
                 fig.violations_acked += k < seen_max_acked
                 seen_max_acked = max(seen_max_acked, k)
         for k in range(2, n + 1):
@@ -188,7 +195,7 @@ def compute(plan: list[Planned], stats: dict[str, Any], ack_timeout_ms: float, s
                 if ack_at[key] - first_send[key] < timeout_s and first_send[nxt] >= ack_at[key]:
                     fig.ack_to_next_send_ms.append((first_send[nxt] - ack_at[key]) * 1000)
     fig.violations = len(late)
-    fig.acked_in_order = len(acked_keys - late)
+    fig.acked_in_order = len(in_time - late)
     if first_send:
         span = max(first_send.values()) - start_epoch_s
         fig.total_msgs_per_s = len(first_send) / span if span > 0 else None

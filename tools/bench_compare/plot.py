@@ -41,6 +41,10 @@ def plot(results: list[dict[str, Any]], args: argparse.Namespace, path: Path) ->
         y = [r["per_room_msgs_per_s_p50"] for r in rows]
         low = [max(0.0, r["per_room_msgs_per_s_p50"] - (r["per_room_msgs_per_s_p10"] or 0)) for r in rows]
         ax.errorbar(x, y, yerr=[low, [0] * len(rows)], color=color, marker=marker, capsize=3, label=label + " (p10 whisker)")
+        if system == "delay":
+            for r in rows:
+                ax.annotate(f"{100 * r['violations'] / r['planned']:.1f}% overtaken", (r["latency_ms"], r["per_room_msgs_per_s_p50"]),
+                            textcoords="offset points", xytext=(0, 8), ha="center", fontsize=7, color=color)
         measured_limits = [r.get("per_room_limit_msgs_per_s_p50") for r in rows]
         if system in ("actor", "baton"):
             ax.scatter(x, measured_limits, color=color, marker="_", s=200, zorder=3)
@@ -49,11 +53,13 @@ def plot(results: list[dict[str, Any]], args: argparse.Namespace, path: Path) ->
     ax.set_xticks([50, 100, 300, 1000])
     ax.get_xaxis().set_major_formatter(matplotlib.ticker.ScalarFormatter())
     ax.get_yaxis().set_major_formatter(matplotlib.ticker.ScalarFormatter())
+    ax.get_yaxis().set_minor_formatter(matplotlib.ticker.NullFormatter())
+    ax.set_ylim(0.3, 60)
     ax.set_xlabel(f"ack latency median, ms (log-normal, sigma {args.ack_sigma:.1f}, {args.ack_prob:.0%} acked)")
     ax.set_ylabel("per-room messages/s (median over rooms)")
     ax.set_title(f"Per-room throughput, bursts of {args.burst} (dashes: each run's own limit)")
     ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=8, loc="lower left")
+    ax.legend(fontsize=8, loc="upper right")
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path)
