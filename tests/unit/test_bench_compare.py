@@ -91,6 +91,14 @@ def test_unacked_and_late_acks_hold_for_the_timeout():
     assert fig.per_room_limits == [pytest.approx(2 / 6.0)]
     assert fig.ack_to_next_send_ms == []  # #2's ack came after the timeout
     assert (fig.acked, fig.acked_in_time) == (1, 0)
+    # #2 went at #1's send + 3 s, #3 at #2's send + 3 s: no time past either timeout
+    assert fig.timeout_to_next_send_ms == pytest.approx([0.0, 0.0], abs=0.01)
+
+
+def test_time_past_the_timeout_before_the_next_send_is_measured():
+    stats = run(sends=[(1, T), (2, T + 3.25)], receipts=[(1, T + 0.1), (2, T + 3.3)], acked=set())
+    fig = compute(plan(2), stats, TIMEOUT_MS, start_epoch_s=T)
+    assert fig.timeout_to_next_send_ms == pytest.approx([250.0], abs=0.01) and fig.ack_to_next_send_ms == []
 
 
 def test_an_ack_after_the_timeout_is_no_acked_message_overtaken():

@@ -30,6 +30,9 @@ Definitions (per room, in publish order k = 1..n):
   with no overhead at all: its ack latency (device receipt of the acked send
   - its first send) capped at the ack timeout, or the ack timeout when no ack
   came. Physical limit of a room: (n - 1) / sum of holds of k = 1..n-1;
+- timeout-to-next-send: for a message not acked in time, its first send plus
+  the ack timeout, to the first send of k+1 (the timeout counts from the
+  send call's return, so this includes the send call's answer time);
 - ack-to-next-send: device receipt (= the ack webhook's scheduled time) of an
   acked message k whose ack came within the timeout, to the first send of
   k+1, when that send came after it: the hand-over as the platform sees it.
@@ -71,6 +74,7 @@ class Figures:
     per_room_rates: list[float] = field(default_factory=list)
     per_room_limits: list[float] = field(default_factory=list)
     ack_to_next_send_ms: list[float] = field(default_factory=list)
+    timeout_to_next_send_ms: list[float] = field(default_factory=list)
 
     @property
     def acked_in_order_share(self) -> float | None:
@@ -96,6 +100,9 @@ class Figures:
             "ack_to_next_send_samples": len(gaps),
             "ack_to_next_send_p50_ms": percentile(gaps, 0.5),
             "ack_to_next_send_p99_ms": percentile(gaps, 0.99),
+            "timeout_to_next_send_samples": len(self.timeout_to_next_send_ms),
+            "timeout_to_next_send_p50_ms": percentile(self.timeout_to_next_send_ms, 0.5),
+            "timeout_to_next_send_p99_ms": percentile(self.timeout_to_next_send_ms, 0.99),
         }
 
 
@@ -191,9 +198,13 @@ def compute(plan: list[Planned], stats: dict[str, Any], ack_timeout_ms: float, s
             if sum(holds) > 0:
                 fig.per_room_limits.append((n - 1) / sum(holds))
         for key, nxt in zip(keys, keys[1:], strict=False):
-            if key in ack_at and nxt in first_send and key in first_send:
-                if ack_at[key] - first_send[key] < timeout_s and first_send[nxt] >= ack_at[key]:
+            if nxt not in first_send or key not in first_send:
+                continue
+            if key in ack_at and ack_at[key] - first_send[key] < timeout_s:
+                if first_send[nxt] >= ack_at[key]:
                     fig.ack_to_next_send_ms.append((first_send[nxt] - ack_at[key]) * 1000)
+            elif first_send[nxt] >= first_send[key] + timeout_s:
+                fig.timeout_to_next_send_ms.append((first_send[nxt] - first_send[key] - timeout_s) * 1000)
     fig.violations = len(late)
     fig.acked_in_order = len(in_time - late)
     if first_send:

@@ -375,6 +375,9 @@ def main_table(rows: dict[str, dict[str, Any]], args: argparse.Namespace) -> lis
         line("ack -> next send p50 / p99, ms (platform's clock)",
              lambda r, s: f"{_ms(r['ack_to_next_send_p50_ms'])} / {_ms(r['ack_to_next_send_p99_ms'])}"
              if s in ordered else "-"),
+        line("timeout -> next send p50 / p99, ms (platform's clock, past the ack timeout)",
+             lambda r, s: f"{_ms(r.get('timeout_to_next_send_p50_ms'))} / {_ms(r.get('timeout_to_next_send_p99_ms'))}"
+             if s in ordered else "-"),
         line("ack -> next send p50 / p99, ms (system's own clock)",
              lambda r, s: f"{_ms(r['own_handover_p50_ms'])} / {_ms(r['own_handover_p99_ms'])}"
              if s in ordered else "-"),
