@@ -1,8 +1,7 @@
 """The driver of `make bench-compare`: one workload, one fake platform
-configuration, four systems, each in its own processes, one after another
-((a)-(c) side by side, `--sequential` for one after another; baton always
-alone), then the table, the raw
-results and the plot.
+configuration, four systems, each in its own processes ((a)-(c) side by side,
+or one after another with `--sequential`; then baton, alone), then the table,
+the raw results and the plot.
 
 Points: the main point (`--rooms` rooms, ack latency median `--main-latency`
 ms) for all four systems; then the latency sweep (`--latencies`, with
@@ -97,6 +96,17 @@ class Processes:
             self.pids[name] = proc.pid
         return proc.pid
 
+    def exited(self, name: str) -> bool:
+        """Whether the process `name` has ended (it is reaped if so)."""
+        with self.lock:
+            pid = self.pids.get(name)
+        if pid is None:
+            return True
+        try:
+            return os.waitpid(pid, os.WNOHANG)[0] != 0
+        except ChildProcessError:
+            return True
+
     def stop(self, name: str) -> None:
         """SIGTERM the group, SIGKILL it after 10 s, reap it."""
         with self.lock:
@@ -174,7 +184,14 @@ def run_alternative(system: str, point: Point, args: argparse.Namespace, procs: 
                           "--result", str(result_path), "--ack-timeout-ms", str(args.ack_timeout_ms),
                           "--delay-ms", str(args.delay_ms)])
         limit_s = point.window_s + 120 + point.burst * args.ack_timeout_ms / 1000 * 2
-        wait_until(result_path.exists, limit_s, f"{tag} to finish")
+        def finished() -> bool:
+            if result_path.exists():
+                return True
+            if procs.exited(tag):
+                raise RuntimeError(f"{tag} ended without a result: see {out / (tag + '.log')}")
+            return False
+
+        wait_until(finished, limit_s, f"{tag} to finish")
         stats = wait_drained(fake_url, drain_cap_s(point.latency_ms))
     finally:
         procs.stop(tag)
@@ -515,14 +532,24 @@ def main() -> None:
     procs = Processes(out)
     results: list[dict[str, Any]] = []
     started = time.monotonic()
+
+    def terminated(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt  # SIGTERM: stop every process of this run, as Ctrl-C does
+
+    signal.signal(signal.SIGTERM, terminated)
     try:
         for point in points:
             alts = [s for s in point.systems if s in ALTERNATIVES]
             with console.status(f"{point.name} ({point.latency_ms:.0f} ms, {point.rooms:,} rooms): "
                                 f"{', '.join(SYSTEMS[s] for s in alts)}..."):
                 if not args.sequential:
-                    with ThreadPoolExecutor(len(alts) or 1) as pool:
+                    # No `with`: on Ctrl-C or SIGTERM the pool must not wait for its
+                    # runs; the processes are stopped below and the runs then end.
+                    pool = ThreadPoolExecutor(len(alts) or 1)
+                    try:
                         results += list(pool.map(lambda s, p=point: run_alternative(s, p, args, procs, out), alts))
+                    finally:
+                        pool.shutdown(wait=False, cancel_futures=True)
                 else:
                     for s in alts:
                         results.append(run_alternative(s, point, args, procs, out))
