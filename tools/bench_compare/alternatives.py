@@ -117,6 +117,7 @@ class Alternative:
     # ------------------------------------------------------------ systems
 
     async def fire(self, p: Planned) -> None:
+        """(a): send at once, wait for nothing."""
         await self.send(p)
         self.counts["sent"] += 1
 
@@ -171,6 +172,7 @@ class Alternative:
 
 
 async def main_async(args: argparse.Namespace) -> None:
+    """Serve webhooks, replay the plan, write the result, serve until SIGTERM."""
     alt = Alternative(args.system, args.fake_url, args.ack_timeout_ms, args.delay_ms)
     server = await serve("127.0.0.1", args.port, alt.on_webhook)
     stop = asyncio.Event()

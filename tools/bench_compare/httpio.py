@@ -84,6 +84,7 @@ class HttpClient:
         raise HttpError("no answer on a fresh connection")
 
     async def close(self) -> None:
+        """Close the idle connections."""
         for _, writer in self._idle:
             writer.close()
         self._idle.clear()

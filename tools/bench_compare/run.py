@@ -64,6 +64,7 @@ class Point:
     systems: tuple[str, ...]
 
     def plan(self, seed: int, system: str) -> list[Planned]:
+        """The point's plan for `system` (room ids `{system}{point}-NNNNN`)."""
         return make_plan(self.rooms, self.burst, self.window_s, seed, f"{system}{self.name}")
 
 
@@ -89,6 +90,7 @@ class Processes:
         self.lock = threading.Lock()
 
     def spawn(self, name: str, argv: list[str]) -> int:
+        """Start `argv` in a new process group, output to `log_dir/name.log`; returns its pid."""
         with open(self.log_dir / f"{name}.log", "ab") as log:
             proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                     cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, start_new_session=True)
@@ -138,6 +140,7 @@ class Processes:
 
 
 def fake_stats(url: str) -> dict[str, Any]:
+    """The fake platform's record (`GET /_fake/stats`, tools/fake_whatsapp.py)."""
     return requests.get(f"{url}/_fake/stats", timeout=60).json()
 
 
@@ -410,6 +413,7 @@ def main_table(rows: dict[str, dict[str, Any]], args: argparse.Namespace) -> lis
 
 
 def markdown(header: list[str], body: list[list[str]]) -> str:
+    """A markdown table (first column left-aligned, the others right)."""
     out = ["| " + " | ".join(header) + " |", "|" + "|".join("---" if i == 0 else "---:" for i in range(len(header))) + "|"]
     out += ["| " + " | ".join(row) + " |" for row in body]
     return "\n".join(out)
@@ -417,6 +421,8 @@ def markdown(header: list[str], body: list[list[str]]) -> str:
 
 def report(results: list[dict[str, Any]], args: argparse.Namespace, meta: dict[str, Any], out: Path,
            console: Console) -> None:
+    """Print the main table, the ratios and the sweep table; write
+    `out/table.md`, `out/results.json` and the plot."""
     main_rows = {r["system"]: r for r in results if r["point"] == "main"}
     systems = [s for s in SYSTEMS if s in main_rows]
     labels = [SYSTEMS[s] + (f" {args.delay_ms:.0f} ms" if s == "delay" else "") for s in systems]
