@@ -1,7 +1,7 @@
 # `make bench-compare` (tools/bench_compare, docs/compare.md): baton against
 # (a) fire and forget, (b) a fixed delay between sends, (c) asyncio actors in
 # one process, on one workload and one fake platform configuration. Every
-# name here starts with COMPARE_. Defaults finish in about 13 minutes on 2
+# name here starts with COMPARE_. Defaults finish in about 12 minutes on 2
 # cores; the page's figures were made with COMPARE_ROOMS=1000 COMPARE_WINDOW_S=600.
 COMPARE_ROOMS ?= 300
 COMPARE_BURST ?= 10
