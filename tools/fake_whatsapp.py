@@ -570,6 +570,9 @@ def _error(code: int, message: str, kind: str) -> dict[str, Any]:
 def make_handler(fake: FakeWhatsApp) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
+        # Headers and body go out in two writes: without TCP_NODELAY every
+        # answer waits for the client's delayed ACK (about 40 ms here).
+        disable_nagle_algorithm = True
 
         def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - quiet access log
             pass
