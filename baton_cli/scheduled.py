@@ -51,9 +51,10 @@ def cancel(env: Env, message_id: str, reason: str, as_json: bool) -> None:
 
     s = env.settings
     store = RoomStore(firestore.Client(project=s.project, database=s.firestore_database), s.retention_hours)
-    waiting = [m for m in _hold(env).list() if m.message_id == message_id]
+    hold = _hold(env)
+    waiting = [m for m in hold.list() if m.message_id == message_id]
     store.cancel_scheduled(message_id, env.who, reason)
-    deleted = _hold(env).delete(message_id) if waiting else 0
+    deleted = hold.delete(waiting)
     result = {"message_id": message_id, "was_waiting": bool(waiting), "tasks_deleted": deleted, "actor": env.who}
     if as_json:
         emit_json(result)

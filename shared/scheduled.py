@@ -134,13 +134,11 @@ class ScheduledHold:
                 break
         return sorted(out, key=lambda m: m.deliver_at_us)
 
-    def delete(self, message_id: str) -> int:
-        """Delete the waiting tasks of `message_id` where the service allows;
+    def delete(self, waiting: list[ScheduledMessage]) -> int:
+        """Delete these waiting tasks (from `list`) where the service allows;
         returns how many. Never raises for an emulator without DeleteTask."""
         deleted = 0
-        for m in self.list():
-            if m.message_id != message_id:
-                continue
+        for m in waiting:
             try:
                 self._client.delete_task(name=f"{self.queue_path}/tasks/{m.task}", timeout=10.0)
                 deleted += 1

@@ -294,14 +294,11 @@ class DeliveryService:
                                              None if item.watermark_ms is None else item.watermark_ms * 1000,
                                              item.mids, arrived))
         if self.settings.webhook_mode == "queued":
-            by_key: dict[str, list[dict[str, Any]]] = {}
+            by_key: dict[str, list[RecipientReceipt]] = {}
             for r in receipts:
-                by_key.setdefault(recipient_key(r.provider, r.recipient), []).append(
-                    {"provider": r.provider, "recipient": r.recipient, "status": r.status,
-                     "watermark_us": r.watermark_us, "mids": list(r.mids)})
+                by_key.setdefault(recipient_key(r.provider, r.recipient), []).append(r)
             if by_key:
-                self.status_queue().publish([], [], [RecipientReceipts(k, arrived, tuple(v))
-                                                     for k, v in by_key.items()])
+                self.status_queue().publish([], [], [RecipientReceipts.of(k, arrived, rs) for k, rs in by_key.items()])
             return Reply(200, {"receipts": len(items), "queued": len(receipts)})
         applied = self._apply_receipt_events(receipts, "webhook")
         return Reply(200, {"receipts": len(items), "applied": applied})
@@ -391,10 +388,7 @@ class DeliveryService:
             return Reply(200, {"result": "kept", "error": reason})
         try:
             if receipts is not None:
-                applied = self._apply_receipt_events(
-                    [RecipientReceipt(r["provider"], r["recipient"], r["status"], r["watermark_us"],
-                                      tuple(r["mids"]), receipts.received_at_us) for r in receipts.receipts],
-                    "status")
+                applied = self._apply_receipt_events(receipts.events(), "status")
             else:
                 applied = self._apply_statuses(list(batch.statuses), batch.room_id, batch.received_at_us, "status")
         except TRANSIENT_ERRORS:

@@ -130,6 +130,20 @@ class RecipientReceipts:
     received_at_us: int
     receipts: tuple[dict[str, Any], ...]
 
+    @classmethod
+    def of(cls, key: str, received_at_us: int, receipts: Iterable[Any]) -> RecipientReceipts:
+        """From `shared.room.RecipientReceipt` events of one recipient."""
+        return cls(key, received_at_us, tuple({"provider": r.provider, "recipient": r.recipient, "status": r.status,
+                                               "watermark_us": r.watermark_us, "mids": list(r.mids)}
+                                              for r in receipts))
+
+    def events(self) -> list[Any]:
+        """The receipts as `shared.room.RecipientReceipt` events, received at `received_at_us`."""
+        from shared.room import RecipientReceipt
+
+        return [RecipientReceipt(r["provider"], r["recipient"], r["status"], r["watermark_us"], tuple(r["mids"]),
+                                 self.received_at_us) for r in self.receipts]
+
     @property
     def ordering_key(self) -> str:
         return f"recipient:{self.recipient_key}"
