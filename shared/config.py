@@ -71,6 +71,23 @@ ENV_VARS: dict[str, tuple[str, str]] = {
                         "`delay_s` wait for their time (shared/scheduled.py)"),
     "ENQUEUE_URL": ("http://127.0.0.1:8080/", "URL of the `enqueue` function that a scheduled message's task calls "
                     "when its time comes"),
+    "PREPARE_AHEAD": ("8", "messages behind the head of line whose preparation (`prepare` attribute, e.g. a media "
+                      "upload) may run while the head is sent, per room; 0: only the head is prepared, one after another"),
+    "PREPARE_TIMEOUT_MS": ("30000", "ms the head of line waits for its preparation before asking for it again (a lost or "
+                           "stuck prepare task); counts as one of MAX_PREPARE_ATTEMPTS"),
+    "MAX_PREPARE_ATTEMPTS": ("4", "preparation attempts of one message before PREPARE_POISON applies"),
+    "PREPARE_RETRY_BASE_MS": ("1000", "ms before the first retry of a failed preparation; x4 per attempt"),
+    "PREPARE_POISON": ("dead_letter", "what a message whose preparation keeps failing does when it reaches the head: "
+                       "`dead_letter` (ends, kept for `baton redrive`; the room moves on) or `park` (blocks its room "
+                       "until an operator redrives or skips it)"),
+    "PREPARE_QUEUE_PREFIX": ("baton-prepare", "Cloud Tasks queue name prefix of the prepare tasks; queues are "
+                             "PREFIX-0 .. PREFIX-(N-1)"),
+    "PREPARE_QUEUE_COUNT": ("1", "number of prepare queues; a room's consecutive messages go to consecutive queues"),
+    "PREPARE_URL": ("http://127.0.0.1:8087/", "URL of the `prepare` function that Cloud Tasks calls"),
+    "MEDIA_MAX_BYTES": ("5242880", "largest media file (bytes) a preparation fetches and uploads (WhatsApp images: 5 MB)"),
+    "MEDIA_TIMEOUT_MS": ("20000", "ms one preparation's fetch and upload may take in all"),
+    "SEQUENCE_GAP_TIMEOUT_MS": ("30000", "ms a message with a producer `sequence` attribute waits for a missing "
+                                "predecessor before the gap is logged and given up (the room moves on)"),
     "EVENT_LOG_PATH": ("", "file the delivery event lines are appended to as well as stdout; empty: stdout only"),
     "METRICS_LOG_PATH": ("", "file the per-invocation operation counts are appended to (benchmarks); empty: not written"),
     "PUBSUB_TOPIC": ("baton-outbound", "topic producers publish outbound messages to"),
@@ -89,12 +106,13 @@ SECRET_ENV_VARS = frozenset({"WHATSAPP_ACCESS_TOKEN", "WHATSAPP_APP_SECRET", "WH
                              "MESSENGER_ACCESS_TOKEN", "MESSENGER_APP_SECRET", "INSTAGRAM_ACCESS_TOKEN",
                              "INSTAGRAM_APP_SECRET"})
 # Whole numbers that may be 0 (every other numeric setting must be at least 1).
-ZERO_ALLOWED = frozenset({"watermark_margin_ms", "pace_interval_ms_whatsapp", "pace_interval_ms_messenger",
+ZERO_ALLOWED = frozenset({"prepare_ahead", "watermark_margin_ms", "pace_interval_ms_whatsapp", "pace_interval_ms_messenger",
                           "pace_interval_ms_instagram"})
 PROVIDERS = ("whatsapp", "messenger", "instagram")
 
 
 WEBHOOK_MODES = ("queued", "direct")
+PREPARE_POISON_POLICIES = ("dead_letter", "park")
 
 
 def _env(name: str) -> str:
@@ -149,6 +167,17 @@ class Settings:
     pace_burst_messenger: int
     pace_interval_ms_instagram: int
     pace_burst_instagram: int
+    prepare_ahead: int
+    prepare_timeout_ms: int
+    max_prepare_attempts: int
+    prepare_retry_base_ms: int
+    prepare_poison: str
+    prepare_queue_prefix: str
+    prepare_queue_count: int
+    prepare_url: str
+    media_max_bytes: int
+    media_timeout_ms: int
+    sequence_gap_timeout_ms: int
     event_log_path: str
     metrics_log_path: str
     pubsub_topic: str
@@ -192,7 +221,7 @@ def load() -> Settings:
             SEND_TIMEOUT_MS is not below ACK_TIMEOUT_MS; MAX_ROOM_BYTES is over
             1 MiB; WEBHOOK_MODE is neither `queued` nor `direct`; an ACK_LEVEL_*
             is not `delivered`, `read` or `accepted`; PROVIDERS names an unknown
-            platform or none.
+            platform or none; PREPARE_POISON is neither `dead_letter` nor `park`.
     """
     values: dict[str, object] = {}
     for f in fields(Settings):
@@ -219,6 +248,8 @@ def load() -> Settings:
     for provider, level in settings.ack_levels.items():
         if level not in ("delivered", "read", "accepted"):
             raise ValueError(f"ACK_LEVEL_{provider.upper()}={level!r} must be one of delivered, read, accepted")
+    if settings.prepare_poison not in PREPARE_POISON_POLICIES:
+        raise ValueError(f"PREPARE_POISON={settings.prepare_poison!r} must be one of {', '.join(PREPARE_POISON_POLICIES)}")
     if settings.max_room_bytes > 1_048_576:
         raise ValueError("MAX_ROOM_BYTES must not exceed Firestore's 1 MiB document limit (1048576)")
     return settings

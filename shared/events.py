@@ -62,6 +62,12 @@ class EventType(StrEnum):
     TIMER_ARM_FAILED = "timer_arm_failed"  # Cloud Tasks refused a timer; the request answers 5xx, the watchdog backs it up
     RESENT = "resent"  # the in-flight message is sent again as a new attempt (reason says why)
     SCHEDULED = "scheduled"  # a message with a later `deliver_at`/`delay_s` waits outside its room (a Cloud Tasks task)
+    PREPARING = "preparing"  # the head of line waits for its preparation (a media upload): not sent yet
+    PREPARED = "prepared"  # a message's preparation finished; its result is stored with the message
+    PREPARE_FAILED = "prepare_failed"  # one preparation attempt failed; a retry, or the poison policy, follows
+    PREPARE_REQUEST_FAILED = "prepare_request_failed"  # Cloud Tasks refused a prepare task; the request answers 5xx
+    SEQUENCE_HELD = "sequence_held"  # a message with a producer `sequence` ahead of the next expected one waits for its predecessors
+    SEQUENCE_GAP = "sequence_gap"  # the gap timeout passed: the missing producer sequence numbers are given up, the room moves on
     PACED = "paced"  # the room's pair-rate bucket is empty: the head waits for a token, not sent yet
     BACKPRESSURE = "backpressure"  # a push refused (503) because its room is full; it is awaited in its place
     PARKED = "parked"  # a message put at its place in its room, blocking it until an operator acts
@@ -90,6 +96,9 @@ _SEVERITY = {
     EventType.BLOCKED: "ERROR",
     EventType.WATCHDOG_RESCUED: "WARNING",
     EventType.SKIPPED: "WARNING",
+    EventType.PREPARE_FAILED: "WARNING",
+    EventType.PREPARE_REQUEST_FAILED: "ERROR",
+    EventType.SEQUENCE_GAP: "WARNING",
 }
 
 

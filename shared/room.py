@@ -145,9 +145,21 @@ class IgnoreReason(StrEnum):
 
 @dataclass(frozen=True)
 class QueuedMessage:
-    """An accepted message. `text` is the body, never logged; None for a
-    placeholder whose dead-lettered copy has not arrived. `parked` is why the
-    message waits for an operator (None: it is sent in its turn)."""
+    """An accepted message. `text` is the body (a media message's caption,
+    maybe empty), never logged; None for a placeholder whose dead-lettered
+    copy has not arrived. `parked` is why the message waits for an operator
+    (None: it is sent in its turn).
+
+    - `media_kind`, `media_link`: a media message (`image`) and where its
+      file is fetched from; None for a text message.
+    - `prepare`: the preparation it needs before it can be sent (`media`:
+      upload the file to the platform, send by the media id), or None.
+    - `prepared`: the preparation's result (the platform's media id), once
+      stored; `prep_attempt`: preparation attempts requested so far (0: none);
+      `prep_failed`: why its preparation was given up (MAX_PREPARE_ATTEMPTS),
+      so it ends by PREPARE_POISON when it reaches the head.
+    - `sequence`: the producer's `sequence` attribute (from 1), or None.
+    """
 
     seq: int
     message_id: str
@@ -157,6 +169,18 @@ class QueuedMessage:
     published_at_us: int
     enqueued_at_us: int
     parked: str | None = None
+    media_kind: str | None = None
+    media_link: str | None = None
+    prepare: str | None = None
+    prepared: str | None = None
+    prep_attempt: int = 0
+    prep_failed: str | None = None
+    sequence: int | None = None
+
+    @property
+    def needs_preparation(self) -> bool:
+        """Whether it must still be prepared before it can be sent."""
+        return self.prepare is not None and self.prepared is None
 
 
 @dataclass(frozen=True)
@@ -603,6 +627,22 @@ class CancelTimer:
 
 
 @dataclass(frozen=True)
+class Prepare:
+    """Ask the `prepare` function to prepare message `seq` (attempt
+    `attempt` of its preparation), at `due_at_us` (now, or after a failed
+    attempt's backoff): a Cloud Tasks task whose name derives from (room,
+    incarnation, seq, attempt), so asking twice makes one task on the real
+    service, and a preparation that runs twice uploads twice at worst (the
+    room keeps the first result)."""
+
+    room_id: str
+    incarnation: int
+    seq: int
+    attempt: int
+    due_at_us: int
+
+
+@dataclass(frozen=True)
 class KeepDeadLetter:
     """A message baton gave up on, with its body, kept for a later redrive.
     Data written in the same transaction as the room (`Decision.dead_letters`),
@@ -615,7 +655,7 @@ class KeepDeadLetter:
     reason: str
 
 
-Effect = Send | ScheduleTimer | CancelTimer
+Effect = Send | ScheduleTimer | CancelTimer | Prepare
 
 
 @dataclass(frozen=True)
@@ -680,18 +720,30 @@ def parse_delivery_id(delivery_id: object) -> tuple[str, int, int, int, int]:
 # ---------------------------------------------------------------- stored form
 
 
+# Optional fields of a stored message: (stored name, attribute); absent when unset.
+_OPTIONAL_MESSAGE_FIELDS = (("parked", "parked"), ("media", "media_kind"), ("link", "media_link"),
+                            ("prepare", "prepare"), ("prepared", "prepared"), ("prep_n", "prep_attempt"),
+                            ("prep_failed", "prep_failed"), ("pseq", "sequence"))
+
+
 def message_to_doc(m: QueuedMessage) -> dict[str, Any]:
-    """The stored form of one message (in a room document or a dead letter)."""
+    """The stored form of one message (in a room document or a dead letter).
+    Fields a text message does not use are left out (a room holds up to
+    MAX_QUEUED_MESSAGES of them)."""
     doc: dict[str, Any] = {"seq": m.seq, "id": m.message_id, "provider": m.provider, "to": m.recipient,
                            "text": m.text, "pub_us": m.published_at_us, "enq_us": m.enqueued_at_us}
-    if m.parked is not None:
-        doc["parked"] = m.parked
+    for stored, attr in _OPTIONAL_MESSAGE_FIELDS:
+        value = getattr(m, attr)
+        if value is not None and value != 0:
+            doc[stored] = value
     return doc
 
 
 def message_from_doc(d: dict[str, Any]) -> QueuedMessage:
+    """Inverse of `message_to_doc`."""
+    optional = {attr: d[stored] for stored, attr in _OPTIONAL_MESSAGE_FIELDS if stored in d}
     return QueuedMessage(d["seq"], d["id"], d["provider"], d["to"], d["text"], d["pub_us"], d["enq_us"],
-                         d.get("parked"))
+                         **optional)
 
 
 def room_to_doc(state: RoomState) -> dict[str, Any]:

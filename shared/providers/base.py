@@ -50,7 +50,45 @@ class SendResult:
         return self.outcome is SendOutcome.ACCEPTED
 
 
-class Sender(Protocol):
-    """A platform client: `send` never raises for platform or network errors."""
+@dataclass(frozen=True)
+class Media:
+    """The media of a message: `kind` (`image`), and either the platform's
+    `media_id` from an upload (a prepared message) or a public `link` the
+    platform fetches itself. The message's text is its caption."""
 
-    def send(self, recipient: str, text: str, delivery_id: str) -> SendResult: ...
+    kind: str
+    media_id: str | None = None
+    link: str | None = None
+
+
+class Sender(Protocol):
+    """A platform client: `send` never raises for platform or network errors.
+    `media`: send this media with `text` as its caption (None: a text message)."""
+
+    def send(self, recipient: str, text: str, delivery_id: str, media: Media | None = None) -> SendResult: ...
+
+
+@dataclass(frozen=True)
+class PrepareResult:
+    """The outcome of one preparation (a media upload).
+
+    - `media_id`: the platform's id of the uploaded media, when it worked;
+    - `error`: why it did not (the event log shows it);
+    - `permanent`: trying again cannot help (the media is missing, too big,
+      of a type the platform refuses); a transient failure is retried.
+    """
+
+    media_id: str | None = None
+    error: str | None = None
+    permanent: bool = False
+
+    @property
+    def ok(self) -> bool:
+        return self.media_id is not None
+
+
+class Preparer(Protocol):
+    """Prepares one message for sending: fetches its media from `link` and
+    uploads it to the platform. Never raises for platform or network errors."""
+
+    def prepare_media(self, kind: str, link: str) -> PrepareResult: ...
