@@ -1,5 +1,5 @@
 """Cloud Functions entry points (2nd gen, HTTP): `enqueue`, `deadletter`,
-`webhook`, `status`, `timeout`, `sweep`.
+`webhook`, `status`, `timeout`, `sweep`, `prepare`.
 
 They only parse the HTTP request, call `shared.service.DeliveryService`, and
 answer. All share one source archive; each is deployed with its own entry
@@ -88,6 +88,14 @@ def timeout(request: Request) -> Response:
     """Cloud Tasks timer endpoint (POST, JSON timer body)."""
     app = service()
     return respond(app, "timeout", app.handle_timer, request.get_data())
+
+
+@functions_framework.http
+def prepare(request: Request) -> Response:
+    """Cloud Tasks prepare endpoint (POST, JSON prepare-task body,
+    shared/prepare.py): uploads one message's media, stores the result."""
+    app = service()
+    return respond(app, "prepare", app.handle_prepare, request.get_data())
 
 
 @functions_framework.http

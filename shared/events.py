@@ -65,6 +65,7 @@ class EventType(StrEnum):
     PREPARING = "preparing"  # the head of line waits for its preparation (a media upload): not sent yet
     PREPARED = "prepared"  # a message's preparation finished; its result is stored with the message
     PREPARE_FAILED = "prepare_failed"  # one preparation attempt failed; a retry, or the poison policy, follows
+    PREPARE_IGNORED = "prepare_ignored"  # a preparation result for a message that no longer waits for one (reason says why)
     PREPARE_REQUEST_FAILED = "prepare_request_failed"  # Cloud Tasks refused a prepare task; the request answers 5xx
     SEQUENCE_HELD = "sequence_held"  # a message with a producer `sequence` ahead of the next expected one waits for its predecessors
     SEQUENCE_GAP = "sequence_gap"  # the gap timeout passed: the missing producer sequence numbers are given up, the room moves on

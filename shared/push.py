@@ -9,7 +9,13 @@ chosen by the attribute: a message whose two disagree would be ordered in one
 room's stream and delivered in another's).
 
 Producer contract: attributes `room_id`, `provider`, `recipient`, `message_id`
-(the idempotency key); data = JSON `{"type": "text", "text": "..."}`.
+(the idempotency key); data = JSON `{"type": "text", "text": "..."}`, or for
+WhatsApp `{"type": "image", "link": "https://...", "caption": "..."}`
+(caption optional). Optional attributes: `deliver_at` / `delay_s` (scheduled
+delivery, shared/scheduled.py), `prepare` (`media`: an image is uploaded to
+the platform before its turn and sent by media id; shared/prepare.py) and
+`sequence` (the producer's own order in the room, from 1: the room holds a
+message until its predecessors came or SEQUENCE_GAP_TIMEOUT_MS passed).
 """
 
 from __future__ import annotations
@@ -36,6 +42,14 @@ RECIPIENT = re.compile(r"\+?[0-9]{5,20}")
 # WhatsApp's limit on a text message body, in characters
 # (https://developers.facebook.com/docs/whatsapp/cloud-api/reference/messages#text-object).
 MAX_TEXT_CHARS = 4096
+# WhatsApp's limit on a media caption, in characters
+# (https://developers.facebook.com/docs/whatsapp/cloud-api/reference/messages#media-object).
+MAX_CAPTION_CHARS = 1024
+# What a message may ask to be prepared with (`prepare` attribute).
+PREPARATIONS = ("media",)
+MEDIA_LINK = re.compile(r"https?://[\x21-\x7e]{1,2000}")
+# Producer sequence numbers: whole numbers from 1, below 2^53 (exact in JSON and Firestore).
+MAX_SEQUENCE = 2**53 - 1
 
 
 @dataclass(frozen=True)
@@ -214,16 +228,41 @@ def parse_push(body: bytes, now_us: int, providers: frozenset[str] = KNOWN_PROVI
         data = json.loads(base64.b64decode(raw_data, validate=True)) if isinstance(raw_data, str) else None
     except (binascii.Error, ValueError, UnicodeDecodeError):
         return reject("`data` is not base64-encoded JSON")
-    if not isinstance(data, dict) or data.get("type", "text") != "text" or not isinstance(data.get("text"), str):
-        return reject('`data` must be {"type": "text", "text": "..."}')
-    text = data["text"]
-    if not _utf8(text):
-        return reject("`text` is not valid Unicode (a lone surrogate)")
-    if not text.strip() or len(text) > MAX_TEXT_CHARS:
-        return reject(f"`text` must have 1 to {MAX_TEXT_CHARS} characters")
+    kind = data.get("type", "text") if isinstance(data, dict) else None
+    media_kind = media_link = None
+    if kind == "image" and isinstance(data, dict):
+        if provider != "whatsapp":
+            return reject(f"`image` messages are sent to WhatsApp only, not {provider!r}")
+        media_kind, media_link = "image", data.get("link")
+        if not isinstance(media_link, str) or not MEDIA_LINK.fullmatch(media_link):
+            return reject("an `image` needs a `link`: an http(s) URL of at most 2000 characters")
+        text = data.get("caption", "")
+        if not isinstance(text, str) or not _utf8(text) or len(text) > MAX_CAPTION_CHARS:
+            return reject(f"`caption` must be text of at most {MAX_CAPTION_CHARS} characters")
+    elif kind != "text" or not isinstance(data, dict) or not isinstance(data.get("text"), str):
+        return reject('`data` must be {"type": "text", "text": "..."} or {"type": "image", "link": "..."}')
+    else:
+        text = data["text"]
+        if not _utf8(text):
+            return reject("`text` is not valid Unicode (a lone surrogate)")
+        if not text.strip() or len(text) > MAX_TEXT_CHARS:
+            return reject(f"`text` must have 1 to {MAX_TEXT_CHARS} characters")
+    prepare = attrs.get("prepare")
+    if prepare is not None and prepare not in PREPARATIONS:
+        return reject(f"unknown `prepare` {prepare!r}; known: {', '.join(PREPARATIONS)}")
+    if prepare == "media" and media_kind is None:
+        return reject("`prepare=media` needs an `image` message")
+    sequence = attrs.get("sequence")
+    if sequence is not None:
+        if not (isinstance(sequence, str) and sequence.isascii() and sequence.isdigit()
+                and 1 <= int(sequence) <= MAX_SEQUENCE):
+            return reject(f"`sequence` must be a whole number from 1 to {MAX_SEQUENCE}: {sequence!r:.40}")
+        sequence = int(sequence)
     try:
         deliver_at_us = deliver_at_of(attrs, message.get("publishTime"))
     except ValueError as exc:
         return reject(f"scheduled delivery: {exc}")
     published_at_us = _parse_time_us(message.get("publishTime")) or now_us
-    return Accepted(room_id, Enqueue(message_id, provider, recipient, text, published_at_us, now_us), deliver_at_us)
+    return Accepted(room_id, Enqueue(message_id, provider, recipient, text, published_at_us, now_us,
+                                     media_kind=media_kind, media_link=media_link, prepare=prepare,
+                                     sequence=sequence), deliver_at_us)

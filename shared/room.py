@@ -90,6 +90,7 @@ class Phase(StrEnum):
     UNKNOWN = "unknown"  # the send's outcome is unknown: possibly sent; held like SENT, then resent
     BACKOFF = "backoff"  # provably not sent; waiting for the retry
     PACED = "paced"  # not sent yet: waiting for a token of the room's pair-rate bucket
+    PREPARING = "preparing"  # not sent yet: waiting for the message's preparation (a media upload)
 
 
 class SendOutcome(StrEnum):
@@ -114,6 +115,7 @@ class Trigger(StrEnum):
     RETRY = "retry"  # after a refused send's backoff
     RESEND = "resend"  # after an unknown outcome's deadline
     PACED = "paced"  # a token of the room's pair-rate bucket came
+    PREPARED = "prepared"  # the head's preparation finished
 
 
 class IgnoreReason(StrEnum):
@@ -141,6 +143,8 @@ class IgnoreReason(StrEnum):
     NOT_DEAD_LETTERED = "not_dead_lettered"  # the room remembers no dead-lettered end of that message
     BELOW_ACK_LEVEL = "below_ack_level"  # e.g. `delivered` where the provider's ack level is `read`
     RECEIPT_COVERS_NOTHING = "receipt_covers_nothing_in_flight"  # a watermark or mids that prove nothing here
+    ALREADY_PREPARED = "already_prepared"  # a second result of a preparation: the room keeps the first
+    STALE_PREPARE_ATTEMPT = "stale_prepare_attempt"  # a failure of an attempt a later one has replaced
 
 
 @dataclass(frozen=True)
@@ -329,6 +333,13 @@ class Policy:
       send call returned: the platform stamps a message between the call's
       start and return, so a watermark at or after the return covers it; the
       margin covers the platform's clock running ahead of ours by as much.
+    - `prepare_ahead`: besides the head of line, how many queued messages
+      may be prepared at once (0: only the head, one after another);
+      `prepare_timeout_ms`: how long the head waits for a preparation result
+      before asking again; `max_prepare_attempts`, `prepare_retry_base_ms`
+      (x4 per attempt): retries of a failed preparation; `prepare_poison`:
+      `dead_letter` or `park`, what a message whose preparation was given up
+      does when it reaches the head.
     - `max_room_bytes`: Firestore storage size of the room document (see
       shared/docsize.py) above which a new message is refused; the rest up to
       1 MiB is the reserve for placeholders and markers, which are never refused.
@@ -347,6 +358,11 @@ class Policy:
     ack_levels: tuple[tuple[str, str], ...] = ()  # (provider, level); level in ACK_LEVELS, default `delivered`
     watermark_margin_ms: int = 0
     pacing: tuple[tuple[str, int, int], ...] = ()  # (provider, ms per token, burst); absent or 0 ms: off
+    prepare_ahead: int = 8
+    prepare_timeout_ms: int = 30_000
+    max_prepare_attempts: int = 4
+    prepare_retry_base_ms: int = 1000
+    prepare_poison: str = "dead_letter"  # or "park"
 
     def pace(self, provider: str) -> tuple[int, int]:
         """(ms per token, burst) of `provider`'s pair-rate bucket; (0, 0) is off."""
@@ -380,10 +396,21 @@ class Enqueue:
     text: str
     published_at_us: int
     at_us: int
+    media_kind: str | None = None
+    media_link: str | None = None
+    prepare: str | None = None
+    sequence: int | None = None
 
     @property
     def idempotency_key(self) -> str:
         return f"push:{self.message_id}"
+
+    @property
+    def content(self) -> dict[str, Any]:
+        """The message's content fields, as `QueuedMessage` names them."""
+        return {"provider": self.provider, "recipient": self.recipient, "text": self.text,
+                "published_at_us": self.published_at_us, "media_kind": self.media_kind,
+                "media_link": self.media_link, "prepare": self.prepare, "sequence": self.sequence}
 
 
 @dataclass(frozen=True)
@@ -398,10 +425,21 @@ class Park:
     published_at_us: int
     at_us: int
     reason: str
+    media_kind: str | None = None
+    media_link: str | None = None
+    prepare: str | None = None
+    sequence: int | None = None
 
     @property
     def idempotency_key(self) -> str:
         return f"park:{self.message_id}"
+
+    @property
+    def content(self) -> dict[str, Any]:
+        """The message's content fields, as `QueuedMessage` names them."""
+        return {"provider": self.provider, "recipient": self.recipient, "text": self.text,
+                "published_at_us": self.published_at_us, "media_kind": self.media_kind,
+                "media_link": self.media_link, "prepare": self.prepare, "sequence": self.sequence}
 
 
 @dataclass(frozen=True)
@@ -563,7 +601,46 @@ class Resume:
         return f"resume:{self.at_us}"
 
 
-RoomEvent = Enqueue | Park | SendReturned | StatusUpdate | RecipientReceipt | TimerFired | WatchdogSweep | Redrive | Skip | Pause | Resume
+@dataclass(frozen=True)
+class Prepared:
+    """Attempt `attempt` of message `seq`'s preparation finished: `media_id`
+    is the platform's id of the uploaded media; it took `took_ms` ms."""
+
+    incarnation: int
+    seq: int
+    attempt: int
+    media_id: str
+    took_ms: float
+    at_us: int
+
+    @property
+    def idempotency_key(self) -> str:
+        return f"prepared:{self.incarnation}.{self.seq}.{self.attempt}"
+
+
+@dataclass(frozen=True)
+class PrepareFailed:
+    """Attempt `attempt` of message `seq`'s preparation failed with `error`;
+    `permanent`: trying again cannot help (the media is missing, too big, of
+    a refused type)."""
+
+    incarnation: int
+    seq: int
+    attempt: int
+    error: str
+    permanent: bool
+    at_us: int
+
+    @property
+    def idempotency_key(self) -> str:
+        return f"prepare_failed:{self.incarnation}.{self.seq}.{self.attempt}"
+
+
+RoomEvent = (Enqueue | Park | SendReturned | StatusUpdate | RecipientReceipt | TimerFired | WatchdogSweep | Redrive
+             | Skip | Pause | Resume | Prepared | PrepareFailed)
+
+# The reason a message parked because its preparation was given up starts with this.
+PREPARE_PARK_REASON = "preparation failed"
 
 PAUSED = EventType.PAUSED
 RESUMED = EventType.RESUMED
@@ -946,7 +1023,36 @@ class Transition:
                                          room_id=self.state.room_id, **fields))  # type: ignore[arg-type]
 
     def done(self, state: RoomState | None, refused: str | None = None) -> Decision:
+        if state is not None:
+            state = self.request_preparations(state)
         return Decision(state, tuple(self.effects), tuple(self.events), refused, tuple(self.dead_letters))
+
+    def preparation_window(self, state: RoomState) -> list[QueuedMessage]:
+        """The messages whose preparation may run now: the head of line (in
+        flight, or the first queued) and the `prepare_ahead` queued behind it."""
+        if state.in_flight is not None:
+            return [state.in_flight.message, *state.pending[:self.policy.prepare_ahead]]
+        return list(state.pending[:self.policy.prepare_ahead + 1])
+
+    def request_preparations(self, state: RoomState) -> RoomState:
+        """Ask once (attempt 1) for the preparation of every message of the
+        window that needs one and was never asked for. Placeholders and
+        parked messages wait (a redrive releases them)."""
+        fresh = {m.seq for m in self.preparation_window(state)
+                 if m.needs_preparation and m.prep_attempt == 0 and m.text is not None and not m.parked
+                 and m.prep_failed is None}
+        if not fresh:
+            return state
+        for seq in sorted(fresh):
+            self.effects.append(Prepare(state.room_id, state.incarnation, seq, 1, self.now_us))
+
+        def asked(m: QueuedMessage) -> QueuedMessage:
+            return replace(m, prep_attempt=1) if m.seq in fresh else m
+
+        flight = state.in_flight
+        if flight is not None and flight.message.seq in fresh:
+            flight = replace(flight, message=asked(flight.message))
+        return replace(state, in_flight=flight, pending=tuple(asked(m) for m in state.pending))
 
     def ignore(self, event: EventType, reason: IgnoreReason, **fields: object) -> Decision:
         """Log an event that changes nothing, keeping the current state."""
@@ -986,12 +1092,39 @@ class Transition:
         assert state.in_flight is None
         if not state.pending or state.paused is not None:
             return state  # paused: the pause was logged; nothing starts until the resume
+        while state.pending and state.pending[0].prep_failed is not None and not state.pending[0].parked:
+            state = self.poison(state, state.pending[0])
+        if not state.pending:
+            return state
         head = state.pending[0]
         if head.parked:
             self.log(EventType.BLOCKED, head, reason=head.parked)
             return state
         state = replace(state, pending=state.pending[1:])
+        if head.needs_preparation:
+            return self.wait_for_preparation(state, head, cause)
         return self.start(state, head, 1, trigger, cause)
+
+    def wait_for_preparation(self, state: RoomState, msg: QueuedMessage, cause: str) -> RoomState:
+        """The head of line holds the baton unsent until its preparation's
+        result comes (PREPARING), with a timer at PREPARE_TIMEOUT_MS that asks
+        for it again should the result never come."""
+        self.log(EventType.PREPARING, msg, reason=f"preparation attempt {max(1, msg.prep_attempt)} under way")
+        due = self.now_us + self.policy.prepare_timeout_ms * 1000
+        return self.arm(state, InFlight(msg, 1, self.now_us, Phase.PREPARING, due, cause))
+
+    def poison(self, state: RoomState, msg: QueuedMessage) -> RoomState:
+        """The queued head whose preparation was given up ends by PREPARE_POISON
+        (`dead_letter`; `park` parks it at once when the preparation is given up)."""
+        assert state.pending and state.pending[0] is msg
+        if self.policy.prepare_poison == "park":
+            parked = replace(msg, parked=f"{PREPARE_PARK_REASON}: {msg.prep_failed}")
+            self.log(EventType.PARKED, parked, reason=parked.parked)
+            return replace(state, pending=(parked, *state.pending[1:]))
+        reason = f"{PREPARE_PARK_REASON}: {msg.prep_failed}"
+        self.dead_letters.append(KeepDeadLetter(state.room_id, state.incarnation, msg, 0, reason))
+        self.log(EventType.DEAD_LETTERED, msg, reason=reason)
+        return replace(self.record_end(state, msg, EventType.DEAD_LETTERED), pending=state.pending[1:])
 
     def record_end(self, state: RoomState, msg: QueuedMessage, outcome: EventType) -> RoomState:
         counts = dict(state.counts)
@@ -1058,6 +1191,16 @@ class Transition:
             self.effects.append(ScheduleTimer(self.state.room_id, self.state.incarnation, flight.message.seq,
                                               flight.attempt, flight.due_at_us))
 
+    def ask_again_if_replay(self, message_id: str) -> None:
+        """A redelivered push of a message whose preparation is asked for and
+        not done asks for it again (same task name, so idempotent on the real
+        service): its first delivery may have died before the task was made."""
+        window = self.preparation_window(self.state)
+        for m in window:
+            if m.message_id == message_id and m.needs_preparation and m.prep_attempt > 0 and m.prep_failed is None:
+                self.effects.append(Prepare(self.state.room_id, self.state.incarnation, m.seq, m.prep_attempt,
+                                            self.now_us))
+
     def wait_until(self, state: RoomState, flight: InFlight, wake_us: int, **changes: Any) -> RoomState:
         """Keep waiting: the attempt's wake-up moves to `wake_us` (a new timer)."""
         flight = replace(flight, due_at_us=wake_us, **changes)
@@ -1079,8 +1222,7 @@ class Transition:
             if m.message_id == ev.message_id and m.text is None:
                 # A placeholder: the push itself came after all. Its place was
                 # kept, nothing after it was sent, so it goes in its turn.
-                filled = replace(m, provider=ev.provider, recipient=ev.recipient, text=ev.text,
-                                 published_at_us=ev.published_at_us, parked=None)
+                filled = replace(m, **ev.content, parked=None)
                 self.log(EventType.ENQUEUED, filled, published_at=utc_iso(ev.published_at_us))
                 state = replace(state, pending=(*state.pending[:i], filled, *state.pending[i + 1:]))
                 if state.in_flight is None and i == 0:
@@ -1088,6 +1230,7 @@ class Transition:
                 return self.done(state)
         if ev.message_id in state.held_ids() or any(e.message_id == ev.message_id for e in state.ended):
             self.rearm_if_replay(ev.idempotency_key)
+            self.ask_again_if_replay(ev.message_id)
             return self.ignore(EventType.DUPLICATE_IGNORED, IgnoreReason.DUPLICATE_PUSH,
                                message_id=ev.message_id, provider=ev.provider)
         state = self.with_incarnation()
@@ -1099,7 +1242,8 @@ class Transition:
         # ones. Each gets its place now, ahead of this message.
         state = replace(self.hold_places(state, tuple(awaited), ev.provider, ev.recipient), awaiting=())
         msg = QueuedMessage(state.next_seq, ev.message_id, ev.provider, ev.recipient, ev.text,
-                            ev.published_at_us, self.now_us)
+                            ev.published_at_us, self.now_us, media_kind=ev.media_kind, media_link=ev.media_link,
+                            prepare=ev.prepare, sequence=ev.sequence)
         # Placeholders are not counted: they are tiny and never refused.
         held = sum(m.text is not None for m in state.pending) + (state.in_flight is not None)
         candidate = replace(state, next_seq=state.next_seq + 1, pending=(*state.pending, msg))
@@ -1145,8 +1289,7 @@ class Transition:
                 if m.text is not None:
                     return self.ignore(EventType.DUPLICATE_IGNORED, IgnoreReason.DUPLICATE_PUSH,
                                        message_id=ev.message_id, provider=ev.provider)
-                filled = replace(m, provider=ev.provider, recipient=ev.recipient, text=ev.text,
-                                 published_at_us=ev.published_at_us, parked=ev.reason)
+                filled = replace(m, **ev.content, parked=ev.reason)
                 self.log(EventType.PARKED, filled, reason=ev.reason)
                 return self.done(replace(state, pending=(*state.pending[:i], filled, *state.pending[i + 1:])))
         if ev.message_id in state.held_ids() or any(e.message_id == ev.message_id for e in state.ended):
@@ -1170,7 +1313,9 @@ class Transition:
         was_empty = state.in_flight is None and not state.pending
         state = replace(self.hold_places(state, before, ev.provider, ev.recipient), awaiting=after)
         state = self.place(state, QueuedMessage(state.next_seq, ev.message_id, ev.provider, ev.recipient,
-                                                ev.text, ev.published_at_us, self.now_us, parked=reason))
+                                                ev.text, ev.published_at_us, self.now_us, parked=reason,
+                                                media_kind=ev.media_kind, media_link=ev.media_link,
+                                                prepare=ev.prepare, sequence=ev.sequence))
         if was_empty:
             state = self.advance(state, Trigger.ENQUEUE, ev.idempotency_key)  # logs `blocked`
         return self.done(state)
@@ -1333,6 +1478,13 @@ class Transition:
         """The in-flight attempt's wake-up came: act if its wait is over, else
         wait (a new timer) for the rest."""
         state = self.state
+        if flight.phase is Phase.PREPARING:
+            if self.now_us < flight.due_at_us:
+                return self.wait_until(state, flight, flight.due_at_us)
+            # No result within PREPARE_TIMEOUT_MS: the task was lost or is stuck.
+            return self.preparation_failed(flight.message, None,
+                                           f"no preparation result within {self.policy.prepare_timeout_ms} ms",
+                                           False, cause)
         if flight.phase is Phase.PACED:
             if self.now_us < flight.due_at_us:
                 return self.wait_until(state, flight, flight.due_at_us)
@@ -1380,7 +1532,7 @@ class Transition:
             if m.seq == ev.seq and m.parked:
                 if m.text is None:
                     return self.ignore(EventType.OPERATOR_IGNORED, IgnoreReason.NO_BODY, seq=ev.seq, actor=ev.actor)
-                released = replace(m, parked=None)
+                released = replace(m, parked=None, prep_attempt=0, prep_failed=None)  # prepared anew if need be
                 self.log(EventType.REDRIVEN, released, **fields)
                 state = replace(state, pending=(*state.pending[:i], released, *state.pending[i + 1:]))
                 if state.in_flight is None and i == 0:
@@ -1405,7 +1557,9 @@ class Transition:
         last = next((e.outcome for e in reversed(state.ended) if e.message_id == kept.message_id), None)
         if last != EventType.DEAD_LETTERED:
             return self.ignore(EventType.OPERATOR_IGNORED, IgnoreReason.NOT_DEAD_LETTERED, **ids)
-        msg = replace(kept, seq=ev.seq, parked=None, enqueued_at_us=self.now_us)
+        # Prepared anew if it needs it: a media id may have expired meanwhile.
+        msg = replace(kept, seq=ev.seq, parked=None, enqueued_at_us=self.now_us, prepared=None, prep_attempt=0,
+                      prep_failed=None)
         self.log(EventType.REDRIVEN, msg, actor=ev.actor, reason=ev.reason)
         # Ahead of every queued message that came after it (all of them, but
         # another dead letter of an earlier seq redriven before it).
@@ -1440,6 +1594,113 @@ class Transition:
                 return self.done(state)
         return self.ignore(EventType.OPERATOR_IGNORED, IgnoreReason.NOT_HELD, seq=ev.seq, actor=ev.actor)
 
+    def find(self, seq: int) -> tuple[QueuedMessage, int | None] | None:
+        """Message `seq` and its index in the queue (None: it is in flight), or None."""
+        flight = self.state.in_flight
+        if flight is not None and flight.message.seq == seq:
+            return flight.message, None
+        for i, m in enumerate(self.state.pending):
+            if m.seq == seq:
+                return m, i
+        return None
+
+    def put(self, state: RoomState, msg: QueuedMessage, index: int | None) -> RoomState:
+        """`state` with message `msg` replacing the one at `index` (None: in flight)."""
+        if index is None:
+            assert state.in_flight is not None
+            return replace(state, in_flight=replace(state.in_flight, message=msg))
+        return replace(state, pending=(*state.pending[:index], msg, *state.pending[index + 1:]))
+
+    def prepared(self, ev: Prepared) -> Decision:
+        """A preparation's result: stored with its message (the first result
+        wins). The head waiting for it (PREPARING) starts at once, unless the
+        room is paused (it then goes back to the head of the queue)."""
+        ids = {"seq": ev.seq, "attempt": ev.attempt}
+        found = self.find(ev.seq) if ev.incarnation == self.state.incarnation else None
+        if found is None:
+            return self.ignore(EventType.PREPARE_IGNORED, IgnoreReason.NOT_HELD, **ids)
+        msg, index = found
+        if msg.prepared is not None or msg.prepare is None:
+            return self.ignore(EventType.PREPARE_IGNORED, IgnoreReason.ALREADY_PREPARED, **ids)
+        done = replace(msg, prepared=ev.media_id, prep_failed=None)
+        if done.parked is not None and done.parked.startswith(PREPARE_PARK_REASON):
+            done = replace(done, parked=None)  # parked for want of this result: it has come
+        self.log(EventType.PREPARED, done, attempt=ev.attempt, provider_message_id=ev.media_id,
+                 reason=f"attempt {ev.attempt} took {ev.took_ms:.0f} ms")
+        state = self.put(self.state, done, index)
+        flight = state.in_flight
+        if index is None:
+            assert flight is not None
+            if flight.phase is not Phase.PREPARING:
+                return self.done(state)
+            self.cancel_pending_timer(state, flight)
+            if state.paused is not None:
+                return self.done(replace(state, in_flight=None, pending=(done, *state.pending)))
+            return self.done(self.start(replace(state, in_flight=None), done, flight.attempt, Trigger.PREPARED,
+                                        ev.idempotency_key))
+        if flight is None and index == 0 and msg.parked is not None and done.parked is None:
+            state = self.advance(state, Trigger.PREPARED, ev.idempotency_key)
+        return self.done(state)
+
+    def prepare_failed(self, ev: PrepareFailed) -> Decision:
+        """A failed preparation attempt: retried after PREPARE_RETRY_BASE_MS x
+        4^(n-1), until MAX_PREPARE_ATTEMPTS (or at once, for a permanent
+        failure) the preparation is given up and PREPARE_POISON applies."""
+        ids = {"seq": ev.seq, "attempt": ev.attempt}
+        found = self.find(ev.seq) if ev.incarnation == self.state.incarnation else None
+        if found is None:
+            return self.ignore(EventType.PREPARE_IGNORED, IgnoreReason.NOT_HELD, **ids)
+        msg, index = found
+        if not msg.needs_preparation or msg.prep_failed is not None:
+            return self.ignore(EventType.PREPARE_IGNORED, IgnoreReason.ALREADY_PREPARED, **ids)
+        if ev.attempt != msg.prep_attempt:
+            return self.ignore(EventType.PREPARE_IGNORED, IgnoreReason.STALE_PREPARE_ATTEMPT, **ids)
+        return self.done(self.preparation_failed(msg, index, ev.error, ev.permanent, ev.idempotency_key))
+
+    def preparation_failed(self, msg: QueuedMessage, index: int | None, error: str, permanent: bool,
+                           cause: str) -> RoomState:
+        """Attempt `msg.prep_attempt` of `msg`'s preparation failed (or never
+        answered): ask again after a backoff, or give the preparation up."""
+        state = self.state
+        attempt = msg.prep_attempt
+        if permanent or attempt >= self.policy.max_prepare_attempts:
+            why = f"{error} (attempt {attempt}{', permanent' if permanent else ''})"
+            self.log(EventType.PREPARE_FAILED, msg, attempt=attempt, error_title=error[:300],
+                     reason="given up: " + ("permanent" if permanent else f"MAX_PREPARE_ATTEMPTS={attempt}"))
+            return self.give_up_preparation(state, msg, index, why, cause)
+        delay_ms = self.policy.prepare_retry_base_ms * 4 ** (attempt - 1)
+        retry_at = self.now_us + delay_ms * 1000
+        self.log(EventType.PREPARE_FAILED, msg, attempt=attempt, error_title=error[:300],
+                 reason=f"retry as attempt {attempt + 1} in {delay_ms} ms")
+        again = replace(msg, prep_attempt=attempt + 1)
+        self.effects.append(Prepare(state.room_id, state.incarnation, msg.seq, attempt + 1, retry_at))
+        state = self.put(state, again, index)
+        flight = state.in_flight
+        if index is None and flight is not None and flight.phase is Phase.PREPARING:
+            wake = max(flight.due_at_us, retry_at + self.policy.prepare_timeout_ms * 1000)
+            state = self.wait_until(state, flight, wake)
+        return state
+
+    def give_up_preparation(self, state: RoomState, msg: QueuedMessage, index: int | None, why: str,
+                            cause: str) -> RoomState:
+        """PREPARE_POISON for a message whose preparation was given up: `park`
+        parks it at once (it blocks its room when it reaches the head);
+        `dead_letter` ends it when it reaches the head (at once if it is the
+        head), so messages still end in their order."""
+        failed = replace(msg, prep_failed=why[:500])
+        if index is not None:
+            if self.policy.prepare_poison == "park":
+                failed = replace(failed, parked=f"{PREPARE_PARK_REASON}: {why}"[:500])
+                self.log(EventType.PARKED, failed, reason=failed.parked)
+            return self.put(state, failed, index)
+        flight = state.in_flight
+        assert flight is not None
+        self.cancel_pending_timer(state, flight)
+        state = replace(state, in_flight=None, pending=(failed, *state.pending))
+        if state.paused is not None:
+            return state
+        return self.advance(state, Trigger.DEAD_LETTERED, cause)
+
     def pause(self, ev: Pause) -> Decision:
         if self.state.paused is not None:
             return self.ignore(EventType.OPERATOR_IGNORED, IgnoreReason.ALREADY_PAUSED, actor=ev.actor)
@@ -1469,6 +1730,8 @@ _HANDLERS = {
     Skip: Transition.skip,
     Pause: Transition.pause,
     Resume: Transition.resume,
+    Prepared: Transition.prepared,
+    PrepareFailed: Transition.prepare_failed,
 }
 
 
@@ -1486,6 +1749,7 @@ class RoomPhase(StrEnum):
     UNKNOWN = "unknown"
     BACKOFF = "backoff"
     PACED = "paced"
+    PREPARING = "preparing"
 
 
 def room_phase(state: RoomState) -> RoomPhase:
@@ -1526,6 +1790,10 @@ def event_kind(event: RoomEvent) -> str:
             return "pause"
         case Resume():
             return "resume"
+        case Prepared():
+            return "prepared"
+        case PrepareFailed():
+            return "prepare failed"
     raise TypeError(f"unknown room event {event!r}")
 
 
@@ -1540,9 +1808,10 @@ class Rule:
 
 
 _P = RoomPhase
-_WAITING = (_P.SENDING, _P.SENT, _P.UNKNOWN, _P.BACKOFF, _P.PACED)
-# After a message ends: the head starts, or there is none, or it is parked, or the room is paused.
-_NEXT = frozenset({_P.SENDING, _P.IDLE, _P.BLOCKED, _P.PAUSED})
+_WAITING = (_P.SENDING, _P.SENT, _P.UNKNOWN, _P.BACKOFF, _P.PACED, _P.PREPARING)
+# After a message ends: the head starts (or waits for its preparation), or
+# there is none, or it is parked, or the room is paused.
+_NEXT = frozenset({_P.SENDING, _P.PREPARING, _P.IDLE, _P.BLOCKED, _P.PAUSED})
 
 
 def _rules() -> tuple[Rule, ...]:
@@ -1594,6 +1863,18 @@ def _rules() -> tuple[Rule, ...]:
              "before the deadline: a new timer for the rest; after it: resent as the next attempt"),
         Rule(_P.BACKOFF, "timer", frozenset({_P.BACKOFF}) | _NEXT,
              "before the retry time: a new timer for the rest; after it: resent as the next attempt"),
+        Rule(_P.PREPARING, "timer", frozenset({_P.PREPARING}) | _NEXT,
+             "before PREPARE_TIMEOUT_MS: a new timer for the rest; after it, no result came: the preparation is "
+             "asked for again as its next attempt, or, after MAX_PREPARE_ATTEMPTS, given up: PREPARE_POISON "
+             "(`dead_letter`: the message ends, the room moves on; `park`: the room blocks on it)"),
+        Rule(_P.PREPARING, "prepared", frozenset({_P.SENDING, _P.PACED, _P.PAUSED}),
+             "the head's media id is stored and it is sent at once (paced if its bucket is empty; paused "
+             "meanwhile: it goes back to the head of the queue); a second result, or one for a queued "
+             "message, is stored or ignored"),
+        Rule(_P.PREPARING, "prepare failed", frozenset({_P.PREPARING}) | _NEXT,
+             "the head's preparation is asked for again after PREPARE_RETRY_BASE_MS x4 per attempt; a permanent "
+             "failure or MAX_PREPARE_ATTEMPTS gives it up: PREPARE_POISON; a queued message's: retried, or "
+             "marked given up (parked at once under `park`)"),
         Rule(_P.PACED, "timer", frozenset({_P.PACED, _P.SENDING, _P.PAUSED}),
              "the room's pair-rate bucket has a token again: the attempt is sent (paused meanwhile: the message "
              "goes back to the head of the queue); early: a new timer for the rest"),
@@ -1627,6 +1908,14 @@ def _rules() -> tuple[Rule, ...]:
                  "paused: the in-flight message ends by its own rules; then nothing starts until the resume"),
             Rule(phase, "resume", frozenset({phase}), "the pause is lifted (if any); the in-flight message goes on"),
         ]
+        if phase is not _P.PREPARING:
+            rules += [
+                Rule(phase, "prepared", frozenset({phase}),
+                     "a queued message's media id is stored (the first result wins): it is sent in its turn"),
+                Rule(phase, "prepare failed", frozenset({phase}),
+                     "a queued message's preparation is asked for again after a backoff, or given up (parked at "
+                     "once under PREPARE_POISON=park; ended when it reaches the head under `dead_letter`)"),
+            ]
         if phase is not _P.SENDING:
             rules += [Rule(phase, kind, frozenset({phase}), "stale (the attempt's outcome is recorded): ignored")
                       for kind in ("send accepted", "send unknown", "send refused", "send refused for good")]
@@ -1636,9 +1925,21 @@ def _rules() -> tuple[Rule, ...]:
                                "status delivered/read", "status failed", "receipt by recipient", "timer",
                                "watchdog")]
     rules += [Rule(phase, "resume", frozenset({phase}), "not paused: ignored") for phase in (_P.IDLE, _P.BLOCKED)]
+    rules += [
+        Rule(_P.IDLE, "prepared", frozenset({_P.IDLE}), "no message waits for it: ignored"),
+        Rule(_P.IDLE, "prepare failed", frozenset({_P.IDLE}), "no message waits for it: ignored"),
+        Rule(_P.BLOCKED, "prepared", frozenset({_P.BLOCKED}) | _NEXT | {_P.PACED},
+             "stored with its message; a head parked for want of it is released and sent"),
+        Rule(_P.BLOCKED, "prepare failed", frozenset({_P.BLOCKED}),
+             "a queued message's preparation is retried or given up, as in any phase"),
+        Rule(_P.PAUSED, "prepared", frozenset({_P.PAUSED}), "stored with its message; sent after the resume"),
+        Rule(_P.PAUSED, "prepare failed", frozenset({_P.PAUSED}),
+             "retried, or given up (PREPARE_POISON applies after the resume)"),
+    ]
     rules += [Rule(phase, "status sent", frozenset({phase}), "the platform took it; only delivered/read ack: ignored")
               for phase in _P]
-    return tuple(rules)
+    # Wherever a message may start, it may start by waiting for its preparation.
+    return tuple(replace(r, then=r.then | {_P.PREPARING}) if _P.SENDING in r.then else r for r in rules)
 
 
 RULES: tuple[Rule, ...] = _rules()
@@ -1669,4 +1970,9 @@ def policy_from_settings(settings: Settings) -> Policy:
         ack_levels=tuple(settings.ack_levels.items()),
         pacing=tuple((p, *settings.pacing[p]) for p in settings.pacing),
         watermark_margin_ms=settings.watermark_margin_ms,
+        prepare_ahead=settings.prepare_ahead,
+        prepare_timeout_ms=settings.prepare_timeout_ms,
+        max_prepare_attempts=settings.max_prepare_attempts,
+        prepare_retry_base_ms=settings.prepare_retry_base_ms,
+        prepare_poison=settings.prepare_poison,
     )

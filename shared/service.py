@@ -40,6 +40,7 @@ from tenacity import retry, retry_if_exception_type, stop_after_attempt, wait_ex
 from shared.config import Settings
 from shared.events import METRICS_LOG_TYPE, DeliveryEvent, EventLog, EventType, JsonLineWriter, utc_iso
 from shared.providers import Sender, SendOutcome, SendResult
+from shared.providers.base import Media, Preparer
 from shared.providers.meta_messaging import WEBHOOK_OBJECTS, MessagingItem, parse_messaging
 from shared.providers.whatsapp import handshake_challenge, parse_statuses, signature_valid
 from shared.push import ROOM_ID, Rejected, parse_push
@@ -49,6 +50,9 @@ from shared.room import (
     Effect,
     Park,
     Policy,
+    Prepare,
+    Prepared,
+    PrepareFailed,
     RecipientReceipt,
     Redrive,
     RoomEvent,
@@ -131,12 +135,19 @@ class DeliveryService:
             webhook mode; the functions that never publish never build it).
         scheduled: holds messages with a later `deliver_at` (shared/scheduled.py),
             or None (such a message then enters its room at once).
+        prepare_tasks: creates the prepare tasks (shared/prepare.py, or a fake
+            with `request`); None: a `Prepare` effect fails like a timer that
+            cannot be armed.
+        preparers: provider name -> what prepares its messages (uploads media).
     """
 
     def __init__(self, settings: Settings, policy: Policy, store: RoomStore, timers: TimerScheduler,
                  senders: dict[str, Sender], events: EventLog,
-                 status_queue: Callable[[], StatusQueue] | None = None, scheduled: Any = None) -> None:
+                 status_queue: Callable[[], StatusQueue] | None = None, scheduled: Any = None,
+                 prepare_tasks: Any = None, preparers: dict[str, Preparer] | None = None) -> None:
         self.scheduled = scheduled
+        self.prepare_tasks = prepare_tasks
+        self.preparers = preparers or {}
         self._status_queue_factory = status_queue
         self._status_queue: StatusQueue | None = None
         self.settings = settings
@@ -217,7 +228,8 @@ class DeliveryService:
         attempts = attrs.get(DEAD_LETTER_COUNT_ATTRIBUTE, "?")
         e = parsed.event
         park = Park(e.message_id, e.provider, e.recipient, e.text, e.published_at_us, arrived,
-                    f"dead-lettered by Pub/Sub after {attempts} delivery attempts")
+                    f"dead-lettered by Pub/Sub after {attempts} delivery attempts", media_kind=e.media_kind,
+                    media_link=e.media_link, prepare=e.prepare, sequence=e.sequence)
         self.apply(parsed.room_id, park, "deadletter")
         return Reply(200, {"result": "parked"})
 
@@ -477,6 +489,54 @@ class DeliveryService:
         self.apply(room_id, event, "timeout")
         return Reply(200, {"result": "ok"})
 
+    def handle_prepare(self, body: bytes) -> Reply:
+        """A prepare task (shared/prepare.py): prepare message `seq` of a room
+        (upload its media), then store the result in the room (`Prepared`, or
+        `PrepareFailed`, which the room retries with its own backoff).
+
+        - A message that no longer needs it (ended, already prepared, another
+          incarnation) is answered 200 at once: nothing to do.
+        - A transient failure (TRANSIENT_ERRORS: Firestore unreachable)
+          raises: 503, Cloud Tasks retries the task, which may upload again;
+          the room keeps the first result.
+        - A body that is not a prepare task is answered 200 (`dropped`) and
+          logged as an error: retrying cannot mend it, and the head's
+          PREPARE_TIMEOUT_MS asks again for any preparation it was meant for.
+        """
+        arrived = now_us()
+        try:
+            t = json.loads(body)
+            room_id = str(t["room_id"])
+            incarnation, seq, attempt = int(t["incarnation"]), int(t["seq"]), int(t["attempt"])
+            if not ROOM_ID.fullmatch(room_id):
+                raise ValueError(f"bad room id {room_id[:80]!r}")
+        except (ValueError, KeyError, TypeError, AttributeError, OverflowError) as exc:
+            reason = f"not a prepare task: {type(exc).__name__}: {exc}"[:300]
+            print(json.dumps({"severity": "ERROR", "message": f"prepare: dropped a task: {reason}"}), flush=True)
+            return Reply(200, {"result": "dropped", "error": reason})
+        state = self.store.load_room(room_id)
+        msg = None
+        if state is not None and state.incarnation == incarnation:
+            held = [state.in_flight.message] if state.in_flight is not None else []
+            msg = next((m for m in (*held, *state.pending) if m.seq == seq), None)
+        if msg is None or not msg.needs_preparation or msg.prep_failed is not None:
+            return Reply(200, {"result": "nothing to prepare"})
+        preparer = self.preparers.get(msg.provider)
+        if preparer is None or msg.media_kind is None or msg.media_link is None:
+            event: RoomEvent = PrepareFailed(incarnation, seq, attempt,
+                                             f"no way to prepare a {msg.media_kind} message for {msg.provider}",
+                                             True, now_us())
+        else:
+            result = preparer.prepare_media(msg.media_kind, msg.media_link)
+            done = now_us()
+            if result.media_id is not None:
+                event = Prepared(incarnation, seq, attempt, result.media_id, (done - arrived) / 1000, done)
+            else:
+                event = PrepareFailed(incarnation, seq, attempt, result.error or "preparation failed",
+                                      result.permanent, done)
+        self.apply(room_id, event, "prepare")
+        return Reply(200, {"result": "prepared" if isinstance(event, Prepared) else "failed"})
+
     def handle_sweep(self) -> Reply:
         """The watchdog: re-drive every room whose wake-up is overdue by more
         than WATCHDOG_GRACE_MS (at most SWEEP_BATCH_SIZE a call, oldest first).
@@ -514,6 +574,7 @@ class DeliveryService:
         work: deque[Decision] = deque([decision])
         arm_failures: list[str] = []
         cancels: list[CancelTimer] = []
+        prepares: list[Prepare] = []
         while work:
             d = work.popleft()
             for ev in d.events:
@@ -522,13 +583,31 @@ class DeliveryService:
                 if isinstance(effect, CancelTimer):
                     cancels.append(effect)  # last: the next message's send does not wait for it
                     continue
+                if isinstance(effect, Prepare):
+                    prepares.append(effect)  # after the sends: the head's hand-over does not wait for them
+                    continue
                 follow_up = self._run_effect(room_id, effect, component, arm_failures)
                 if follow_up is not None:
                     work.append(follow_up)
+        for prepare in prepares:
+            self._request_preparation(room_id, prepare, component, arm_failures)
         for cancel in cancels:
             self.timers.cancel(cancel)
         if arm_failures:
             raise TimerArmFailed("; ".join(arm_failures))
+
+    def _request_preparation(self, room_id: str, prepare: Prepare, component: str, arm_failures: list[str]) -> None:
+        """Create a prepare task. A failure is logged and, like a timer that
+        cannot be armed, makes the request answer 503 so its redelivery asks
+        again; the head's PREPARE_TIMEOUT_MS backs that up."""
+        try:
+            if self.prepare_tasks is None:
+                raise RuntimeError("no prepare task queue configured")
+            _arm_retry(self.prepare_tasks.request)(prepare)
+        except (gexc.GoogleAPICallError, gexc.RetryError, RuntimeError) as exc:
+            arm_failures.append(f"prepare task: {type(exc).__name__}: {exc}"[:200])
+            self.events.emit(DeliveryEvent(EventType.PREPARE_REQUEST_FAILED, utc_iso(now_us()), component, room_id,
+                                           seq=prepare.seq, attempt=prepare.attempt, reason=str(exc)[:200]))
 
     def _run_effect(self, room_id: str, effect: Effect, component: str, arm_failures: list[str]) -> Decision | None:
         if isinstance(effect, ScheduleTimer):
@@ -552,7 +631,13 @@ class DeliveryService:
             result = SendResult(SendOutcome.REFUSED, error_title="send not started within SEND_START_DEADLINE_MS")
         else:
             op_counts().send_calls += 1
-            result = self.senders[msg.provider].send(msg.recipient, msg.text, send.delivery_id)
+            sender = self.senders[msg.provider]
+            if msg.media_kind is None:
+                result = sender.send(msg.recipient, msg.text, send.delivery_id)
+            else:
+                # Prepared: by the platform's media id; else by link (the platform fetches it).
+                media = Media(msg.media_kind, media_id=msg.prepared, link=None if msg.prepared else msg.media_link)
+                result = sender.send(msg.recipient, msg.text, send.delivery_id, media=media)
         returned = now_us()
         common: dict[str, Any] = dict(seq=msg.seq, attempt=send.attempt, message_id=msg.message_id,
                                       provider=msg.provider, delivery_id=send.delivery_id, trigger=str(send.trigger))

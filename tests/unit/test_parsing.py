@@ -42,7 +42,18 @@ def test_a_valid_push_becomes_an_enqueue_event():
         (envelope({**ATTRS, "provider": "telegram"}), "provider"),
         (envelope({**ATTRS, "recipient": "call me"}), "recipient"),
         (envelope(data=b"\xff\xfe"), "base64-encoded JSON"),
-        (envelope(data=b'{"type": "image"}'), '{"type": "text"'),
+        (envelope(data=b'{"type": "image"}'), "an `image` needs a `link`"),
+        (envelope(data=b'{"type": "video", "link": "https://x.test/a.mp4"}'), '{"type": "text"'),
+        (envelope(data=b'{"type": "image", "link": "ftp://x.test/a.png"}'), "an `image` needs a `link`"),
+        (envelope(data=b'{"type": "image", "link": "https://x.test/a.png", "caption": 7}'), "`caption` must be"),
+        (envelope({**ATTRS, "provider": "messenger"}, data=b'{"type": "image", "link": "https://x.test/a.png"}'),
+         "sent to WhatsApp only"),
+        (envelope({**ATTRS, "prepare": "render"}), "unknown `prepare`"),
+        (envelope({**ATTRS, "prepare": "media"}), "`prepare=media` needs an `image`"),
+        (envelope({**ATTRS, "sequence": "0"}), "`sequence` must be a whole number"),
+        (envelope({**ATTRS, "sequence": "1.5"}), "`sequence` must be a whole number"),
+        (envelope({**ATTRS, "sequence": "９"}), "`sequence` must be a whole number"),
+        (envelope({**ATTRS, "sequence": str(2**53)}), "`sequence` must be a whole number"),
         (envelope(data=b'{"text": "   "}'), "1 to 4096"),
         (envelope(data=json.dumps({"text": "x" * 4097}).encode()), "1 to 4096"),
     ],
@@ -104,3 +115,18 @@ def test_handshake_echoes_the_challenge_only_for_the_right_token():
     assert handshake_challenge(args, "tok") == "42"
     assert handshake_challenge({**args, "hub.verify_token": "bad"}, "tok") is None
     assert handshake_challenge({**args, "hub.mode": "unsubscribe"}, "tok") is None
+
+
+def test_an_image_to_prepare_with_a_producer_sequence_is_accepted_with_every_field():
+    data = b'{"type": "image", "link": "https://media.test/cat.png", "caption": "a cat"}'
+    parsed = parse_push(envelope({**ATTRS, "prepare": "media", "sequence": "42"}, data=data), 1)
+    assert isinstance(parsed, Accepted), parsed
+    e = parsed.event
+    assert (e.media_kind, e.media_link, e.text, e.prepare, e.sequence) == \
+        ("image", "https://media.test/cat.png", "a cat", "media", 42)
+
+
+def test_an_image_without_caption_or_preparation_is_sent_by_link_with_an_empty_caption():
+    parsed = parse_push(envelope(data=b'{"type": "image", "link": "https://media.test/cat.png"}'), 1)
+    assert isinstance(parsed, Accepted), parsed
+    assert (parsed.event.text, parsed.event.prepare, parsed.event.sequence) == ("", None, None)
