@@ -262,6 +262,10 @@ class RoomState:
     - `paused`: set while an operator holds the room: nothing new starts.
     - `pace_tokens`, `pace_at_us`: the room's token bucket for the
       provider's pair rate (`Policy.pacing`), as of `pace_at_us`.
+    - `next_sequence`: the producer `sequence` the room expects next (from 1);
+      `held`: messages whose `sequence` is beyond it, in sequence order,
+      waiting outside the queue (seq 0 until they enter); `gap_due_us`:
+      when the room stops waiting for the missing ones (its gap timer).
     """
 
     room_id: str
@@ -275,11 +279,17 @@ class RoomState:
     paused: Paused | None = None
     pace_tokens: float | None = None  # the pair-rate bucket: None = full (a new room)
     pace_at_us: int = 0  # when `pace_tokens` was last brought up to date (epoch us)
+    next_sequence: int = 1
+    held: tuple[QueuedMessage, ...] = ()
+    gap_due_us: int | None = None
 
     @property
     def wake_at_us(self) -> int | None:
-        """When the room must be woken (its timer's due time), or None."""
-        return self.in_flight.due_at_us if self.in_flight is not None else None
+        """When the room must be woken (its in-flight timer's or its gap
+        timer's due time, the earlier), or None."""
+        due = [t for t in (self.in_flight.due_at_us if self.in_flight is not None else None,
+                           self.gap_due_us if self.held else None) if t is not None]
+        return min(due) if due else None
 
     @property
     def blocked_reason(self) -> str | None:
@@ -300,10 +310,10 @@ class RoomState:
 
     @property
     def holds_messages(self) -> bool:
-        return self.in_flight is not None or bool(self.pending) or bool(self.awaiting)
+        return self.in_flight is not None or bool(self.pending) or bool(self.awaiting) or bool(self.held)
 
     def held_ids(self) -> set[str]:
-        ids = {m.message_id for m in self.pending}
+        ids = {m.message_id for m in self.pending} | {m.message_id for m in self.held}
         if self.in_flight is not None:
             ids.add(self.in_flight.message.message_id)
         return ids
@@ -363,6 +373,7 @@ class Policy:
     max_prepare_attempts: int = 4
     prepare_retry_base_ms: int = 1000
     prepare_poison: str = "dead_letter"  # or "park"
+    sequence_gap_timeout_ms: int = 30_000
 
     def pace(self, provider: str) -> tuple[int, int]:
         """(ms per token, burst) of `provider`'s pair-rate bucket; (0, 0) is off."""
@@ -871,6 +882,9 @@ def room_to_doc(state: RoomState) -> dict[str, Any]:
         "awaiting": [{"id": mid, "pub_us": pub} for mid, pub in state.awaiting],
         "counts": dict(state.counts),
         "pace": None if state.pace_tokens is None else {"tokens": state.pace_tokens, "at_us": state.pace_at_us},
+        "next_sequence": state.next_sequence,
+        "held": [message_to_doc(m) for m in state.held],
+        "gap_due_us": state.gap_due_us,
         "accepted": {},  # every transaction folds and clears the blind-written acceptances
     }
 
@@ -943,6 +957,9 @@ def _room_from_fields(room_id: str, d: dict[str, Any]) -> RoomState:
         counts=dict(d.get("counts", {})),
         pace_tokens=None if not d.get("pace") else float(d["pace"]["tokens"]),
         pace_at_us=0 if not d.get("pace") else int(d["pace"]["at_us"]),
+        next_sequence=d.get("next_sequence", 1),
+        held=tuple(message_from_doc(m) for m in d.get("held", [])),
+        gap_due_us=d.get("gap_due_us"),
         paused=None if d.get("paused_at_us") is None else Paused(d.get("paused_by") or "", d.get("paused_reason") or "",
                                                                  d["paused_at_us"]),
     )
@@ -1245,8 +1262,14 @@ class Transition:
                             ev.published_at_us, self.now_us, media_kind=ev.media_kind, media_link=ev.media_link,
                             prepare=ev.prepare, sequence=ev.sequence)
         # Placeholders are not counted: they are tiny and never refused.
-        held = sum(m.text is not None for m in state.pending) + (state.in_flight is not None)
-        candidate = replace(state, next_seq=state.next_seq + 1, pending=(*state.pending, msg))
+        held = sum(m.text is not None for m in state.pending) + (state.in_flight is not None) + len(state.held)
+        ahead = ev.sequence is not None and ev.sequence > state.next_sequence
+        if ahead:
+            # Its producer's earlier messages have not come yet: it waits outside the queue.
+            msg = replace(msg, seq=0)
+            candidate = replace(state, held=tuple(sorted((*state.held, msg), key=lambda m: m.sequence or 0)))
+        else:
+            candidate = replace(state, next_seq=state.next_seq + 1, pending=(*state.pending, msg))
         full = None
         if held >= self.policy.max_queued_messages:
             full = f"room holds {held} messages (MAX_QUEUED_MESSAGES={self.policy.max_queued_messages})"
@@ -1254,10 +1277,69 @@ class Transition:
             full = f"room document would exceed MAX_ROOM_BYTES={self.policy.max_room_bytes}"
         if full is not None:
             return self.refuse(state, ev, full)
-        self.log(EventType.ENQUEUED, msg, published_at=utc_iso(ev.published_at_us))
-        if candidate.in_flight is None and candidate.pending[0] is msg:
+        if ahead:
+            self.log(EventType.SEQUENCE_HELD, msg,
+                     reason=f"producer sequence {ev.sequence} waits for {state.next_sequence}"
+                            f"{'' if ev.sequence == state.next_sequence + 1 else f'..{ev.sequence - 1}'}")
+            if candidate.gap_due_us is None:
+                candidate = self.start_gap_timer(candidate)
+            return self.done(candidate)
+        late = ev.sequence is not None and ev.sequence < state.next_sequence
+        self.log(EventType.ENQUEUED, msg, published_at=utc_iso(ev.published_at_us),
+                 reason=f"producer sequence {ev.sequence} came after its gap was given up" if late else None)
+        if ev.sequence == state.next_sequence:
+            candidate = self.admit_held(replace(candidate, next_sequence=state.next_sequence + 1))
+        if candidate.in_flight is None and candidate.pending and candidate.pending[0] is msg:
             candidate = self.advance(candidate, Trigger.ENQUEUE, ev.idempotency_key)
         return self.done(candidate)
+
+    def start_gap_timer(self, state: RoomState) -> RoomState:
+        """Wait at most SEQUENCE_GAP_TIMEOUT_MS for the missing producer
+        sequence numbers: a timer task (seq 0, attempt 0) due then."""
+        due = self.now_us + self.policy.sequence_gap_timeout_ms * 1000
+        self.effects.append(ScheduleTimer(state.room_id, state.incarnation, 0, 0, due))
+        return replace(state, gap_due_us=due)
+
+    def admit_held(self, state: RoomState) -> RoomState:
+        """Held messages whose turn has come (their `sequence` is the next
+        expected, or below it) enter the queue in sequence order, with seqs.
+        If some still wait, a new gap starts now (its own timer)."""
+        admitted = 0
+        while state.held and (state.held[0].sequence or 0) <= state.next_sequence:
+            admitted += 1
+            m = state.held[0]
+            entered = replace(m, seq=state.next_seq, enqueued_at_us=self.now_us)
+            self.log(EventType.ENQUEUED, entered, published_at=utc_iso(m.published_at_us))
+            state = replace(state, held=state.held[1:], next_seq=state.next_seq + 1,
+                            next_sequence=max(state.next_sequence, (m.sequence or 0) + 1),
+                            pending=(*state.pending, entered))
+        if not state.held:
+            return replace(state, gap_due_us=None)
+        # The gap waited on is filled and another remains: it is timed from now.
+        return self.start_gap_timer(state) if admitted or state.gap_due_us is None else state
+
+    def gap_timer(self, ev: TimerFired) -> Decision:
+        """The gap timer: past SEQUENCE_GAP_TIMEOUT_MS, the missing producer
+        sequence numbers are given up (logged), the held messages enter the
+        queue, and the room moves on."""
+        state = self.state
+        if ev.incarnation != state.incarnation or state.gap_due_us is None or not state.held \
+                or ev.due_at_us < state.gap_due_us:
+            return self.ignore(EventType.TIMEOUT_IGNORED, IgnoreReason.SUPERSEDED_TIMER, seq=0)
+        if self.now_us < state.gap_due_us:
+            self.effects.append(ScheduleTimer(state.room_id, state.incarnation, 0, 0, state.gap_due_us))
+            return self.done(state)
+        return self.done(self.give_up_gap(state, ev.idempotency_key))
+
+    def give_up_gap(self, state: RoomState, cause: str) -> RoomState:
+        first = state.held[0].sequence or 0
+        missing = f"{state.next_sequence}" + ("" if first == state.next_sequence + 1 else f"..{first - 1}")
+        self.log(EventType.SEQUENCE_GAP, None, reason=f"producer sequence {missing} missing after "
+                                                      f"{self.policy.sequence_gap_timeout_ms} ms: given up")
+        state = self.admit_held(replace(state, next_sequence=first, gap_due_us=None))
+        if state.in_flight is None:
+            state = self.advance(state, Trigger.ENQUEUE, cause)
+        return state
 
     def refuse(self, state: RoomState, ev: Enqueue, reason: str) -> Decision:
         """Push back on a full room, remembering the message's place (written
@@ -1464,6 +1546,8 @@ class Transition:
                                   send_to_ack_ms=(ev.at_us - flight.started_at_us) / 1000))
 
     def timer(self, ev: TimerFired) -> Decision:
+        if ev.seq == 0:
+            return self.gap_timer(ev)
         flight = self.current(ev.incarnation, ev.seq, ev.attempt)
         if flight is None:
             self.rearm_if_replay(ev.idempotency_key)
@@ -1520,6 +1604,10 @@ class Transition:
     def sweep(self, ev: WatchdogSweep) -> Decision:
         flight = self.state.in_flight
         grace_us = self.policy.watchdog_grace_ms * 1000
+        gap_due = self.state.gap_due_us
+        if self.state.held and gap_due is not None and gap_due + grace_us <= self.now_us:
+            self.log(EventType.WATCHDOG_RESCUED, None, reason="sequence gap")
+            return self.done(self.give_up_gap(self.state, ev.idempotency_key))
         if flight is None or flight.due_at_us + grace_us > self.now_us:
             return self.ignore(EventType.TIMEOUT_IGNORED, IgnoreReason.NOT_OVERDUE)
         self.log(EventType.WATCHDOG_RESCUED, flight.message, attempt=flight.attempt, reason=str(flight.phase))
@@ -1778,6 +1866,8 @@ def event_kind(event: RoomEvent) -> str:
             return f"status {event.status}"
         case RecipientReceipt():
             return "receipt by recipient"
+        case TimerFired(seq=0):
+            return "gap timer"
         case TimerFired():
             return "timer"
         case WatchdogSweep():
@@ -1922,9 +2012,20 @@ def _rules() -> tuple[Rule, ...]:
     for phase in (_P.IDLE, _P.BLOCKED, _P.PAUSED):
         rules += [Rule(phase, kind, frozenset({phase}), "nothing in flight: ignored (late or duplicate)")
                   for kind in ("send accepted", "send unknown", "send refused", "send refused for good",
-                               "status delivered/read", "status failed", "receipt by recipient", "timer",
-                               "watchdog")]
+                               "status delivered/read", "status failed", "receipt by recipient", "timer")]
+        rules.append(Rule(phase, "watchdog", frozenset({phase}) | (_NEXT if phase is _P.IDLE else frozenset()),
+                          "a sequence gap overdue by WATCHDOG_GRACE_MS: acts as its gap timer would; "
+                          "otherwise nothing in flight: ignored"))
     rules += [Rule(phase, "resume", frozenset({phase}), "not paused: ignored") for phase in (_P.IDLE, _P.BLOCKED)]
+    gap = ("past SEQUENCE_GAP_TIMEOUT_MS: the missing producer sequence numbers are given up (`sequence_gap`) and "
+           "the held messages enter the queue in sequence order")
+    rules += [Rule(phase, "gap timer", frozenset({phase}), gap + "; the in-flight message goes on")
+              for phase in _WAITING]
+    rules += [
+        Rule(_P.IDLE, "gap timer", frozenset({_P.IDLE}) | _NEXT, gap + ": the first of them starts"),
+        Rule(_P.BLOCKED, "gap timer", frozenset({_P.BLOCKED}), gap + " behind the parked head"),
+        Rule(_P.PAUSED, "gap timer", frozenset({_P.PAUSED}), gap + "; nothing starts until the resume"),
+    ]
     rules += [
         Rule(_P.IDLE, "prepared", frozenset({_P.IDLE}), "no message waits for it: ignored"),
         Rule(_P.IDLE, "prepare failed", frozenset({_P.IDLE}), "no message waits for it: ignored"),
@@ -1975,4 +2076,5 @@ def policy_from_settings(settings: Settings) -> Policy:
         max_prepare_attempts=settings.max_prepare_attempts,
         prepare_retry_base_ms=settings.prepare_retry_base_ms,
         prepare_poison=settings.prepare_poison,
+        sequence_gap_timeout_ms=settings.sequence_gap_timeout_ms,
     )
