@@ -7,7 +7,7 @@ resource "google_logging_project_sink" "delivery_events" {
   # checkov:skip=CKV2_GCP_4:retention is a lifecycle rule (log_retention_days); a locked retention policy could never be shortened or the bucket torn down
   name        = "${var.name_prefix}-delivery-events"
   destination = "storage.googleapis.com/${google_storage_bucket.bucket["delivery-log"].name}"
-  # This deployment's delivery events only: its six Cloud Run services by
+  # This deployment's delivery events only: its seven Cloud Run services by
   # exact name (local.delivery_events_filter, main.tf), so a second
   # deployment in the project keeps its own events in its own bucket.
   filter = local.delivery_events_filter
@@ -44,7 +44,7 @@ resource "google_logging_project_exclusion" "delivery_events_from_default" {
   depends_on  = [google_storage_bucket_iam_member.sink_writes_log]
 }
 
-# Cloud Run's request log entries of the six functions stay out of _Default
+# Cloud Run's request log entries of the seven functions stay out of _Default
 # unless keep_request_logs_in_default_bucket: one entry per invocation, about
 # as much log volume as the delivery events (docs/cost.md), and what they say
 # is in the request metrics (5xx rate, latencies) that operations.tf watches.

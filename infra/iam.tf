@@ -24,11 +24,12 @@ resource "google_service_account" "pubsub_push" {
   depends_on   = [google_project_service.apis]
 }
 
-# The identity Cloud Tasks presents (OIDC) when it calls `timeout`
-# (TASKS_SERVICE_ACCOUNT: the code names it on every task it creates).
+# The identity Cloud Tasks presents (OIDC) when it calls `timeout`, `prepare`
+# and (scheduled messages) `enqueue` (TASKS_SERVICE_ACCOUNT: the code names it
+# on every task it creates).
 resource "google_service_account" "tasks_invoker" {
   account_id   = "${var.name_prefix}-tasks-invoker"
-  display_name = "baton Cloud Tasks identity (invokes timeout)"
+  display_name = "baton Cloud Tasks identity (invokes timeout, prepare, enqueue)"
   depends_on   = [google_project_service.apis]
 }
 
@@ -68,7 +69,7 @@ resource "google_service_account" "dataproc" {
 # ... does not exist". generateServiceIdentity creates it and returns its
 # email (https://cloud.google.com/service-usage/docs/reference/rest/v1beta1/services/generateServiceIdentity).
 # - pubsub: forwards dead letters and mints the push identity's OIDC tokens;
-# - cloudtasks: mints the OIDC token of every timer task (tasks_invoker);
+# - cloudtasks: mints the OIDC token of every timer and prepare task (tasks_invoker);
 # - cloudscheduler: mints the sweep job's OIDC token (scheduler);
 # - run: the Cloud Run service agent pulls the functions' images;
 # - dataproc: runs the analytics batches.
@@ -171,7 +172,8 @@ resource "google_project_iam_member" "function_firestore" {
 # project: every function that applies room events arms timers. enqueue and
 # webhook (direct mode) and status start sends (each with its ack timer);
 # timeout arms resend timers and the rest of an early timer; sweep re-drives
-# overdue rooms, which resends or arms a new wake-up. deadletter only parks a
+# overdue rooms, which resends or arms a new wake-up; prepare applies a
+# finished preparation, which may start the head's send. deadletter only parks a
 # message, and a parked message at the head blocks its room rather than
 # starting a send; but parking runs through the same room rules and effect
 # runner as every other event, so any timer those rules decide there must be
@@ -183,6 +185,26 @@ resource "google_cloud_tasks_queue_iam_member" "function_enqueuer" {
   project    = var.project_id
   location   = var.region
   name       = google_cloud_tasks_queue.ack_timeouts[each.value[1]].name
+  role       = "roles/cloudtasks.enqueuer"
+  member     = "serviceAccount:${google_service_account.function[each.value[0]].email}"
+  depends_on = [time_sleep.identities_propagate]
+}
+
+# roles/cloudtasks.enqueuer on each active prepare queue, for the same
+# functions and for the same reason: a `Prepare` effect (a message with a
+# `prepare` attribute entering the window of PREPARE_AHEAD behind the head,
+# a failed preparation's retry, the head asking again after
+# PREPARE_TIMEOUT_MS) comes out of the room rules that every one of them
+# applies, `prepare` itself included (a finished preparation moves the
+# window on). Without the grant the request is refused, the room's event is
+# answered 5xx and retried. No taskDeleter here: nothing deletes a prepare
+# task (a stale one is answered and dropped). Retired prepare queues get no
+# grant.
+resource "google_cloud_tasks_queue_iam_member" "function_prepare_enqueuer" {
+  for_each   = { for pair in setproduct(tolist(local.stateful_functions), range(var.prepare_queue_count)) : "${pair[0]}-${pair[1]}" => pair }
+  project    = var.project_id
+  location   = var.region
+  name       = google_cloud_tasks_queue.prepare[each.value[1]].name
   role       = "roles/cloudtasks.enqueuer"
   member     = "serviceAccount:${google_service_account.function[each.value[0]].email}"
   depends_on = [time_sleep.identities_propagate]
@@ -231,7 +253,8 @@ resource "google_service_account_iam_member" "function_acts_as_tasks_invoker" {
 # roles/run.invoker on each internal function, for the one identity that
 # calls it with an OIDC token: Pub/Sub's push identity for enqueue (the
 # outbound topic), deadletter (the dead-letter topic) and status (the status
-# queue); the tasks identity for timeout; the scheduler identity for sweep.
+# queue); the tasks identity for timeout and prepare; the scheduler identity
+# for sweep.
 # (2nd gen functions are Cloud Run services of the same name; run.invoker is
 # the role Cloud Run checks.)
 resource "google_cloud_run_service_iam_member" "pubsub_invokes_enqueue" {
@@ -284,6 +307,17 @@ resource "google_cloud_run_service_iam_member" "tasks_invoke_timeout" {
   project    = var.project_id
   location   = var.region
   service    = google_cloudfunctions2_function.fn["timeout"].name
+  role       = "roles/run.invoker"
+  member     = "serviceAccount:${google_service_account.tasks_invoker.email}"
+  depends_on = [time_sleep.identities_propagate]
+}
+
+# The tasks identity calls prepare: the prepare tasks (tasks.tf), and nothing
+# else does.
+resource "google_cloud_run_service_iam_member" "tasks_invoke_prepare" {
+  project    = var.project_id
+  location   = var.region
+  service    = google_cloudfunctions2_function.fn["prepare"].name
   role       = "roles/run.invoker"
   member     = "serviceAccount:${google_service_account.tasks_invoker.email}"
   depends_on = [time_sleep.identities_propagate]
@@ -397,6 +431,7 @@ resource "time_sleep" "grants_propagate" {
     google_project_iam_member.build_builds_functions,
     google_project_iam_member.function_firestore,
     google_cloud_tasks_queue_iam_member.function_enqueuer,
+    google_cloud_tasks_queue_iam_member.function_prepare_enqueuer,
     google_cloud_tasks_queue_iam_member.function_task_deleter,
     google_cloud_tasks_queue_iam_member.enqueue_holds_scheduled,
     google_service_account_iam_member.function_acts_as_tasks_invoker,

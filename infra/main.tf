@@ -12,6 +12,9 @@
 #     --ordered push, OIDC--> function `deadletter`: parks it in its room (pubsub.tf)
 #   Cloud Scheduler, every minute, OIDC --> function `sweep`: re-drives rooms
 #     whose wake-up is overdue (the watchdog)                       (scheduler.tf)
+#   a message with a `prepare` attribute (a media upload) --> prepare task
+#     (Cloud Tasks, tasks.tf) --OIDC--> function `prepare`: uploads while the
+#     messages ahead of it are sent, stores the result in its room
 #   delivery events --Logging sink--> bucket --> PySpark on Dataproc Serverless
 #                                                                   (analytics.tf)
 # Identities and their roles: iam.tf. Buckets: storage.tf.
@@ -33,7 +36,7 @@ data "google_project" "this" {
 
 locals {
   # The HTTP entry points of functions/main.py; each is a function.
-  functions = toset(["enqueue", "deadletter", "webhook", "status", "timeout", "sweep"])
+  functions = toset(["enqueue", "deadletter", "webhook", "status", "timeout", "sweep", "prepare"])
 
   # Relative to this module, so `terraform -chdir=infra` and `cd infra` agree.
   source_archive = coalesce(var.source_archive, "${path.module}/../dist/baton-functions.zip")
@@ -50,8 +53,12 @@ locals {
   timeout_url = "https://${var.name_prefix}-timeout-${data.google_project.this.number}.${var.region}.run.app"
   # The same for enqueue, which a scheduled message's task calls at its time.
   enqueue_url = "https://${var.name_prefix}-enqueue-${data.google_project.this.number}.${var.region}.run.app"
+  # And for prepare, which every function that applies room transitions asks
+  # for (prepare itself included): the same cycle otherwise.
+  prepare_url = "https://${var.name_prefix}-prepare-${data.google_project.this.number}.${var.region}.run.app"
 
-  tasks_queue_prefix = "${var.name_prefix}-ack-timeouts"
+  tasks_queue_prefix   = "${var.name_prefix}-ack-timeouts"
+  prepare_queue_prefix = "${var.name_prefix}-prepare"
 
   # The Cloud Run services of this deployment (a 2nd gen function runs as the
   # Cloud Run service of the same name). The delivery-event sink and the
@@ -108,6 +115,17 @@ locals {
     WEBHOOK_MODE               = var.webhook_mode
     STATUS_TOPIC               = google_pubsub_topic.statuses.name
     STATUS_MAX_ATTEMPTS        = tostring(var.status_max_attempts)
+    PREPARE_AHEAD              = tostring(var.prepare_ahead)
+    PREPARE_TIMEOUT_MS         = tostring(var.prepare_timeout_ms)
+    MAX_PREPARE_ATTEMPTS       = tostring(var.max_prepare_attempts)
+    PREPARE_RETRY_BASE_MS      = tostring(var.prepare_retry_base_ms)
+    PREPARE_POISON             = var.prepare_poison
+    PREPARE_QUEUE_PREFIX       = local.prepare_queue_prefix
+    PREPARE_QUEUE_COUNT        = tostring(var.prepare_queue_count)
+    PREPARE_URL                = local.prepare_url
+    MEDIA_MAX_BYTES            = tostring(var.media_max_bytes)
+    MEDIA_TIMEOUT_MS           = tostring(var.media_timeout_ms)
+    SEQUENCE_GAP_TIMEOUT_MS    = tostring(var.sequence_gap_timeout_ms)
     # Read by functions-framework, not by baton: gunicorn threads per
     # instance, kept equal to the instance's request concurrency.
     THREADS = tostring(var.function_threads)
@@ -118,10 +136,10 @@ resource "google_project_service" "apis" {
   for_each = toset([
     "artifactregistry.googleapis.com",     # 2nd gen functions keep their built images here
     "cloudbuild.googleapis.com",           # builds the functions from the source archive
-    "cloudfunctions.googleapis.com",       # the six functions
+    "cloudfunctions.googleapis.com",       # the seven functions
     "cloudresourcemanager.googleapis.com", # project number and project-level IAM grants
     "cloudscheduler.googleapis.com",       # the watchdog's every-minute call of `sweep`
-    "cloudtasks.googleapis.com",           # ack-timeout and resend timers
+    "cloudtasks.googleapis.com",           # ack-timeout and resend timers, prepare tasks
     "compute.googleapis.com",              # the analytics subnet (Dataproc Serverless needs a VPC)
     "dataproc.googleapis.com",             # Dataproc Serverless batches of the analytics pipeline
     "firebaserules.googleapis.com",        # Firestore security rules

@@ -114,6 +114,11 @@ locals {
         filter  = "metric.type=\"cloudtasks.googleapis.com/queue/depth\" AND resource.type=\"cloud_tasks_queue\" AND resource.label.queue_id=starts_with(\"${local.tasks_queue_prefix}\")",
         aligner = "ALIGN_MAX", reducer = "REDUCE_SUM", group = []
       }
+      prepare_tasks = {
+        title   = "Cloud Tasks queue depth (prepare tasks: media uploads waiting)", plot = "LINE",
+        filter  = "metric.type=\"cloudtasks.googleapis.com/queue/depth\" AND resource.type=\"cloud_tasks_queue\" AND resource.label.queue_id=starts_with(\"${local.prepare_queue_prefix}\")",
+        aligner = "ALIGN_MAX", reducer = "REDUCE_SUM", group = []
+      }
       errors = {
         title   = "Function answers 5xx (per second)", plot = "LINE",
         filter  = "metric.type=\"run.googleapis.com/request_count\" AND resource.type=\"cloud_run_revision\" AND resource.label.service_name=one_of(${local.service_names_quoted}) AND metric.label.response_code_class=\"5xx\"",
@@ -202,7 +207,7 @@ resource "google_monitoring_dashboard" "baton" {
     mosaicLayout = {
       columns = 12
       tiles = [
-        for i, name in ["ended", "ack_p50", "wait_p99", "rescues", "backlog", "oldest", "tasks", "errors"] : {
+        for i, name in ["ended", "ack_p50", "wait_p99", "rescues", "backlog", "oldest", "tasks", "prepare_tasks", "errors"] : {
           xPos = (i % 2) * 6, yPos = floor(i / 2) * 4, width = 6, height = 4, widget = local.chart[name]
         }
       ]

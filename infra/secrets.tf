@@ -35,6 +35,7 @@ locals {
     status     = local.sending_secrets
     timeout    = local.sending_secrets
     sweep      = local.sending_secrets
+    prepare    = local.sending_secrets # the media upload is a platform call with the access token; it may start a send
   }
   mounted_secrets = { for fn, names in local.function_secrets : fn => [for n in names : n if contains(keys(local.secrets), n)] }
   secret_grants   = { for pair in flatten([for fn, names in local.mounted_secrets : [for n in names : { fn = fn, env = n }]]) : "${pair.fn}-${pair.env}" => pair }

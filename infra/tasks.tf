@@ -80,3 +80,59 @@ resource "google_cloud_tasks_queue" "scheduled" {
 
   depends_on = [google_project_service.apis]
 }
+
+# Prepare tasks (shared/prepare.py): a message with a `prepare` attribute (a
+# media upload to the platform) is prepared while the messages ahead of it are
+# sent. Every function that applies room transitions may ask for one (a
+# `Prepare` effect): a task that calls `prepare` (PREPARE_URL) with an OIDC
+# token of the tasks identity, on PREFIX-0 .. PREFIX-(N-1); a room's
+# consecutive messages go to consecutive queues. The same shrink rule as the
+# timer queues: lowering prepare_queue_count keeps the old queues as
+# prepare_queues_retired until they are empty (docs/deploy.md, "Fewer timer
+# queues"). A lost prepare task loses no message (the head of line asks again
+# after PREPARE_TIMEOUT_MS), but it costs its room that wait and one of
+# MAX_PREPARE_ATTEMPTS, so a queue holding tasks is not deleted either.
+resource "google_cloud_tasks_queue" "prepare" {
+  count    = var.prepare_queue_count + var.prepare_queues_retired
+  name     = "${local.prepare_queue_prefix}-${count.index}"
+  location = var.region
+
+  rate_limits {
+    # The service's maximum per queue (https://cloud.google.com/tasks/docs/quotas).
+    max_dispatches_per_second = 500
+    # A preparation waits on its upload (~1 s, at most media_timeout_ms), so
+    # the tasks in flight are about the dispatch rate times that: 500 at 1 s,
+    # more when the platform slows down. 5,000 is the service's maximum
+    # (https://cloud.google.com/tasks/docs/reference/rest/v2/projects.locations.queues#RateLimits):
+    # thousands of rooms preparing prepare_ahead messages each are bounded by
+    # the dispatch rate, not by this. What `prepare` cannot take at once
+    # (max_instances x function_threads) is answered 429 and retried below.
+    max_concurrent_dispatches = 5000
+  }
+
+  # `prepare` answers 2xx whenever the room took the outcome, a failed upload
+  # included (the room retries that with PREPARE_RETRY_BASE_MS and then
+  # applies PREPARE_POISON). A 5xx or 429 means Firestore, the platform or
+  # the function itself could not be reached: retried without limit
+  # (max_attempts = -1, max_retry_duration = "0s", RetryConfig in the page
+  # above), from 1 s, doubling up to 60 s apart, so an outage of minutes is
+  # ridden out and the upload is ready when the room gets there. So a task
+  # whose message has ended meanwhile must be answered 2xx (nothing to do),
+  # or it would come back once a minute for ever.
+  retry_config {
+    max_attempts       = -1
+    min_backoff        = "1s"
+    max_backoff        = "60s"
+    max_doublings      = 6
+    max_retry_duration = "0s"
+  }
+
+  # Refuse to delete a queue that still holds prepare tasks, as for the
+  # timer queues above.
+  provisioner "local-exec" {
+    when    = destroy
+    command = "tasks=$(gcloud tasks list --queue=${self.name} --location=${self.location} --project=${self.project} --limit=1 --format='value(name)') || exit 1; [ -z \"$tasks\" ] || { echo \"queue ${self.name} still holds prepare tasks: keep it as prepare_queues_retired until it is empty (docs/deploy.md)\" >&2; exit 1; }"
+  }
+
+  depends_on = [google_project_service.apis]
+}

@@ -85,6 +85,8 @@ ASSUMED: dict[str, tuple[float, str]] = {
     "task_ms": (30.0, "one Cloud Tasks CreateTask (or DeleteTask) call"),
     "publish_ms": (15.0, "one Pub/Sub publish (status queue)"),
     "send_ms": (300.0, "one WhatsApp Cloud API send call, Graph API round trip"),
+    "upload_ms": (750.0, "one preparation's media fetch and upload (WhatsApp POST /{phone-number-id}/media), "
+                         "mostly waiting on the network"),
     "log_overhead_bytes": (400.0, "LogEntry fields around a delivery event's JSON payload (resource labels, "
                                   "timestamps, insertId, logName, instance label)"),
     "request_log_bytes": (1000.0, "one Cloud Run request log entry (httpRequest, resource, trace, labels)"),
@@ -191,7 +193,8 @@ def invocation_seconds(ops: dict[str, float]) -> float:
     a = {k: v for k, (v, _) in ASSUMED.items()}
     ms = (a["base_ms"] + ops.get("reads", 0) * a["read_ms"] + ops.get("writes", 0) * a["write_ms"]
           + ops.get("tasks", 0) * a["task_ms"] + ops.get("publishes", 0) * a["publish_ms"]
-          + ops.get("sends", 0) * a["send_ms"] + ops.get("deletes", 0) * a["task_ms"])
+          + ops.get("sends", 0) * a["send_ms"] + ops.get("deletes", 0) * a["task_ms"]
+          + ops.get("uploads", 0) * a["upload_ms"])
     return ms / 1000
 
 
@@ -297,6 +300,47 @@ def cost(inputs: dict[str, Any], deploy: dict[str, Any], rate: float,
     return {"items": rows, "total": sum(r[3] for r in rows), "compute_s": compute_s}
 
 
+# Preparation (issue 14): what one prepared message (a `prepare` attribute,
+# e.g. a media upload) adds to its delivery. Not measured yet (bench-core
+# publishes no such message): the operations of the design. One prepare task,
+# created by whichever function applies the room transition that asks for it
+# (its ~30 ms counted in the `prepare` invocation below) and dispatched once;
+# one `prepare` invocation that reads the room, fetches and uploads the file,
+# then runs one transaction that reads the room again and writes the result;
+# one `prepared` event. A preparation that fails and is retried costs this
+# again; the send that follows is the delivery's, priced above.
+PREPARE_OPS = {"reads": 2.0, "writes": 1.0, "tasks": 1.0, "uploads": 1.0}
+PREPARE_TASK_OPERATIONS = 2.0  # the create and the dispatch
+PREPARE_EVENTS = 1.0
+
+
+def prepare_cost(inputs: dict[str, Any], deploy: dict[str, Any], rate: float) -> dict[str, Any]:
+    """Cost of one million prepared messages, at `rate` prepared messages a
+    second, on top of their delivery: the same shape as cost()."""
+    cpu, mem, threads = deploy["cpu"], deploy["memory_gib"], deploy["threads"]
+    seconds = invocation_seconds(PREPARE_OPS)
+    compute_s = billed_seconds_per_second(rate, seconds, threads) / rate
+    event_bytes = PREPARE_EVENTS * (inputs.get("events", {}).get("mean_bytes", 0) + ASSUMED["log_overhead_bytes"][0])
+    p = PRICES
+    items = [
+        ("Cloud Tasks operations (the prepare task's create and dispatch)", PREPARE_TASK_OPERATIONS,
+         p["tasks_operation"], True),
+        ("function requests (one `prepare` call)", 1.0, p["run_request"], True),
+        (f"function CPU, {cpu:g} vCPU x billed instance time ({seconds * 1000:.0f} ms a call)", compute_s * cpu,
+         p["run_cpu"], True),
+        (f"function memory, {mem:g} GiB x billed instance time", compute_s * mem, p["run_memory"], True),
+        ("Firestore document reads (the room, then in the transaction)", PREPARE_OPS["reads"], p["firestore_read"], True),
+        ("Firestore document writes (the transaction's)", PREPARE_OPS["writes"], p["firestore_write"], True),
+        ("Cloud Logging: the `prepared` event into _Default", event_bytes, p["logging_byte"],
+         deploy["keep_delivery_events"]),
+        ("Cloud Logging: the Cloud Run request log into _Default", ASSUMED["request_log_bytes"][0], p["logging_byte"],
+         deploy["keep_request_logs"]),
+    ]
+    rows = [(name if kept else f"{name} (excluded there)", qty, price.unit,
+             qty * price.usd * MILLION if kept else 0.0) for name, qty, price, kept in items]
+    return {"items": rows, "total": sum(r[3] for r in rows), "compute_s": compute_s, "seconds": seconds}
+
+
 def fixed_monthly(deploy: dict[str, Any]) -> list[tuple[str, float]]:
     """Costs that do not grow with traffic, USD per month."""
     p = PRICES
@@ -352,7 +396,9 @@ def report(inputs: dict[str, Any], source: str, deploy: dict[str, Any], rate: fl
             total = cost(inputs, deploy, rate, applied)["total"]
         levers.append((key, what, where, base["total"] - alone, total))
     return {"mode": mode, "source": source, "rate": rate, "deployment": deploy, "base": base, "by_rate": by_rate,
-            "fixed": fixed_monthly(deploy), "levers": levers}
+            "fixed": fixed_monthly(deploy), "levers": levers,
+            "prepare": prepare_cost(inputs, deploy, rate),
+            "prepare_by_rate": {r: prepare_cost(inputs, deploy, r)["total"] for r in RATES}}
 
 
 def render_text(r: dict[str, Any]) -> str:
@@ -374,6 +420,15 @@ def render_text(r: dict[str, Any]) -> str:
     for _, what, where, saving, total in r["levers"]:
         after = f" -> {money(total)}" if total is not None else ""
         lines.append(f"  {signed(-saving)}{after}: {what} [{where}]")
+    prep = r["prepare"]
+    lines += ["", f"preparation (a `prepare` attribute, e.g. a media upload), per prepared message on top of its "
+                  f"delivery, at {r['rate']:g} prepared msgs/s:"]
+    width = max(len(name) for name, *_ in prep["items"])
+    for name, qty, _unit, usd in prep["items"]:
+        lines.append(f"  {name:<{width}}  {qty:>10.3f} per message  {money(usd):>8}")
+    lines.append(f"  {'total':<{width}}  {'':>10}              {money(prep['total']):>8} per million prepared")
+    lines += [f"  {rate:>6g} prepared msgs/s: {money(total)} per million prepared"
+              for rate, total in r["prepare_by_rate"].items()]
     return "\n".join(lines)
 
 
@@ -393,6 +448,14 @@ def render_markdown(r: dict[str, Any]) -> str:
             "|---|---|---:|---:|"]
     for _, what, where, saving, total in r["levers"]:
         out.append(f"| {what} | {where} | {signed(-saving)} | {money(total) if total is not None else '-'} |")
+    prep = r["prepare"]
+    out += ["", f"Preparation, per prepared message on top of its delivery; a sustained {r['rate']:g} prepared "
+                "msgs/s:", "", "| item | per prepared message | unit | USD per million prepared |", "|---|---:|---|---:|"]
+    for name, qty, unit, usd in prep["items"]:
+        out.append(f"| {name} | {qty:.3f} | {unit} | {money(usd)} |")
+    out += [f"| **total** | | | **{money(prep['total'])}** |", "",
+            "| sustained preparations | USD per million prepared |", "|---:|---:|"]
+    out += [f"| {rate:g} prepared msgs/s | {money(total)} |" for rate, total in r["prepare_by_rate"].items()]
     return "\n".join(out)
 
 

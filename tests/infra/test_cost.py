@@ -143,3 +143,52 @@ def test_the_docs_quote_the_model_and_nothing_else(cost, snapshot, deploy):
     # The delivery cost is the model's; the only other figure is the scheduled-delivery add-on (architecture.md).
     quoted = {m for line in readme.splitlines() if "scheduled" not in line for m in re.findall(r"\$\d+\.\d\d", line)}
     assert quoted == {total}, "README.md quotes another cost"
+
+
+# ------------------------------------------------------------ preparation --
+
+
+def test_preparation_is_a_line_of_its_own_and_leaves_the_delivery_figure_alone(cost, snapshot, deploy):
+    mode = snapshot["default_mode"]
+    inputs = snapshot["modes"][mode]
+    result = cost.report(inputs, "", deploy, cost.REFERENCE_RATE, mode)
+    assert result["base"]["total"] == pytest.approx(cost.cost(inputs, deploy, cost.REFERENCE_RATE)["total"])
+    prepared = cost.money(result["prepare"]["total"])
+    assert result["prepare"]["total"] > 0 and prepared != cost.money(result["base"]["total"])
+    doc = (ROOT / "docs" / "cost.md").read_text()
+    assert f"**{prepared} per million prepared messages** at {cost.REFERENCE_RATE:g} a second" in doc
+    # ... and its worked arithmetic ends in the same total.
+    section = doc.split("## Preparation: what a million prepared messages add", 1)[1].split("\n## ", 1)[0]
+    assert f"| **total** | | **{prepared}** |" in section
+    for page in ("README.md", "docs/deploy.md"):
+        assert prepared not in (ROOT / page).read_text(), page
+
+
+def test_a_prepared_message_is_one_task_one_call_and_one_room_transaction(cost, snapshot, deploy):
+    rows = cost.prepare_cost(snapshot["modes"]["direct"], deploy, 20.0)["items"]
+    assert line({"items": rows}, "Cloud Tasks")[1] == 2  # create and dispatch
+    assert line({"items": rows}, "function requests")[1] == 1
+    assert line({"items": rows}, "Firestore document reads")[1] == 2  # the room, then in the transaction
+    assert line({"items": rows}, "Firestore document writes")[1] == 1
+    for name, qty, unit, usd in rows:
+        price = next(p for p in cost.PRICES.values() if p.unit == unit)
+        assert usd in (0.0, pytest.approx(qty * price.usd * cost.MILLION)), name
+
+
+def test_a_preparation_is_billed_for_its_whole_upload_unless_uploads_share_instances(cost, snapshot, deploy, monkeypatch):
+    inputs = snapshot["modes"]["direct"]
+    seconds = cost.invocation_seconds(cost.PREPARE_OPS)
+    assert 0.75 <= seconds <= 1.0  # mostly the upload's wait
+    alone = cost.prepare_cost(inputs, deploy, 0.001)
+    shared = cost.prepare_cost(inputs, deploy, 100.0)
+    assert alone["compute_s"] >= seconds  # an instance of its own for the whole call
+    assert shared["compute_s"] == pytest.approx(seconds / (deploy["threads"] * cost.LOAD["target_utilization"]))
+    assert alone["total"] > shared["total"]
+    # A slower upload costs more compute, nothing else.
+    monkeypatch.setitem(cost.ASSUMED, "upload_ms", (1500.0, "slower"))
+    slower = cost.prepare_cost(inputs, deploy, 100.0)
+    assert slower["compute_s"] > shared["compute_s"]
+    assert line(slower, "Cloud Tasks")[3] == line(shared, "Cloud Tasks")[3]
+    # The `prepared` event is billed only where the delivery events are kept.
+    dropped = cost.prepare_cost(inputs, {**deploy, "keep_delivery_events": False}, 100.0)
+    assert line(dropped, "Cloud Logging: the `prepared`")[3] == 0 < line(shared, "Cloud Logging: the `prepared`")[3]

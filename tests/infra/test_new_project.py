@@ -13,8 +13,18 @@ from typing import Any
 import hcl2
 import pytest
 
-from shared.config import ENV_VARS
-from tests.infra.test_terraform import INFRA, ROOT, as_list, blocks, iam_grants, members, parse, resource
+from shared.config import ENV_VARS, PREPARE_POISON_POLICIES, ZERO_ALLOWED
+from tests.infra.test_terraform import (
+    FUNCTIONS,
+    INFRA,
+    ROOT,
+    as_list,
+    blocks,
+    iam_grants,
+    members,
+    parse,
+    resource,
+)
 
 
 @pytest.fixture(scope="module")
@@ -88,10 +98,19 @@ def accepts(tf: dict, name: str, value: Any) -> bool:
     ("outbound_publishers", [[], ["serviceAccount:p@x.iam.gserviceaccount.com", "group:producers@example.com"]],
      [["allUsers"], ["allAuthenticatedUsers"], ["p@x.iam.gserviceaccount.com"]]),
     ("whatsapp_phone_number_id", ["123456789012345"], ["+1 555 0100", "abc", ""]),
-    ("min_instances", [{f: 0 for f in ("enqueue", "deadletter", "webhook", "status", "timeout", "sweep")}],
-     [{"enqueue": 1}, {f: -1 for f in ("enqueue", "deadletter", "webhook", "status", "timeout", "sweep")}]),
-    ("max_instances", [{f: 1 for f in ("enqueue", "deadletter", "webhook", "status", "timeout", "sweep")}],
-     [{f: 0 for f in ("enqueue", "deadletter", "webhook", "status", "timeout", "sweep")}]),
+    ("min_instances", [{f: 0 for f in FUNCTIONS}],
+     [{"enqueue": 1}, {f: -1 for f in FUNCTIONS}, {f: 0 for f in FUNCTIONS - {"prepare"}}]),
+    ("max_instances", [{f: 1 for f in FUNCTIONS}], [{f: 0 for f in FUNCTIONS}, {f: 1 for f in FUNCTIONS - {"prepare"}}]),
+    ("prepare_ahead", [0, 8, 1000], [-1, 1.5]),
+    ("prepare_timeout_ms", [1, 30000], [0, 2592000001]),
+    ("max_prepare_attempts", [1, 4], [0, 2.5]),
+    ("prepare_retry_base_ms", [1, 1000], [0]),
+    ("prepare_poison", list(PREPARE_POISON_POLICIES), ["dead-letter", "Park", "drop", ""]),
+    ("prepare_queue_count", [1, 2, 50], [0, 51, 1.5]),
+    ("prepare_queues_retired", [0, 3], [-1, 50, 0.5]),
+    ("media_max_bytes", [1, 5242880, 104857600], [0, 104857601, 0.5]),
+    ("media_timeout_ms", [1, 20000], [0]),
+    ("sequence_gap_timeout_ms", [1, 30000], [0, 2592000001]),
 ])
 def test_variables_with_a_valid_range_refuse_values_outside_it(tf, name, good, bad):
     default = tf["variable"][name].get("default")
@@ -108,6 +127,9 @@ def test_cross_variable_limits_are_preconditions(tf):
     conditions = [p["condition"] for p in blocks(fn["lifecycle"], "precondition")]
     assert any("var.send_timeout_ms < var.ack_timeout_ms" in c for c in conditions)
     assert any("var.send_timeout_ms < var.function_timeout_seconds * 1000" in c for c in conditions)
+    assert any("var.media_timeout_ms + 10000 <= var.function_timeout_seconds * 1000" in c for c in conditions)
+    assert any("var.media_timeout_ms < var.prepare_timeout_ms" in c for c in conditions)
+    assert any("var.media_max_bytes * var.function_threads <=" in c and "var.function_memory" in c for c in conditions)
     for name in ("enqueue_push", "dead_letter_push", "status_push"):
         sub = resource(tf, "google_pubsub_subscription", name)
         assert "var.push_ack_deadline_seconds >= var.function_timeout_seconds" in sub["lifecycle"]["precondition"]["condition"]
@@ -152,6 +174,7 @@ def test_the_functions_wait_for_the_grants_they_use(tf):
     waited = set(depends_on(sleep))
     for grant in ("google_project_iam_member.build_builds_functions", "google_project_iam_member.function_firestore",
                   "google_cloud_tasks_queue_iam_member.function_enqueuer",
+                  "google_cloud_tasks_queue_iam_member.function_prepare_enqueuer",
                   "google_service_account_iam_member.function_acts_as_tasks_invoker",
                   "google_secret_manager_secret_iam_member.function_reads",
                   "google_pubsub_topic_iam_member.webhook_publishes_statuses",
@@ -160,6 +183,7 @@ def test_the_functions_wait_for_the_grants_they_use(tf):
     fn = resource(tf, "google_cloudfunctions2_function", "fn")
     assert "time_sleep.grants_propagate" in depends_on(fn)
     assert "google_cloud_tasks_queue.ack_timeouts" in depends_on(fn)
+    assert "google_cloud_tasks_queue.prepare" in depends_on(fn)
     # The scheduler calls sweep only once its invoker grant exists.
     assert "google_cloud_run_service_iam_member.scheduler_invokes_sweep" in depends_on(
         resource(tf, "google_cloud_scheduler_job", "sweep"))
@@ -198,7 +222,10 @@ SCOPED = {
     ("google_storage_bucket_object", "source"): "filesha256",  # inside the prefixed source bucket
     ("google_cloud_tasks_queue_iam_member", "function_enqueuer"): "google_cloud_tasks_queue.ack_timeouts",
     ("google_cloud_tasks_queue_iam_member", "function_task_deleter"): "google_cloud_tasks_queue.ack_timeouts",
+    ("google_cloud_tasks_queue_iam_member", "function_prepare_enqueuer"): "google_cloud_tasks_queue.prepare",
 }
+# Locals that name queues; each must carry the prefix itself.
+QUEUE_PREFIXES = ("local.tasks_queue_prefix", "local.prepare_queue_prefix")
 
 
 def test_two_deployments_in_one_project_keep_apart(tf):
@@ -216,8 +243,10 @@ def test_two_deployments_in_one_project_keep_apart(tf):
                 elif rtype.startswith("google_cloud_run_service_iam"):
                     continue  # `name` is not an argument there; `service` is the prefixed function
                 else:
-                    assert "var.name_prefix" in body[arg] or "local.tasks_queue_prefix" in body[arg], (
+                    assert "var.name_prefix" in body[arg] or any(p in body[arg] for p in QUEUE_PREFIXES), (
                         f"{rtype}.{name}.{arg} = {body[arg]!r} would clash with a second deployment")
+    for local in QUEUE_PREFIXES:
+        assert tf["locals"][local.removeprefix("local.")].startswith("${var.name_prefix}-"), local
     db = resource(tf, "google_firestore_database", "main")
     assert db["name"] == "${var.firestore_database}"
     for name in ("ttl", "room_unindexed"):
@@ -233,21 +262,108 @@ def test_two_deployments_in_one_project_keep_apart(tf):
 # -------------------------------------------------------------- timer queues --
 
 
-def test_fewer_timer_queues_never_drops_scheduled_timers(tf):
-    queue = resource(tf, "google_cloud_tasks_queue", "ack_timeouts")
+@pytest.mark.parametrize("queue_name, count, retired, enqueuer", [
+    ("ack_timeouts", "tasks_queue_count", "tasks_queues_retired", "function_enqueuer"),
+    ("prepare", "prepare_queue_count", "prepare_queues_retired", "function_prepare_enqueuer"),
+])
+def test_fewer_queues_never_drops_their_tasks(tf, queue_name, count, retired, enqueuer):
+    queue = resource(tf, "google_cloud_tasks_queue", queue_name)
     env = tf["locals"]["function_env"]
     # The retired queues exist, but nobody writes to them or may.
-    assert queue["count"] == "${var.tasks_queue_count + var.tasks_queues_retired}"
-    assert env["TASKS_QUEUE_COUNT"] == "${tostring(var.tasks_queue_count)}"
-    assert "range(var.tasks_queue_count)" in resource(tf, "google_cloud_tasks_queue_iam_member", "function_enqueuer")["for_each"]
+    assert queue["count"] == f"${{var.{count} + var.{retired}}}"
+    assert env[count.upper()] == f"${{tostring(var.{count})}}"
+    assert f"range(var.{count})" in resource(tf, "google_cloud_tasks_queue_iam_member", enqueuer)["for_each"]
+    assert tf["variable"][retired]["default"] == 0
     # A queue that still holds a task is not deleted: the destroy fails.
     check = queue["provisioner"]["local-exec"]
     assert check["when"] == "${destroy}"
     command = check["command"]
     assert "gcloud tasks list --queue=${self.name}" in command and "--limit=1" in command
     assert "|| exit 1" in command and "exit 1; }" in command
-    assert "tasks_queues_retired" in command
-    assert "Fewer timer queues" in (ROOT / "docs" / "deploy.md").read_text()
+    assert retired in command
+    guide = (ROOT / "docs" / "deploy.md").read_text()
+    assert "Fewer timer queues" in guide and retired in guide
+
+
+def queue_grants(tf: dict, queue: str) -> dict[str, dict]:
+    """Every IAM grant on the Cloud Tasks queues of resource `queue`."""
+    return {name: body for rtype, name, body in iam_grants(tf)
+            if rtype == "google_cloud_tasks_queue_iam_member" and f"google_cloud_tasks_queue.{queue}[" in body["name"]}
+
+
+def stateful(tf: dict, mode: str) -> set[str]:
+    """local.stateful_functions in webhook_mode `mode`, evaluated."""
+    return FUNCTIONS - set(as_list(tf["locals"]["stateless_functions"][mode]))
+
+
+def test_the_prepare_queues_take_tasks_from_exactly_the_functions_that_apply_room_transitions(tf):
+    """Who may create prepare tasks: every function that applies room events
+    (they hold Firestore; `prepare` and `timeout` among them), in both
+    webhook modes, and nobody else; enqueuer only: no prepare task is ever
+    deleted, listed or run by hand."""
+    grants = queue_grants(tf, "prepare")
+    assert set(grants) == {"function_prepare_enqueuer"}
+    body = grants["function_prepare_enqueuer"]
+    assert body["role"] == "roles/cloudtasks.enqueuer"
+    assert "local.stateful_functions" in body["for_each"]
+    assert body["member"] == "serviceAccount:${google_service_account.function[each.value[0]].email}"
+    firestore = resource(tf, "google_project_iam_member", "function_firestore")
+    assert firestore["for_each"] == "${local.stateful_functions}"
+    for mode in ("direct", "queued"):
+        granted = stateful(tf, mode)
+        assert {"prepare", "timeout", "enqueue", "sweep", "deadletter", "status"} <= granted, mode
+        assert ("webhook" in granted) == (mode == "direct")
+    # The timer queues: the same functions (prepare arms the timer of a send
+    # it starts), and a taskDeleter for cancelled timers besides.
+    assert set(queue_grants(tf, "ack_timeouts")) == {"function_enqueuer", "function_task_deleter"}
+
+
+def test_prepare_is_called_only_by_cloud_tasks_and_may_send(tf):
+    invokers = [body for _, _, body in iam_grants(tf) if body.get("role") == "roles/run.invoker"
+                and body.get("service") == '${google_cloudfunctions2_function.fn["prepare"].name}']
+    assert [b["member"] for b in invokers] == ["serviceAccount:${google_service_account.tasks_invoker.email}"]
+    # The OIDC token the tasks carry is minted as the tasks identity.
+    assert tf["locals"]["function_env"]["TASKS_SERVICE_ACCOUNT"] == "${google_service_account.tasks_invoker.email}"
+    # The upload and the send it may start need the access tokens, like timeout.
+    assert tf["locals"]["function_secrets"]["prepare"] == tf["locals"]["function_secrets"]["timeout"] == "${local.sending_secrets}"
+    # Internal only: the one public function is the webhook.
+    ingress = resource(tf, "google_cloudfunctions2_function", "fn")["service_config"]["ingress_settings"]
+    assert ingress == '${each.key == "webhook" ? "ALLOW_ALL" : "ALLOW_INTERNAL_ONLY"}'
+
+
+def memory_bytes(value: str) -> int:
+    number, unit = re.fullmatch(r"(\d+)(Mi|Gi)", value).groups()
+    return int(number) * (1024 if unit == "Gi" else 1) * 2**20
+
+
+def test_the_defaults_pass_the_preparation_preconditions(tf):
+    """The default deployment is not refused by its own preconditions
+    (function timeout, prepare timeout, memory per media file)."""
+    var = {name: body.get("default") for name, body in tf["variable"].items()}
+    assert var["media_timeout_ms"] + 10_000 <= var["function_timeout_seconds"] * 1000
+    assert var["media_timeout_ms"] < var["prepare_timeout_ms"]
+    assert var["media_max_bytes"] * var["function_threads"] <= memory_bytes(var["function_memory"]) / 2
+    assert memory_bytes("1Gi") == 2 * memory_bytes("512Mi")
+
+
+def test_numeric_settings_refuse_what_the_code_refuses(tf):
+    """A whole-number setting that Terraform passes as tostring(var.x) is
+    validated like shared/config.py reads it: 0 allowed exactly for
+    ZERO_ALLOWED, 1 always allowed."""
+    env = tf["locals"]["function_env"]
+    checked = []
+    for name, value in env.items():
+        variable = name.lower()
+        if value != f"${{tostring(var.{variable})}}" or name not in ENV_VARS:
+            continue
+        assert accepts(tf, variable, 1), variable
+        assert accepts(tf, variable, 0) == (variable in ZERO_ALLOWED), variable
+        assert not accepts(tf, variable, -1), variable
+        checked.append(variable)
+    assert {"prepare_ahead", "prepare_queue_count", "media_max_bytes", "sequence_gap_timeout_ms"} <= set(checked)
+    assert tf["variable"]["prepare_ahead"]["default"] == int(ENV_VARS["PREPARE_AHEAD"][0])
+    assert tf["variable"]["prepare_poison"]["default"] == ENV_VARS["PREPARE_POISON"][0]
+    assert env["PREPARE_POISON"] == "${var.prepare_poison}"
 
 
 # ----------------------------------------------------------- least privilege --

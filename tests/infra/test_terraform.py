@@ -27,21 +27,28 @@ from shared.events import LOG_TYPE, METRICS_LOG_TYPE
 
 ROOT = Path(__file__).resolve().parents[2]
 INFRA = ROOT / "infra"
-FUNCTIONS = {"enqueue", "deadletter", "webhook", "status", "timeout", "sweep"}
+FUNCTIONS = {"enqueue", "deadletter", "webhook", "status", "timeout", "sweep", "prepare"}
 # Every function but the webhook is called only by a Google service of this
 # project with an OIDC token: function -> the service account that invokes it.
 INVOKERS = {
     "enqueue": {"pubsub_push", "tasks_invoker"},  # pushes, and scheduled messages' tasks at their time
     "deadletter": {"pubsub_push"}, "status": {"pubsub_push"},
     "timeout": {"tasks_invoker"},
+    "prepare": {"tasks_invoker"},  # the prepare tasks (shared/prepare.py)
     "sweep": {"scheduler"},
 }
+# Entry points Terraform deploys that functions/main.py does not define yet:
+# `prepare` comes with issue 14's platform work (branch prep-platform), which
+# is merged beside this one. Once main.py defines it, the entry-point test
+# fails until it is taken out of here, so this allowance cannot outlive it.
+ENTRY_POINTS_TO_COME = {"prepare"}
 # Settings of shared/config.py whose Terraform variable (same name, lower
 # case) must default to the code's own default.
 DELIVERY_SETTINGS = {
     "ACK_TIMEOUT_MS", "SEND_TIMEOUT_MS", "SEND_START_DEADLINE_MS", "MAX_SEND_ATTEMPTS", "SEND_RETRY_BASE_MS",
     "DEDUP_RETENTION", "MAX_QUEUED_MESSAGES", "MAX_ROOM_BYTES", "WATCHDOG_GRACE_MS", "SWEEP_BATCH_SIZE",
-    "RETENTION_HOURS",
+    "RETENTION_HOURS", "PREPARE_TIMEOUT_MS", "MAX_PREPARE_ATTEMPTS", "PREPARE_RETRY_BASE_MS", "PREPARE_QUEUE_COUNT",
+    "MEDIA_MAX_BYTES", "MEDIA_TIMEOUT_MS", "SEQUENCE_GAP_TIMEOUT_MS",
 }
 # Firestore's document size limit (bytes).
 FIRESTORE_MAX_DOCUMENT_BYTES = 1_048_576
@@ -288,6 +295,13 @@ def test_the_tasks_identity_is_usable_by_the_functions_that_create_tasks(tf):
     assert "google_cloud_tasks_queue.ack_timeouts" in enqueuer["name"]
     assert "local.stateful_functions" in enqueuer["for_each"]
     assert "range(var.tasks_queue_count)" in enqueuer["for_each"]
+    # The same functions on the active prepare queues: the prepare tasks come
+    # out of the same room rules.
+    prepare = resource(tf, "google_cloud_tasks_queue_iam_member", "function_prepare_enqueuer")
+    assert prepare["role"] == "roles/cloudtasks.enqueuer"
+    assert prepare["name"] == "${google_cloud_tasks_queue.prepare[each.value[1]].name}"
+    assert prepare["for_each"] == enqueuer["for_each"].replace("range(var.tasks_queue_count)", "range(var.prepare_queue_count)")
+    assert prepare["member"] == enqueuer["member"] and prepare["location"] == enqueuer["location"]
 
 
 def test_the_functions_that_arm_timers_may_delete_them_on_the_same_queues(tf):
@@ -406,7 +420,9 @@ def test_every_entry_point_exists_in_functions_main(tf):
     defined = {node.name for node in tree.body if isinstance(node, ast.FunctionDef)}
     functions = members(tf["locals"]["functions"])
     assert functions == FUNCTIONS
-    assert functions <= defined, f"entry points missing from functions/main.py: {functions - defined}"
+    assert functions - defined <= ENTRY_POINTS_TO_COME, f"entry points missing from functions/main.py: {functions - defined}"
+    assert not ENTRY_POINTS_TO_COME & defined, (
+        f"functions/main.py now defines {ENTRY_POINTS_TO_COME & defined}: take it out of ENTRY_POINTS_TO_COME")
     fn = resource(tf, "google_cloudfunctions2_function", "fn")
     assert fn["for_each"] == "${local.functions}"
     assert fn["build_config"]["entry_point"] == "${each.key}"
@@ -418,12 +434,16 @@ def test_every_entry_point_exists_in_functions_main(tf):
     assert "filesha256(local.source_archive)" in obj["name"]
 
 
-def test_timeout_url_is_deterministic_and_creates_no_cycle(tf):
-    url = tf["locals"]["timeout_url"]
-    service = resource(tf, "google_cloudfunctions2_function", "fn")["name"].replace("${each.key}", "timeout")
+@pytest.mark.parametrize("function", ["timeout", "enqueue", "prepare"])
+def test_task_target_urls_are_deterministic_and_create_no_cycle(tf, function):
+    """Cloud Tasks calls timeout, enqueue (scheduled messages) and prepare;
+    every function needs those URLs, so they cannot come from the functions."""
+    url = tf["locals"][f"{function}_url"]
+    service = resource(tf, "google_cloudfunctions2_function", "fn")["name"].replace("${each.key}", function)
     assert url == f"https://{service}-${{data.google_project.this.number}}.${{var.region}}.run.app"
     env = tf["locals"]["function_env"]
-    assert env["TIMEOUT_URL"] == "${local.timeout_url}"
+    assert env[f"{function.upper()}_URL"] == f"${{local.{function}_url}}"
+    assert f"{function.upper()}_URL" in ENV_VARS
     # The functions' own settings may not refer to the functions: a cycle.
     assert not any("google_cloudfunctions2_function" in str(value) for value in env.values())
 
@@ -448,6 +468,55 @@ def test_timer_tasks_are_retried_without_limit(tf):
     assert retry["max_retry_duration"] == "0s"
     assert retry["max_backoff"] == "60s"
     assert float(retry["min_backoff"].rstrip("s")) <= 1
+
+
+# Cloud Tasks' limits per queue (https://cloud.google.com/tasks/docs/quotas,
+# RateLimits in https://cloud.google.com/tasks/docs/reference/rest/v2/projects.locations.queues).
+MAX_DISPATCHES_PER_SECOND = 500
+MAX_CONCURRENT_DISPATCHES = 5000
+
+
+def test_prepare_queues_match_what_the_code_expects(tf):
+    queue = resource(tf, "google_cloud_tasks_queue", "prepare")
+    env = tf["locals"]["function_env"]
+    assert queue["count"] == "${var.prepare_queue_count + var.prepare_queues_retired}"
+    assert queue["name"] == "${local.prepare_queue_prefix}-${count.index}"
+    assert env["PREPARE_QUEUE_PREFIX"] == "${local.prepare_queue_prefix}"
+    assert env["PREPARE_QUEUE_COUNT"] == "${tostring(var.prepare_queue_count)}"
+    # shared/prepare.py looks the prepare queues up in TASKS_LOCATION.
+    assert queue["location"] == env["TASKS_LOCATION"] == "${var.region}"
+    # With the default prefix, the names the code defaults to.
+    prefix = tf["locals"]["prepare_queue_prefix"].replace("${var.name_prefix}", tf["variable"]["name_prefix"]["default"])
+    assert prefix == ENV_VARS["PREPARE_QUEUE_PREFIX"][0]
+    assert tf["variable"]["prepare_queue_count"]["default"] == int(ENV_VARS["PREPARE_QUEUE_COUNT"][0])
+    # Not a prefix of the timer queues' names or the reverse: each queue is
+    # listed, granted and drained as one kind only.
+    timers = tf["locals"]["tasks_queue_prefix"].replace("${var.name_prefix}", tf["variable"]["name_prefix"]["default"])
+    assert not prefix.startswith(timers) and not timers.startswith(prefix)
+
+
+def test_prepare_queues_dispatch_as_fast_and_as_wide_as_the_service_allows(tf):
+    """A preparation is mostly waiting on its upload (~1 s), so a queue at
+    full rate has about rate x 1 s tasks in flight; thousands of rooms each
+    preparing several messages must not be held back by the concurrency."""
+    limits = resource(tf, "google_cloud_tasks_queue", "prepare")["rate_limits"]
+    assert limits["max_dispatches_per_second"] == MAX_DISPATCHES_PER_SECOND
+    assert limits["max_dispatches_per_second"] * 1 <= limits["max_concurrent_dispatches"] <= MAX_CONCURRENT_DISPATCHES
+    # ... and `prepare` may scale to roughly what a full queue keeps in flight.
+    threads = tf["variable"]["function_threads"]["default"]
+    assert tf["variable"]["max_instances"]["default"]["prepare"] * threads >= limits["max_dispatches_per_second"]
+
+
+def test_prepare_tasks_are_retried_with_backoff_without_limit(tf):
+    """A 5xx from `prepare` means Firestore or the platform was unreachable:
+    retried from 1 s, doubling to 60 s, for as long as it takes."""
+    retry = resource(tf, "google_cloud_tasks_queue", "prepare")["retry_config"]
+    assert retry["max_attempts"] in (-1, "${-1}")
+    assert retry["max_retry_duration"] == "0s"
+    low, high = float(retry["min_backoff"].rstrip("s")), float(retry["max_backoff"].rstrip("s"))
+    assert (low, high) == (1, 60)
+    # Enough doublings to reach the maximum back-off.
+    assert low * 2 ** retry["max_doublings"] >= high
 
 
 def test_the_watchdog_runs_every_minute_with_oidc(tf):
