@@ -65,7 +65,7 @@ resource "google_firestore_field" "ttl" {
 # message in flight, a short string): a Messenger or Instagram receipt names
 # only the recipient, and finds its rooms by an equality query on it.
 resource "google_firestore_field" "room_unindexed" {
-  for_each   = toset(["pending", "recent_ids", "ended", "counts", "in_flight", "awaiting", "accepted"])
+  for_each   = toset(["pending", "recent_ids", "ended", "counts", "in_flight", "awaiting", "accepted", "held"])
   project    = var.project_id
   database   = google_firestore_database.main.name
   collection = "rooms"

@@ -37,11 +37,6 @@ INVOKERS = {
     "prepare": {"tasks_invoker"},  # the prepare tasks (shared/prepare.py)
     "sweep": {"scheduler"},
 }
-# Entry points Terraform deploys that functions/main.py does not define yet:
-# `prepare` comes with issue 14's platform work (branch prep-platform), which
-# is merged beside this one. Once main.py defines it, the entry-point test
-# fails until it is taken out of here, so this allowance cannot outlive it.
-ENTRY_POINTS_TO_COME = {"prepare"}
 # Settings of shared/config.py whose Terraform variable (same name, lower
 # case) must default to the code's own default.
 DELIVERY_SETTINGS = {
@@ -420,9 +415,7 @@ def test_every_entry_point_exists_in_functions_main(tf):
     defined = {node.name for node in tree.body if isinstance(node, ast.FunctionDef)}
     functions = members(tf["locals"]["functions"])
     assert functions == FUNCTIONS
-    assert functions - defined <= ENTRY_POINTS_TO_COME, f"entry points missing from functions/main.py: {functions - defined}"
-    assert not ENTRY_POINTS_TO_COME & defined, (
-        f"functions/main.py now defines {ENTRY_POINTS_TO_COME & defined}: take it out of ENTRY_POINTS_TO_COME")
+    assert functions <= defined, f"entry points missing from functions/main.py: {functions - defined}"
     fn = resource(tf, "google_cloudfunctions2_function", "fn")
     assert fn["for_each"] == "${local.functions}"
     assert fn["build_config"]["entry_point"] == "${each.key}"
