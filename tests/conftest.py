@@ -23,7 +23,10 @@ TEST_ENV = {"ACK_TIMEOUT_MS": "1500", "SEND_TIMEOUT_MS": "1000", "SEND_START_DEA
             "SEND_RETRY_BASE_MS": "300", "WATCHDOG_GRACE_MS": "5000",
             # Pacing that a test can see in seconds, on Messenger rooms only (no other test sends
             # more than 5 messages to one Messenger recipient).
-            "PACE_INTERVAL_MS_MESSENGER": "150", "PACE_BURST_MESSENGER": "5"}
+            "PACE_INTERVAL_MS_MESSENGER": "150", "PACE_BURST_MESSENGER": "5",
+            # Preparation and producer sequence on a scale of seconds (tests/integration/test_prepare.py).
+            "PREPARE_TIMEOUT_MS": "4000", "PREPARE_RETRY_BASE_MS": "200", "MAX_PREPARE_ATTEMPTS": "3",
+            "MEDIA_TIMEOUT_MS": "3500", "SEQUENCE_GAP_TIMEOUT_MS": "2000"}
 
 
 @pytest.fixture(scope="session")
