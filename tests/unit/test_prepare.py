@@ -32,6 +32,7 @@ from shared.room import (
     room_to_doc,
     rule_for,
 )
+from tests.unit.test_room import make_event
 
 POLICY = Policy(ack_timeout_ms=3000, send_timeout_ms=2000, send_start_deadline_ms=1000, first_timer_slack_ms=250,
                 max_send_attempts=3, send_retry_base_ms=1000, dedup_retention=50, max_queued_messages=100,
@@ -276,3 +277,38 @@ def test_any_order_of_preparations_keeps_send_order_and_ends_every_message_once(
     assert world.first_sends == sorted(world.first_sends)
     assert sorted(world.ended) == list(range(1, n + 1))
     assert world.state.in_flight is None and world.state.pending == ()
+
+
+WALK_KINDS = ["media", "prepared", "prepare_failed", "prepare_failed_for_good", "sequenced", "gap_timer",
+              "timer", "ack", "accepted", "skip", "redrive", "pause", "resume", "watchdog"]
+
+
+def walk_event(what: str, state: RoomState, n: int, now: int):
+    """An event of kind `what` for `state` (the in-flight message when `n` is odd)."""
+    f = state.in_flight
+    seq = f.message.seq if f is not None and n % 2 else n
+    attempt = next((m.prep_attempt for m in (*([f.message] if f else []), *state.pending) if m.seq == seq), 1)
+    if what == "media":
+        return media(f"m{n}", at=now)
+    if what == "prepared":
+        return Prepared(state.incarnation, seq, max(1, attempt), f"id-{seq}", 1.0, now)
+    if what in ("prepare_failed", "prepare_failed_for_good"):
+        return PrepareFailed(state.incarnation, seq, max(1, attempt), "boom", what.endswith("good"), now)
+    if what == "sequenced":
+        return Enqueue(f"q{n}", "whatsapp", "15550001", "t", now, now, sequence=n)
+    if what == "gap_timer":
+        return TimerFired(state.incarnation, 0, 0, state.gap_due_us or now, now)
+    return make_event(what, state, n, now)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(WALK_KINDS), st.integers(1, 6), st.integers(0, 40)), max_size=60),
+       st.sampled_from(["dead_letter", "park"]))
+def test_every_transition_with_preparation_and_sequence_is_one_the_rulebook_lists(script, poison):
+    """Random events in any phase: `decide` never raises, and the room's next
+    phase is one `RULES` allows (`step` checks it)."""
+    policy = replace(POLICY, prepare_poison=poison, max_queued_messages=5)
+    state, now = RoomState("r"), T0
+    for what, n, dt_s in script:
+        now += dt_s * 1000 * MS
+        state, _ = step(state, walk_event(what, state, n, now), policy)
