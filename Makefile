@@ -9,7 +9,7 @@ MESSAGES ?= 5
 PROVIDERS ?= whatsapp
 RUN_DIR ?= run/local
 
-.PHONY: help venv up down demo test test-unit test-integration test-e2e lint bench-core bench-hot-room chaos clean \
+.PHONY: help venv up down demo test test-unit test-integration test-e2e lint bench-core bench-hot-room bench-prepare chaos clean \
 	statuses-list statuses-replay
 .DEFAULT_GOAL := help
 
@@ -18,6 +18,7 @@ help:
 	@echo "make test     unit, integration (emulators), end-to-end, infra and pipeline tests"
 	@echo "make up/down  start/stop the local stack in $(RUN_DIR)"
 	@echo "make bench-core, make bench-pipeline, make report, make package"
+	@echo "make bench-prepare  one room of 200 image messages: preparation in parallel vs one after another"
 
 # The main virtualenv: runtime, dev and pipeline requirements. The Cloud Tasks
 # emulator gets its own (it pins protobuf<5).
@@ -64,6 +65,12 @@ test: venv lint
 
 bench-core: venv
 	$(PY) -m tools.bench_core
+
+# Preparation in parallel, sending in order (issue 14): PREPARE_AHEAD=8 against 0
+# on one room (tools/bench_prepare.py; e.g. PREPARE_ARGS="--messages 50").
+PREPARE_ARGS ?=
+bench-prepare: venv
+	$(PY) -m tools.bench_prepare $(PREPARE_ARGS)
 
 # Faults injected during a run, invariants checked from outside (tools/chaos.py).
 CHAOS_ROOMS ?= 1000

@@ -42,6 +42,25 @@ Instagram posts no delivery receipt: `messaging_seen` naming one message, for
 read messages only, and an echo (`is_echo`) of every send. Each app signs
 with its own secret.
 
+Media (WhatsApp; shared/providers/whatsapp.py has the shapes and their
+sources): `POST /{version}/{phone-number-id}/media`, a multipart form with
+`messaging_product=whatsapp`, `type` (a MIME type WhatsApp takes) and `file`
+(at most `media_max_bytes`), is answered `{"id": MEDIA-ID}` after
+`media_latency_ms`, or with the Graph error Meta gives for a missing field,
+a type it does not take or a file too large; the ids are remembered per phone
+number id. A send of `"type": "image"` names `image.id` (one uploaded with
+that phone number id, else HTTP 400, code 100, "(#100) Param image.id is not
+a valid whatsapp business account media attachment ID") or `image.link`, and
+then goes like a text (faults, device, webhooks). Faults of uploads:
+`upload_http_5xx` (the next N answered HTTP 500, no media made) and
+`upload_errors` (Graph error codes of the next uploads, HTTP 400).
+Files to fetch: `GET /assets/{name}` serves deterministic bytes by the name's
+extension (`.png` a real 1x1 PNG whose colour comes from the name, `.jpg` /
+`.jpeg` a real 8x8 JPEG, `.gif` a 1x1 GIF served as `image/gif`, anything else
+`application/octet-stream`); `?bytes=N` pads the file to N bytes; names
+starting `missing-` are 404, `unavailable-` 503. `GET /_fake/stats` counts
+them all under `media`.
+
 Run: `python -m tools.fake_whatsapp --port 8090 --webhook-url http://127.0.0.1:8081/`.
 Change behaviour at run time: `POST /_fake/config` with a JSON subset of
 `FakeConfig` (checked against its types); `POST /_fake/reset` clears the
@@ -51,6 +70,9 @@ records.
 from __future__ import annotations
 
 import argparse
+import base64
+import email.parser
+import email.policy
 import hashlib
 import heapq
 import hmac
@@ -63,6 +85,8 @@ import signal
 import threading
 import time
 import typing
+import urllib.parse
+import zlib
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field, fields
@@ -72,6 +96,15 @@ from typing import Any
 import requests
 
 SEND_PATH = re.compile(r"^/v[0-9.]+/(?P<phone>[^/]+)/messages$")
+MEDIA_PATH = re.compile(r"^/v[0-9.]+/(?P<phone>[^/]+)/media$")
+ASSET_PATH = re.compile(r"^/assets/(?P<name>[A-Za-z0-9._-]+)$")
+# The MIME types the media endpoint takes (images, stickers, audio, video,
+# documents; https://developers.facebook.com/docs/whatsapp/cloud-api/reference/media,
+# "Supported Media Types"; documents abridged).
+UPLOAD_TYPES = ("audio/aac", "audio/amr", "audio/mp4", "audio/mpeg", "audio/ogg", "text/plain",
+                "application/pdf", "image/jpeg", "image/png", "image/webp", "video/3gpp", "video/mp4")
+# The largest upload request body read at all, bytes (larger ones are refused unread).
+MAX_UPLOAD_REQUEST_BYTES = 64 * 1024 * 1024
 
 
 @dataclass
@@ -107,6 +140,10 @@ class FakeConfig:
     pair_rate_interval_ms: float = 0.0  # enforce a pair rate per recipient: one token per this many ms (0: off)
     pair_rate_burst: int = 45  # tokens a recipient's bucket holds; a send with none gets 131056, not sent
     messenger_mids_prob: float = 0.7  # Messenger delivery receipts that carry `mids` (the watermark always comes)
+    media_latency_ms: float = 750.0  # time a media upload takes to answer
+    media_max_bytes: int = 5 * 1024 * 1024  # largest file the media endpoint takes (WhatsApp's images: 5 MB)
+    upload_http_5xx: int = 0  # the next this many uploads are answered HTTP 500, no media made
+    upload_errors: list[int] = field(default_factory=list)  # Graph error codes of the next uploads (HTTP 400)
     seed: int = 7
 
 
@@ -114,6 +151,54 @@ class FakeConfig:
 RANDOM_SEND_ERRORS = {130429: ("throughput_error", "(#130429) Rate limit hit"),
                       131056: ("pair_rate_limit", "(#131056) (Business Account, Consumer Account) pair rate limit hit")}
 HTTP_5XX_ERRORS = {500: (1, "An unknown error occurred"), 503: (2, "Service temporarily unavailable")}
+UNKNOWN_MEDIA_ID = "(#100) Param image.id is not a valid whatsapp business account media attachment ID"
+UPLOAD_ERRORS = {130429: "(#130429) Rate limit hit", 80007: "(#80007) Rate limit issues",
+                 4: "(#4) Application request limit reached", 131053: "(#131053) Media upload error"}
+
+
+def _png(rgb: tuple[int, int, int]) -> bytes:
+    """A valid 1x1 RGB PNG of colour `rgb` (https://www.w3.org/TR/png/)."""
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return (len(data).to_bytes(4, "big") + kind + data
+                + zlib.crc32(kind + data).to_bytes(4, "big"))
+    ihdr = (1).to_bytes(4, "big") * 2 + bytes([8, 2, 0, 0, 0])  # 1x1, 8-bit, truecolour
+    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IDAT", zlib.compress(b"\x00" + bytes(rgb))) \
+        + chunk(b"IEND", b"")
+
+
+# An 8x8 baseline JPEG (made once with Pillow) and a 1x1 GIF: real files.
+JPEG_BYTES = base64.b64decode(
+    "/9j/4AAQSkZJRgABAQAAAQABAAD/2wBDABALDA4MChAODQ4SERATGCgaGBYWGDEjJR0oOjM9PDkzODdASFxOQERXRTc4UG1RV19iZ2hnPk1xeXBk"
+    "eFxlZ2P/2wBDARESEhgVGC8aGi9jQjhCY2NjY2NjY2NjY2NjY2NjY2NjY2NjY2NjY2NjY2NjY2NjY2NjY2NjY2NjY2NjY2NjY2P/wAARCAAIAAgDASIA"
+    "AhEBAxEB/8QAHwAAAQUBAQEBAQEAAAAAAAAAAAECAwQFBgcICQoL/8QAtRAAAgEDAwIEAwUFBAQAAAF9AQIDAAQRBRIhMUEGE1FhByJxFDKBkaEII0Kx"
+    "wRVS0fAkM2JyggkKFhcYGRolJicoKSo0NTY3ODk6Q0RFRkdISUpTVFVWV1hZWmNkZWZnaGlqc3R1dnd4eXqDhIWGh4iJipKTlJWWl5iZmqKjpKWmp6ip"
+    "qrKztLW2t7i5usLDxMXGx8jJytLT1NXW19jZ2uHi4+Tl5ufo6erx8vP09fb3+Pn6/8QAHwEAAwEBAQEBAQEBAQAAAAAAAAECAwQFBgcICQoL/8QAtREA"
+    "AgECBAQDBAcFBAQAAQJ3AAECAxEEBSExBhJBUQdhcRMiMoEIFEKRobHBCSMzUvAVYnLRChYkNOEl8RcYGRomJygpKjU2Nzg5OkNERUZHSElKU1RVVldY"
+    "WVpjZGVmZ2hpanN0dXZ3eHl6goOEhYaHiImKkpOUlZaXmJmaoqOkpaanqKmqsrO0tba3uLm6wsPExcbHyMnK0tPU1dbX2Nna4uPk5ebn6Onq8vP09fb3"
+    "+Pn6/9oADAMBAAIRAxEAPwCSiiivGPWP/9k=")
+GIF_BYTES = base64.b64decode("R0lGODdhAQABAIAAAAAAAAAAACwAAAAAAQABAAAIBAABBAQAOw==")
+
+
+def asset(name: str, size: int | None = None) -> tuple[int, str, bytes]:
+    """`(HTTP status, Content-Type, body)` of `GET /assets/{name}[?bytes=size]`:
+    deterministic bytes by extension, padded with zero bytes to `size`."""
+    if name.startswith("missing-"):
+        return 404, "text/plain", b"not found"
+    if name.startswith("unavailable-"):
+        return 503, "text/plain", b"unavailable"
+    ext = name.rsplit(".", 1)[-1].lower() if "." in name else ""
+    if ext == "png":
+        digest = hashlib.sha256(name.encode()).digest()
+        kind, body = "image/png", _png((digest[0], digest[1], digest[2]))
+    elif ext in ("jpg", "jpeg"):
+        kind, body = "image/jpeg", JPEG_BYTES
+    elif ext == "gif":
+        kind, body = "image/gif", GIF_BYTES
+    else:
+        kind, body = "application/octet-stream", hashlib.sha256(name.encode()).digest()
+    if size is not None and size > len(body):
+        body += bytes(size - len(body))
+    return 200, kind, body
 
 
 @dataclass
@@ -123,6 +208,8 @@ class SendRecord:
     callback: str  # our delivery id where the wire format carries it (not Instagram's)
     at: float  # epoch s: the platform's stamp of the message
     provider: str = "whatsapp"
+    kind: str = "text"  # the message's type: `text` or `image`
+    media_id: str | None = None  # an image sent by media id
 
 
 @dataclass(frozen=True)
@@ -168,6 +255,8 @@ class FakeWhatsApp:
             # Messenger/Instagram: per person, [stamp, delivered, read] of each message (watermarks).
             self.conversations: dict[tuple[str, str], list[list[Any]]] = {}
             self.pair_buckets: dict[str, tuple[float, float]] = {}  # recipient -> (tokens, at epoch s)
+            self.media: dict[str, dict[str, dict[str, Any]]] = {}  # phone id -> media id -> {type, bytes, sha256}
+            self.media_counts: Counter[str] = Counter()  # uploads, refusals, sends by id / link, asset fetches
 
     # ------------------------------------------------------------ timeline
 
@@ -198,11 +287,17 @@ class FakeWhatsApp:
             return self.handle_meta_send(self.meta_apps[phone_id], auth, body)
         if auth != f"Bearer {self.access_token}":
             return 401, _error(190, "Invalid OAuth access token.", "OAuthException")
-        if body.get("messaging_product") != "whatsapp" or body.get("type") != "text":
+        if body.get("messaging_product") != "whatsapp" or body.get("type") not in ("text", "image"):
             return 400, _error(100, "Invalid parameter", "OAuthException")
-        recipient, text = body.get("to"), (body.get("text") or {}).get("body")
-        if not isinstance(recipient, str) or not isinstance(text, str) or not text:
-            return 400, _error(131008, "Required parameter is missing", "OAuthException")
+        recipient, kind, media_id = body.get("to"), body["type"], None
+        if kind == "text":
+            text = (body.get("text") or {}).get("body") if isinstance(body.get("text"), dict) else None
+            if not isinstance(recipient, str) or not isinstance(text, str) or not text:
+                return 400, _error(131008, "Required parameter is missing", "OAuthException")
+        else:
+            refusal, media_id = self._check_image(phone_id, recipient, body.get("image"))
+            if refusal is not None:
+                return refusal
         cfg = self.config
         with self.lock:
             refusal = self._refusal(recipient)
@@ -213,9 +308,12 @@ class FakeWhatsApp:
             time.sleep(cfg.send_latency_ms / 1000)
         now = time.time()
         wamid = "wamid." + hashlib.sha1(f"{now}{next(self.counter)}".encode()).hexdigest()[:24].upper()
-        record = SendRecord(recipient, wamid, str(body.get("biz_opaque_callback_data", "")), now)
+        record = SendRecord(recipient, wamid, str(body.get("biz_opaque_callback_data", "")), now,
+                            kind=kind, media_id=media_id)
         with self.lock:
             self.sends.append(record)
+            if kind != "text":
+                self.media_counts["sends_by_media_id" if media_id else "sends_by_link"] += 1
             plan = self._plan(record)
         for when, action in plan:
             self.at(when, action)
@@ -237,6 +335,86 @@ class FakeWhatsApp:
             ms_per_byte = float(trickle.pop(0)) if trickle else 0.0
             self.faults["trickle_answer"] += ms_per_byte > 0
         return 200, TrickledAnswer(answer, ms_per_byte) if ms_per_byte else answer
+
+    def _check_image(self, phone_id: str, recipient: Any,
+                     image: Any) -> tuple[tuple[int, dict[str, Any]] | None, str | None]:
+        """Validate an image send's `to` and `image` object: `(refusal or
+        None, the media id it names or None)`."""
+        if not isinstance(recipient, str) or not isinstance(image, dict):
+            return (400, _error(131008, "Required parameter is missing", "OAuthException")), None
+        caption = image.get("caption")
+        if caption is not None and (not isinstance(caption, str) or len(caption) > 1024):
+            return (400, _error(100, "(#100) Param image.caption must be at most 1024 characters long",
+                                "OAuthException")), None
+        media_id, link = image.get("id"), image.get("link")
+        if media_id is not None:
+            with self.lock:
+                known = isinstance(media_id, str) and media_id in self.media.get(phone_id, {})
+                self.media_counts["unknown_media_id"] += not known
+            if not known:
+                return (400, _error(100, UNKNOWN_MEDIA_ID, "OAuthException")), None
+            return None, media_id
+        if isinstance(link, str) and link.lower().startswith(("http://", "https://")):
+            return None, None
+        if link is not None:
+            return (400, _error(100, "(#100) Param image.link is not a valid URI.", "OAuthException")), None
+        return (400, _error(131008, "(#131008) Required parameter is missing: image.id or image.link",
+                            "OAuthException")), None
+
+    def handle_upload(self, phone_id: str, auth: str | None, content_type: str,
+                      raw: bytes) -> tuple[int, dict[str, Any]]:
+        """Answer one media upload (multipart `messaging_product`, `type`,
+        `file`): `(HTTP status, JSON body)`, after `media_latency_ms`."""
+        cfg = self.config
+        if cfg.media_latency_ms:
+            time.sleep(cfg.media_latency_ms / 1000)
+        if phone_id in self.meta_apps:
+            return 400, _error(100, "(#100) Unsupported post request", "GraphMethodException")
+        if auth != f"Bearer {self.access_token}":
+            return 401, _error(190, "Invalid OAuth access token.", "OAuthException")
+        fields_ = _multipart(content_type, raw)
+        with self.lock:
+            if cfg.upload_http_5xx > 0:
+                cfg.upload_http_5xx -= 1
+                self.media_counts["upload_http_5xx"] += 1
+                return 500, _error(1, "An unknown error occurred", "OAuthException")
+            if cfg.upload_errors:
+                code = cfg.upload_errors.pop(0)
+                self.media_counts["upload_errors"] += 1
+                return 400, _error(code, UPLOAD_ERRORS.get(code, f"(#{code}) simulated error {code}"),
+                                   "OAuthException")
+        refusal = self._upload_refusal(fields_)
+        if refusal is not None:
+            with self.lock:
+                self.media_counts["upload_refused"] += 1
+            return 400, refusal
+        mime, data = fields_["type"][1].decode(), fields_["file"][1]
+        with self.lock:
+            media_id = str(1_000_000_000_000_000 + next(self.counter))
+            self.media.setdefault(phone_id, {})[media_id] = {
+                "type": mime, "bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+            self.media_counts["uploads"] += 1
+        return 200, {"id": media_id}
+
+    def _upload_refusal(self, form: dict[str, tuple[str | None, bytes]] | None) -> dict[str, Any] | None:
+        """The Graph error of an upload form Meta would refuse, or None."""
+        if form is None:
+            return _error(100, "(#100) The parameter messaging_product is required.", "OAuthException")
+        for name in ("messaging_product", "file", "type"):
+            if name not in form:
+                return _error(100, f"(#100) The parameter {name} is required.", "OAuthException")
+        if form["messaging_product"][1] != b"whatsapp":
+            return _error(100, "(#100) Param messaging_product must be one of {WHATSAPP} - got "
+                               f"\"{form['messaging_product'][1].decode(errors='replace')}\".", "OAuthException")
+        mime = form["type"][1].decode(errors="replace")
+        if mime not in UPLOAD_TYPES:
+            return _error(100, "(#100) Param file must be a file with one of the following types: "
+                               f"{', '.join(UPLOAD_TYPES)}. Received file of type '{mime}'.", "OAuthException")
+        if len(form["file"][1]) > self.config.media_max_bytes:
+            return _error(100, "(#100) Invalid parameter: File Too Large", "OAuthException")
+        if not form["file"][1]:
+            return _error(100, "(#100) Invalid parameter: the file is empty", "OAuthException")
+        return None
 
     def handle_meta_send(self, app: MetaApp, auth: str | None,
                          body: dict[str, Any]) -> tuple[int | None, dict[str, Any] | TrickledAnswer]:
@@ -505,6 +683,8 @@ class FakeWhatsApp:
                 "send_errors_returned": self.send_errors_returned,
                 "faults": {kind: self.faults[kind] for kind in FAULT_KINDS},
                 "pending_actions": len(self.timeline),
+                "media": {**{k: self.media_counts[k] for k in MEDIA_COUNTS},
+                          "media_ids": {phone: sorted(ids) for phone, ids in self.media.items()}},
             }
 
     def update_config(self, changes: dict[str, Any]) -> None:
@@ -526,6 +706,8 @@ class FakeWhatsApp:
                 raise ValueError(f"`{key}` must be of type {hints[key]}, not {value!r}")
             if key.endswith("_prob") and not 0 <= value <= 1:
                 raise ValueError(f"`{key}` is a share in [0, 1], not {value!r}")
+            if key in ("media_latency_ms", "media_max_bytes", "upload_http_5xx") and value < 0:
+                raise ValueError(f"`{key}` must not be negative, not {value!r}")
             if key == "http_5xx" and not all(500 <= st <= 599 for sts in value.values() for st in sts):
                 raise ValueError("`http_5xx` statuses must be 5xx")
         with self.lock:
@@ -535,6 +717,9 @@ class FakeWhatsApp:
                 self.rng = random.Random(changes["seed"])
 
 
+# Counters of `stats()["media"]`.
+MEDIA_COUNTS = ("uploads", "upload_refused", "upload_http_5xx", "upload_errors", "sends_by_media_id",
+                "sends_by_link", "unknown_media_id", "asset_fetches")
 FAULT_KINDS = ("send_error", "throughput_error", "pair_rate_limit", "http_5xx", "drop_after_read", "slow_send",
                "answer_without_id", "trickle_answer")
 
@@ -567,6 +752,24 @@ def _error(code: int, message: str, kind: str) -> dict[str, Any]:
                       "fbtrace_id": "A" + hashlib.md5(message.encode()).hexdigest()[:22]}}
 
 
+def _multipart(content_type: str, raw: bytes) -> dict[str, tuple[str | None, bytes]] | None:
+    """The fields of a `multipart/form-data` body: name -> (the part's
+    Content-Type, its bytes); None when the body is not such a form."""
+    if not content_type.lower().startswith("multipart/form-data"):
+        return None
+    message = email.parser.BytesParser(policy=email.policy.HTTP).parsebytes(
+        b"Content-Type: " + content_type.encode() + b"\r\n\r\n" + raw)
+    if not message.is_multipart():
+        return None
+    out: dict[str, tuple[str | None, bytes]] = {}
+    for part in message.iter_parts():
+        name = part.get_param("name", header="content-disposition")
+        if isinstance(name, str):
+            payload = part.get_payload(decode=True)
+            out[name] = (part.get_content_type() if part.get("Content-Type") else None, payload or b"")
+    return out
+
+
 def make_handler(fake: FakeWhatsApp) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
@@ -597,6 +800,16 @@ def make_handler(fake: FakeWhatsApp) -> type[BaseHTTPRequestHandler]:
             except OSError:  # the client gave up waiting (a slow send)
                 self.close_connection = True
 
+        def _raw(self, status: int, content_type: str, body: bytes) -> None:
+            try:
+                self.send_response(status)
+                self.send_header("Content-Type", content_type)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+            except OSError:  # the client gave up (a file larger than it takes)
+                self.close_connection = True
+
         def _body(self) -> Any:
             length = int(self.headers.get("Content-Length") or 0)
             return json.loads(self.rfile.read(length) or b"{}")
@@ -606,9 +819,27 @@ def make_handler(fake: FakeWhatsApp) -> type[BaseHTTPRequestHandler]:
                 return self._json(200, fake.stats())
             if self.path == "/_fake/health":
                 return self._json(200, {"ok": True})
+            url = urllib.parse.urlsplit(self.path)
+            match = ASSET_PATH.match(url.path)
+            if match:
+                size = urllib.parse.parse_qs(url.query).get("bytes", [""])[0]
+                status, kind, body = asset(match["name"], int(size) if size.isdigit() else None)
+                with fake.lock:
+                    fake.media_counts["asset_fetches"] += 1
+                return self._raw(status, kind, body)
             self._json(404, _error(100, "Unknown path", "GraphMethodException"))
 
         def do_POST(self) -> None:
+            media = MEDIA_PATH.match(self.path)
+            if media:
+                length = int(self.headers.get("Content-Length") or 0)
+                if length > MAX_UPLOAD_REQUEST_BYTES:
+                    self.close_connection = True
+                    return self._json(413, _error(100, "(#100) Invalid parameter: File Too Large", "OAuthException"))
+                raw = self.rfile.read(length)
+                status, answer = fake.handle_upload(media["phone"], self.headers.get("Authorization"),
+                                                    self.headers.get("Content-Type") or "", raw)
+                return self._json(status, answer)
             try:
                 body = self._body()
             except ValueError:

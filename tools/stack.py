@@ -7,14 +7,16 @@ groups, on free ports chosen at start (so parallel runs never collide):
 - gcloud-tasks-emulator, from its own virtualenv `.venv-tasks` (it pins
   protobuf<5, which the current Google clients cannot share);
 - the fake WhatsApp platform (tools/fake_whatsapp.py);
-- `enqueue`, `deadletter`, `webhook`, `timeout` and `sweep` under
-  functions-framework;
+- `enqueue`, `deadletter`, `webhook`, `status`, `timeout`, `sweep` and
+  `prepare` under functions-framework (`prepare` only once functions/main.py
+  defines it);
 - the sweeper (tools/sweeper.py), which calls `sweep` every
   `sweep_interval_s` seconds, as Cloud Scheduler does every minute in the cloud;
 
 then creates the topic, the ordered push subscription to `enqueue` (with a
 dead-letter policy where the emulator keeps one), the dead-letter topic with
-its ordered push subscription to `deadletter`, and the Cloud Tasks queues, and writes `RUN_DIR/stack.json` (ports, process group ids,
+its ordered push subscription to `deadletter`, and the Cloud Tasks queues (timers,
+scheduled messages, preparation), and writes `RUN_DIR/stack.json` (ports, process group ids,
 the environment for clients). `python -m tools.stack down` stops every group
 by its id and checks that each port is free again. Logs: `RUN_DIR/*.log`.
 
@@ -27,6 +29,7 @@ import argparse
 import json
 import os
 import random
+import re
 import signal
 import socket
 import subprocess
@@ -48,7 +51,7 @@ STATUS_TOPIC = "baton-statuses"
 STATUS_SUBSCRIPTION = "baton-status-push"
 STATUS_ERROR_TOPIC = f"{STATUS_TOPIC}-dead-letter"
 STATUS_ERROR_SUBSCRIPTION = "baton-statuses-error-queue"
-FUNCTIONS = ("enqueue", "deadletter", "webhook", "status", "timeout", "sweep")
+FUNCTIONS = ("enqueue", "deadletter", "webhook", "status", "timeout", "sweep", "prepare")
 
 
 def _ephemeral_range() -> tuple[int, int]:
@@ -113,7 +116,8 @@ class Stack:
     Args:
         run_dir: where logs, the event log and stack.json go.
         env: extra environment for the functions (e.g. ACK_TIMEOUT_MS).
-        fake_config: FakeConfig overrides for the fake platform.
+        fake_config: FakeConfig overrides for the fake platform (any field,
+            e.g. `media_latency_ms`, the media upload's answer time in ms).
         event_log: path of the delivery event log (default RUN_DIR/events.jsonl).
         sweep_interval_s: seconds between two watchdog sweeps (0: no sweeper).
         dead_letter_attempts: the enqueue subscription's max delivery attempts.
@@ -191,8 +195,9 @@ class Stack:
             self.event_log = self.run_dir / "events.jsonl"
         self.event_log.parent.mkdir(parents=True, exist_ok=True)
         (self.run_dir / "invocations.jsonl").unlink(missing_ok=True)
-        for name in ("firestore", "pubsub", "tasks", "fake", *self.functions):
-            self.ports[name] = free_port()
+        for name in ("firestore", "pubsub", "tasks", "fake", *FUNCTIONS, *self.functions):
+            if name not in self.ports:
+                self.ports[name] = free_port()
         try:
             self._start_all()
         except BaseException:
@@ -229,8 +234,10 @@ class Stack:
 
     @property
     def functions(self) -> tuple[str, ...]:
-        """The function processes: FUNCTIONS, plus `webhook-MODE` when asked."""
-        return FUNCTIONS + ((f"webhook-{self.other_webhook_mode}",) if self.other_webhook_mode else ())
+        """The function processes: FUNCTIONS (without `prepare` while
+        functions/main.py has no such entry point), plus `webhook-MODE` when asked."""
+        served = tuple(fn for fn in FUNCTIONS if fn != "prepare" or _has_entry_point("prepare"))
+        return served + ((f"webhook-{self.other_webhook_mode}",) if self.other_webhook_mode else ())
 
     def _provision(self) -> None:
         """Topics, ordered push subscriptions with their dead-letter topics,
@@ -295,6 +302,7 @@ class Stack:
         """The Cloud Tasks queues (the emulator keeps them, and their tasks,
         in memory only)."""
         from shared import config
+        from shared.prepare import PrepareScheduler
         from shared.scheduled import ScheduledHold
         from shared.tasks import TimerScheduler, make_client
 
@@ -302,6 +310,7 @@ class Stack:
         client = make_client(settings)
         TimerScheduler(client, settings).ensure_queues()
         ScheduledHold(client, settings).ensure_queue()
+        PrepareScheduler(client, settings).ensure_queues()
 
     def stop(self) -> None:
         """Stop every process group by its id, then check the ports are free."""
@@ -334,6 +343,10 @@ class Stack:
             "TASKS_QUEUE_COUNT": "4",
             "TIMEOUT_URL": f"http://127.0.0.1:{p['timeout']}/",
             "ENQUEUE_URL": f"http://127.0.0.1:{p['enqueue']}/",
+            "PREPARE_URL": f"http://127.0.0.1:{p['prepare']}/",
+            # Likewise for the prepare tasks: a room's consecutive messages go
+            # to consecutive queues, so this many of its preparations run at once.
+            "PREPARE_QUEUE_COUNT": "4",
             "WHATSAPP_API_BASE": f"http://127.0.0.1:{p['fake']}",
             "EVENT_LOG_PATH": str(self.event_log),
             "METRICS_LOG_PATH": str(self.run_dir / "invocations.jsonl"),
@@ -364,6 +377,11 @@ class Stack:
     def load(cls, run_dir: Path) -> Stack:
         data = json.loads((run_dir / "stack.json").read_text())
         return cls(run_dir=run_dir, ports=data["ports"], pids=data["pids"], event_log=Path(data["event_log"]))
+
+
+def _has_entry_point(name: str) -> bool:
+    """Whether functions/main.py defines the function `name`."""
+    return re.search(rf"^def {re.escape(name)}\(", (ROOT / "functions" / "main.py").read_text(), re.M) is not None
 
 
 def _settings_from(env: dict[str, str], config_module: Any) -> Any:

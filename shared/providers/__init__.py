@@ -1,6 +1,8 @@
 """Platform adapters. Each provider name a producer may put in the `provider`
-attribute maps to a client with `send(recipient, text, delivery_id) -> SendResult`
-(shared/providers/base.py).
+attribute maps to a client with `send(recipient, text, delivery_id, media=None)
+-> SendResult` (a `Sender`, shared/providers/base.py); the providers that
+prepare media (WhatsApp only) map to a `Preparer` with
+`prepare_media(kind, link) -> PrepareResult`.
 
 WhatsApp's Cloud API (whatsapp.py), Messenger and Instagram messaging
 (meta_messaging.py). A fourth platform is one module: a client with `send`
@@ -13,16 +15,24 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from shared.providers.base import Sender, SendOutcome, SendResult
+from shared.providers.base import Media, Preparer, PrepareResult, Sender, SendOutcome, SendResult
 from shared.providers.meta_messaging import InstagramClient, MessengerClient
 from shared.providers.whatsapp import WhatsAppClient
 
 if TYPE_CHECKING:  # only for the annotation: importing shared.providers reads no configuration
     from shared.config import Settings
 
-__all__ = ["KNOWN_PROVIDERS", "Sender", "SendOutcome", "SendResult", "make_senders"]
+__all__ = ["KNOWN_PROVIDERS", "Media", "PrepareResult", "Preparer", "Sender", "SendOutcome", "SendResult",
+           "make_preparers", "make_senders"]
 
 KNOWN_PROVIDERS = frozenset({"whatsapp", "messenger", "instagram"})
+
+
+def _whatsapp(settings: Settings) -> WhatsAppClient:
+    return WhatsAppClient(settings.whatsapp_api_base, settings.whatsapp_api_version,
+                          settings.whatsapp_phone_number_id, settings.whatsapp_access_token,
+                          settings.send_timeout_ms, media_max_bytes=settings.media_max_bytes,
+                          media_timeout_ms=settings.media_timeout_ms)
 
 
 def make_senders(settings: Settings) -> dict[str, Sender]:
@@ -30,13 +40,27 @@ def make_senders(settings: Settings) -> dict[str, Sender]:
     (`whatsapp_api_base`, `whatsapp_api_version`, `whatsapp_phone_number_id`,
     `whatsapp_access_token`, the Messenger Page and Instagram account ids and
     tokens, and `send_timeout_ms`: one send call's whole budget in ms,
-    reconnects included). All three speak the Graph API at `whatsapp_api_base`."""
+    reconnects included). All three speak the Graph API at `whatsapp_api_base`.
+    WhatsApp's client also gets `media_max_bytes` (bytes) and
+    `media_timeout_ms` (ms), though only `make_preparers`' clients use them;
+    Messenger's and Instagram's refuse media messages for good."""
     base, version, budget = settings.whatsapp_api_base, settings.whatsapp_api_version, settings.send_timeout_ms
     return {
-        "whatsapp": WhatsAppClient(base, version, settings.whatsapp_phone_number_id,
-                                   settings.whatsapp_access_token, budget),
+        "whatsapp": _whatsapp(settings),
         "messenger": MessengerClient(base, version, settings.messenger_page_id, settings.messenger_access_token,
                                      budget),
         "instagram": InstagramClient(base, version, settings.instagram_account_id, settings.instagram_access_token,
                                      budget),
     }
+
+
+def make_preparers(settings: Settings) -> dict[str, Preparer]:
+    """provider -> the client that prepares its messages' media: `{"whatsapp":
+    WhatsAppClient}` (an instance of its own, beside `make_senders`'), which
+    fetches a media link and uploads the file to
+    `POST {whatsapp_api_base}/{whatsapp_api_version}/{whatsapp_phone_number_id}/media`
+    within `media_timeout_ms` (ms), files up to `media_max_bytes` (bytes)
+    (https://developers.facebook.com/docs/whatsapp/cloud-api/reference/media).
+    A provider missing here prepares nothing: a `prepare` push for it is
+    rejected by the push parser."""
+    return {"whatsapp": _whatsapp(settings)}

@@ -35,6 +35,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from shared.providers.base import Media, PrepareResult, SendOutcome, SendResult
 from shared.providers.whatsapp import WhatsAppClient
 
 # Graph API error codes of the Send API after which the same message cannot
@@ -45,6 +46,10 @@ from shared.providers.whatsapp import WhatsAppClient
 PERMANENT_CODES = frozenset({10, 100, 200, 551})
 RATE_LIMITED_CODES = frozenset({4, 613})
 
+# Why a media message to Messenger or Instagram is refused: baton sends media
+# to WhatsApp only (the push parser rejects such pushes before they get here).
+MEDIA_REFUSAL = "media messages are sent to WhatsApp only"
+
 # Webhook `object` of each provider (WhatsApp's for completeness).
 WEBHOOK_OBJECTS = {"whatsapp_business_account": "whatsapp", "page": "messenger", "instagram": "instagram"}
 
@@ -52,7 +57,9 @@ WEBHOOK_OBJECTS = {"whatsapp_business_account": "whatsapp", "page": "messenger",
 class MessengerClient(WhatsAppClient):
     """Sends text messages through the Messenger Send API, with the same
     budget and outcome rules as `WhatsAppClient` (its docstring); `delivery_id`
-    travels as `message.metadata`.
+    travels as `message.metadata`. Media messages are WhatsApp's only: `send`
+    with `media` is REFUSED (permanent, nothing is called) and `prepare_media`
+    fails for good.
 
     Args:
         api_base, api_version: as for WhatsApp (the Graph API).
@@ -74,10 +81,27 @@ class MessengerClient(WhatsAppClient):
         return mid if isinstance(mid, str) and mid else None
 
     @staticmethod
-    def request_body(recipient: str, text: str, delivery_id: str) -> dict[str, Any]:
-        """The send call's JSON body (`messaging_type` RESPONSE: a reply within the messaging window)."""
+    def request_body(recipient: str, text: str, delivery_id: str, media: Media | None = None) -> dict[str, Any]:
+        """The send call's JSON body (`messaging_type` RESPONSE: a reply within the messaging window).
+
+        Raises:
+            ValueError: `media` is set (media messages go to WhatsApp only).
+        """
+        if media is not None:
+            raise ValueError(MEDIA_REFUSAL)
         return {"recipient": {"id": recipient}, "messaging_type": "RESPONSE",
                 "message": {"text": text, "metadata": delivery_id}}
+
+    def send(self, recipient: str, text: str, delivery_id: str, media: Media | None = None) -> SendResult:
+        """Send one text message (`WhatsAppClient.send`'s outcomes); with
+        `media`: REFUSED, permanent, `error_title` `MEDIA_REFUSAL`, no call made."""
+        if media is not None:
+            return SendResult(SendOutcome.REFUSED, permanent=True, error_title=MEDIA_REFUSAL)
+        return super().send(recipient, text, delivery_id)
+
+    def prepare_media(self, kind: str, link: str) -> PrepareResult:
+        """Always a permanent failure (`MEDIA_REFUSAL`): nothing is fetched or uploaded."""
+        return PrepareResult(error=MEDIA_REFUSAL, permanent=True)
 
 
 class InstagramClient(MessengerClient):
@@ -85,8 +109,14 @@ class InstagramClient(MessengerClient):
     without `messaging_type` or `metadata`, which it does not document)."""
 
     @staticmethod
-    def request_body(recipient: str, text: str, delivery_id: str) -> dict[str, Any]:
-        """The send call's JSON body."""
+    def request_body(recipient: str, text: str, delivery_id: str, media: Media | None = None) -> dict[str, Any]:
+        """The send call's JSON body.
+
+        Raises:
+            ValueError: `media` is set (media messages go to WhatsApp only).
+        """
+        if media is not None:
+            raise ValueError(MEDIA_REFUSAL)
         return {"recipient": {"id": recipient}, "message": {"text": text}}
 
 

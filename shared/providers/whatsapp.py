@@ -1,4 +1,4 @@
-"""WhatsApp Cloud API adapter: the send call, the signed status webhook.
+"""WhatsApp Cloud API adapter: the send call, the media upload, the signed status webhook.
 
 Wire format, from Meta's documentation:
 - Send: `POST {base}/{version}/{phone-number-id}/messages`, bearer token, JSON
@@ -6,6 +6,19 @@ Wire format, from Meta's documentation:
   "type": "text", "text": {"body"}, "biz_opaque_callback_data"}`; the answer's
   `messages[0].id` is the `wamid`
   (https://developers.facebook.com/docs/whatsapp/cloud-api/reference/messages).
+  An image: `"type": "image", "image": {"id": MEDIA-ID, "caption"}` (an
+  uploaded file) or `"image": {"link": URL, "caption"}` (WhatsApp fetches it);
+  caption at most 1024 characters
+  (https://developers.facebook.com/docs/whatsapp/cloud-api/messages/image-messages).
+  An unknown media id is refused with HTTP 400, code 100, "(#100) Param
+  image.id is not a valid whatsapp business account media attachment ID".
+- Media upload: `POST {base}/{version}/{phone-number-id}/media`, bearer token,
+  multipart form `messaging_product=whatsapp`, `type=<MIME>`, `file`; the
+  answer is `{"id": MEDIA-ID}`, usable by that phone number only, for 30 days.
+  Images: `image/jpeg` and `image/png`, at most 5 MB
+  (https://developers.facebook.com/docs/whatsapp/cloud-api/reference/media,
+  "Supported Media Types"). A type it does not take is refused with HTTP 400,
+  code 100, "(#100) Param file must be a file with one of the following types: ...".
 - Errors: HTTP 4xx/5xx with `{"error": {"code", "message", "error_data":
   {"details"}}}` (https://developers.facebook.com/docs/whatsapp/cloud-api/support/error-codes).
 - Status webhooks: `entry[].changes[].value.statuses[]` with `id`, `status`
@@ -22,15 +35,16 @@ import hmac
 import http.client
 import json
 import time
+import urllib.parse
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import requests
 import urllib3.exceptions
 from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_attempt, stop_any, wait_exponential
 from urllib3.exceptions import ConnectTimeoutError, NewConnectionError
 
-from shared.providers.base import SendOutcome, SendResult
+from shared.providers.base import Media, PrepareResult, SendOutcome, SendResult
 
 # Error codes after which sending the same message again cannot succeed.
 # 131026 undeliverable, 131047 outside the 24 h customer-service window,
@@ -47,6 +61,20 @@ CONNECT_RETRY_WAIT = wait_exponential(multiplier=0.05, min=0.05, max=0.2)
 MIN_TRY_S = 0.02
 # The largest answer body read, in bytes (Meta answers a send in a few hundred).
 MAX_ANSWER_BYTES = 65536
+# Media WhatsApp takes, by message type: the MIME types of the file
+# (https://developers.facebook.com/docs/whatsapp/cloud-api/reference/media,
+# "Supported Media Types": images are JPEG or PNG, 8-bit RGB or RGBA, 5 MB).
+MEDIA_TYPES: dict[str, frozenset[str]] = {"image": frozenset({"image/jpeg", "image/png"})}
+MEDIA_EXTENSIONS = {"image/jpeg": ".jpg", "image/png": ".png"}
+# Graph error codes of an upload refusal that a later try may get past:
+# 130429 Cloud API throughput reached, 4 the app's call rate, 80007 the
+# WhatsApp Business Account's rate limit, 2 service temporarily unavailable
+# (https://developers.facebook.com/docs/whatsapp/cloud-api/support/error-codes).
+# Every other 4xx refusal of an upload is permanent.
+UPLOAD_TRANSIENT_CODES = frozenset({2, 4, 80007, 130429})
+# Defaults of the media settings (shared/config.py: MEDIA_MAX_BYTES, MEDIA_TIMEOUT_MS).
+DEFAULT_MEDIA_MAX_BYTES = 5 * 1024 * 1024
+DEFAULT_MEDIA_TIMEOUT_MS = 20000
 
 
 def never_connected(exc: BaseException) -> bool:
@@ -65,11 +93,13 @@ def never_connected(exc: BaseException) -> bool:
 
 
 class _AnswerUnreadable(Exception):
-    """The status line came, but not the whole body within the budget and size."""
+    """The status line came, but not the whole body within the budget and size
+    (`too_long`: the body was longer than allowed)."""
 
-    def __init__(self, status: int, why: str) -> None:
+    def __init__(self, status: int, why: str, too_long: bool = False) -> None:
         super().__init__(f"HTTP {status} answer {why}")
         self.status = status
+        self.too_long = too_long
 
 
 @dataclass(frozen=True)
@@ -86,16 +116,25 @@ class PlatformStatus:
 
 
 class WhatsAppClient:
-    """Sends text messages through the Cloud API
-    (https://developers.facebook.com/docs/whatsapp/cloud-api/reference/messages).
+    """Sends text and image messages through the Cloud API
+    (https://developers.facebook.com/docs/whatsapp/cloud-api/reference/messages),
+    and prepares images: fetches a file and uploads it to the media endpoint
+    (https://developers.facebook.com/docs/whatsapp/cloud-api/reference/media).
+    Both a `Sender` and a `Preparer` (shared/providers/base.py).
 
     Args:
         api_base: e.g. `https://graph.facebook.com` (the fake platform locally).
         api_version: e.g. `v21.0`.
-        phone_number_id: the sending number's id.
-        access_token: the bearer token (a secret).
+        phone_number_id: the sending number's id (media uploaded with it can
+            be sent by it only).
+        access_token: the bearer token (a secret). It goes to `api_base`
+            only, never to a media link.
         timeout_ms: the whole send call's budget in ms, reconnects included;
             keep it well below the ack timeout.
+        media_max_bytes: the largest media file `prepare_media` fetches and
+            uploads, in bytes (MEDIA_MAX_BYTES; WhatsApp's images: 5 MB).
+        media_timeout_ms: one `prepare_media` call's whole budget in ms, the
+            fetch and the upload together (MEDIA_TIMEOUT_MS).
 
     How the budget bounds a call: each try gets what is left of the budget as
     its connect timeout and as its read timeout, and no try or wait starts
@@ -116,15 +155,22 @@ class WhatsAppClient:
     rate_limited_codes: frozenset[int] = frozenset({PAIR_RATE_LIMIT})
 
     def __init__(self, api_base: str, api_version: str, phone_number_id: str, access_token: str,
-                 timeout_ms: int) -> None:
+                 timeout_ms: int, *, media_max_bytes: int = DEFAULT_MEDIA_MAX_BYTES,
+                 media_timeout_ms: int = DEFAULT_MEDIA_TIMEOUT_MS) -> None:
         self._url = f"{api_base.rstrip('/')}/{api_version}/{phone_number_id}/messages"
+        self._media_url = f"{api_base.rstrip('/')}/{api_version}/{phone_number_id}/media"
         self._budget_s = timeout_ms / 1000
+        self._media_budget_s = media_timeout_ms / 1000
+        self._media_max_bytes = media_max_bytes
         self._session = requests.Session()
         self._session.headers["Authorization"] = f"Bearer {access_token}"
-        # max_retries=0: urllib3 must not resend anything on its own.
-        adapter = requests.adapters.HTTPAdapter(pool_connections=4, pool_maxsize=32, max_retries=0)
-        self._session.mount("http://", adapter)
-        self._session.mount("https://", adapter)
+        # Media links are fetched with a session of their own: no bearer token.
+        self._fetch_session = requests.Session()
+        for session in (self._session, self._fetch_session):
+            # max_retries=0: urllib3 must not resend anything on its own.
+            adapter = requests.adapters.HTTPAdapter(pool_connections=4, pool_maxsize=32, max_retries=0)
+            session.mount("http://", adapter)
+            session.mount("https://", adapter)
 
     @staticmethod
     def answer_id(payload: Any) -> str | None:
@@ -136,31 +182,50 @@ class WhatsAppClient:
         return wamid if isinstance(wamid, str) and wamid else None
 
     @staticmethod
-    def request_body(recipient: str, text: str, delivery_id: str) -> dict[str, Any]:
-        """The send call's JSON body."""
-        return {
+    def request_body(recipient: str, text: str, delivery_id: str, media: Media | None = None) -> dict[str, Any]:
+        """The send call's JSON body: a text message, or with `media` a
+        message of type `media.kind` (`image`) by `media.media_id` (an
+        uploaded file) or else by `media.link`, `text` as its caption when
+        not empty.
+
+        Raises:
+            ValueError: `media` has neither a media id nor a link.
+        """
+        body: dict[str, Any] = {
             "messaging_product": "whatsapp",
             "recipient_type": "individual",
             "to": recipient,
-            "type": "text",
-            "text": {"preview_url": False, "body": text},
-            "biz_opaque_callback_data": delivery_id,
         }
+        if media is None:
+            body["type"] = "text"
+            body["text"] = {"preview_url": False, "body": text}
+        else:
+            if media.media_id:
+                obj: dict[str, Any] = {"id": media.media_id}
+            elif media.link:
+                obj = {"link": media.link}
+            else:
+                raise ValueError("a media message needs a media id or a link")
+            if text:
+                obj["caption"] = text
+            body["type"] = media.kind
+            body[media.kind] = obj
+        body["biz_opaque_callback_data"] = delivery_id
+        return body
 
-    def _post(self, body: dict[str, Any]) -> tuple[int, Any]:
-        """POST within the budget; returns the HTTP status and the decoded JSON
-        answer (None when it is not JSON).
+    def _open(self, session: requests.Session, method: Literal["GET", "POST"], url: str, deadline: float, *,
+              allow_redirects: bool = False, **kwargs: Any) -> requests.Response:
+        """Start one request before `deadline` (time.monotonic() s) and return
+        its streamed response (status and headers read, body not yet).
 
         Retried (tenacity, at most `CONNECT_TRIES` tries) only when the
         connection could never be opened: such a request provably never
-        reached the platform, so trying again cannot duplicate the message.
-        Nothing else is retried here.
+        reached the server, so trying again cannot duplicate it. Nothing else
+        is retried here.
 
         Raises:
             requests.RequestException: the last try's failure.
-            _AnswerUnreadable: a status came, its body not within the budget.
         """
-        deadline = time.monotonic() + self._budget_s
 
         def left_s() -> float:
             return deadline - time.monotonic()
@@ -174,48 +239,80 @@ class WhatsAppClient:
         def one_try() -> requests.Response:
             left = left_s()
             if left <= 0:
-                raise requests.ConnectTimeout("the send budget was spent before a connection was open")
-            return self._session.post(self._url, json=body, timeout=(left, left), stream=True, allow_redirects=False)
+                raise requests.ConnectTimeout("the call's budget was spent before a connection was open")
+            call = session.post if method == "POST" else session.get
+            return call(url, timeout=(left, left), stream=True, allow_redirects=allow_redirects, **kwargs)
 
         retrying = Retrying(retry=retry_if_exception(never_connected), wait=wait_s,
                             stop=stop_any(stop_after_attempt(CONNECT_TRIES), budget_spent), reraise=True)
-        resp = retrying(one_try)
+        return retrying(one_try)
+
+    @staticmethod
+    def _read(resp: requests.Response, deadline: float, limit: int) -> bytes:
+        """The whole body of `resp`, read by `deadline` (time.monotonic() s),
+        at most `limit` bytes; closes the response.
+
+        Raises:
+            _AnswerUnreadable: longer than `limit` (`too_long`), not read by
+                the deadline, or cut off.
+        """
         # read1 returns what one socket read brings (iter_content would block
         # until a whole chunk came), so the deadline is checked after each read.
         read = getattr(resp.raw, "read1", None) or resp.raw.read  # read1: urllib3 >= 2.3
         try:
             raw = bytearray()
-            while chunk := read(8192, decode_content=True):
+            while chunk := read(65536, decode_content=True):
                 raw += chunk
-                if len(raw) > MAX_ANSWER_BYTES:
-                    raise _AnswerUnreadable(resp.status_code, f"longer than {MAX_ANSWER_BYTES} bytes")
-                if left_s() < 0:
-                    raise _AnswerUnreadable(resp.status_code, "not read within the send budget")
-            resp.raw.release_conn()  # read to the end: the connection can serve the next send
+                if len(raw) > limit:
+                    raise _AnswerUnreadable(resp.status_code, f"longer than {limit} bytes", too_long=True)
+                if time.monotonic() > deadline:
+                    raise _AnswerUnreadable(resp.status_code, "not read within the budget")
+            resp.raw.release_conn()  # read to the end: the connection can serve the next call
         except (urllib3.exceptions.HTTPError, http.client.HTTPException, OSError) as exc:
             raise _AnswerUnreadable(resp.status_code, f"cut off: {type(exc).__name__}: {exc}") from exc
         finally:
             resp.close()
+        return bytes(raw)
+
+    def _post(self, body: dict[str, Any]) -> tuple[int, Any]:
+        """POST a send within the budget; returns the HTTP status and the
+        decoded JSON answer (None when it is not JSON). Only a connection that
+        was never opened is tried again (`_open`).
+
+        Raises:
+            requests.RequestException: the last try's failure.
+            _AnswerUnreadable: a status came, its body not within the budget.
+        """
+        deadline = time.monotonic() + self._budget_s
+        resp = self._open(self._session, "POST", self._url, deadline, json=body)
+        raw = self._read(resp, deadline, MAX_ANSWER_BYTES)
         try:
             return resp.status_code, json.loads(raw)
         except ValueError:
             return resp.status_code, None
 
-    def send(self, recipient: str, text: str, delivery_id: str) -> SendResult:
-        """Send one text message, within `timeout_ms`. Never raises for
-        platform or network errors:
+    def send(self, recipient: str, text: str, delivery_id: str, media: Media | None = None) -> SendResult:
+        """Send one message, within `timeout_ms`: a text, or with `media` an
+        image by media id or by link (`text` its caption, when not empty).
+        Never raises for platform or network errors:
 
         - ACCEPTED: HTTP 2xx with `messages[0].id` (the wamid);
         - REFUSED (provably not sent): a Graph error answer, HTTP 4xx
-          (`permanent` for `PERMANENT_ERROR_CODES`, `rate_limited` for 131056;
+          (`permanent` for `PERMANENT_ERROR_CODES`, among them 100, which an
+          unknown media id gets; `rate_limited` for 131056;
           https://developers.facebook.com/docs/whatsapp/cloud-api/support/error-codes),
-          or no connection could be opened within the budget (transient);
+          no connection could be opened within the budget (transient), or a
+          `media` without id or link (permanent, nothing was called);
         - UNKNOWN (possibly sent): anything after the request may have been
           written (read timeout, connection reset or dropped, an answer cut
           off), HTTP 5xx, or 2xx without an id. `error_title` says why.
         """
         try:
-            status, payload = self._post(self.request_body(recipient, text, delivery_id))
+            body = self.request_body(recipient, text, delivery_id, media)
+        except ValueError as exc:
+            return SendResult(SendOutcome.REFUSED, permanent=True, error_title=str(exc))
+        try:
+            status, payload = self._post(body)
         except requests.RequestException as exc:
             if never_connected(exc):
                 return SendResult(SendOutcome.REFUSED,
@@ -231,16 +328,130 @@ class WhatsAppClient:
             if wamid is not None:
                 return SendResult(SendOutcome.ACCEPTED, provider_message_id=wamid)
             return SendResult(SendOutcome.UNKNOWN, error_title=f"possibly sent: HTTP {status} without a message id")
-        error = payload.get("error") if isinstance(payload, dict) else None
-        code = error.get("code") if isinstance(error, dict) else None
-        code = int(code) if isinstance(code, int | str) and str(code).isdigit() else None
-        title = _clip(str((error.get("message") if isinstance(error, dict) else None) or f"HTTP {status}"))
+        code, title = _graph_error(payload, status)
         if 400 <= status < 500:
             return SendResult(SendOutcome.REFUSED, permanent=code in self.permanent_codes,
                               rate_limited=code in self.rate_limited_codes, error_code=code, error_title=title)
         # 5xx (and any other status): the platform may have sent it before failing.
         return SendResult(SendOutcome.UNKNOWN, error_code=code,
                           error_title=_clip(f"possibly sent: HTTP {status}: {title}"))
+
+    def prepare_media(self, kind: str, link: str) -> PrepareResult:
+        """Fetch the file at `link` and upload it to WhatsApp's media
+        endpoint, within `media_timeout_ms` in all; returns its media id.
+        Never raises for platform or network errors.
+
+        1. Fetch: `GET link` (redirects followed, no bearer token), streamed,
+           at most `media_max_bytes` bytes (a larger `Content-Length` is
+           refused before reading). Its MIME type is the answer's
+           `Content-Type`, which must be one WhatsApp takes for `kind`
+           (`MEDIA_TYPES`: images `image/jpeg`, `image/png`).
+        2. Upload: `POST {base}/{version}/{phone-number-id}/media`, multipart
+           `messaging_product=whatsapp`, `type=<MIME>`, `file`; the answer's
+           `id` is the media id. Only a connection never opened is tried again
+           within the call (an upload twice makes an unused media id at worst).
+
+        Returns a `PrepareResult`:
+        - `media_id` set: the upload's `id`;
+        - `permanent` (trying again cannot help): `kind` not supported, a
+          link that is not an http(s) URL, the fetch answered 404, 410 or any
+          other 4xx but 408 and 429, a file larger than `media_max_bytes`, an
+          empty file, a MIME type WhatsApp does not take for `kind`, an upload
+          refused with a Graph error 4xx whose code is not in
+          `UPLOAD_TRANSIENT_CODES`;
+        - transient otherwise: connection errors, timeouts and answers cut off
+          (fetch or upload), fetch 408, 429 or 5xx, upload 429, 5xx or a
+          throughput/rate code (130429, 4, 80007, 2), a 2xx upload answer
+          without an `id`, the budget spent.
+        `error` says which, with the platform's message where there is one.
+        """
+        deadline = time.monotonic() + self._media_budget_s
+        if kind not in MEDIA_TYPES:
+            return _prep_failed(f"media kind {kind!r} is not supported (only {', '.join(sorted(MEDIA_TYPES))})",
+                                permanent=True)
+        if not isinstance(link, str) or not link.lower().startswith(("http://", "https://")):
+            return _prep_failed(f"media link {link!r} is not an http(s) URL", permanent=True)
+        fetched = self._fetch(kind, link, deadline)
+        if isinstance(fetched, PrepareResult):
+            return fetched
+        mime, data = fetched
+        if deadline - time.monotonic() < MIN_TRY_S:
+            return _prep_failed("the media budget was spent before the upload")
+        return self._upload(link, mime, data, deadline)
+
+    def _fetch(self, kind: str, link: str, deadline: float) -> tuple[str, bytes] | PrepareResult:
+        """(MIME type, bytes) of the file at `link`, or why not (`prepare_media`'s rules)."""
+        try:
+            resp = self._open(self._fetch_session, "GET", link, deadline, allow_redirects=True)
+        except (requests.exceptions.InvalidURL, requests.exceptions.MissingSchema,
+                requests.exceptions.InvalidSchema) as exc:
+            return _prep_failed(f"media link not usable: {type(exc).__name__}: {exc}", permanent=True)
+        except requests.RequestException as exc:
+            return _prep_failed(f"fetching the media failed: {type(exc).__name__}: {exc}")
+        try:
+            status = resp.status_code
+            if not 200 <= status < 300:
+                permanent = 400 <= status < 500 and status not in (408, 429)
+                return _prep_failed(f"fetching the media: HTTP {status}", permanent=permanent)
+            mime = (resp.headers.get("Content-Type") or "").split(";", 1)[0].strip().lower()
+            if mime not in MEDIA_TYPES[kind]:
+                return _prep_failed(f"media type {mime or 'missing'!r} is not one WhatsApp takes for {kind} "
+                                    f"({', '.join(sorted(MEDIA_TYPES[kind]))})", permanent=True)
+            length = resp.headers.get("Content-Length")
+            if length and length.isdigit() and int(length) > self._media_max_bytes:
+                return _prep_failed(f"media too large: {length} bytes, at most {self._media_max_bytes}",
+                                    permanent=True)
+            try:
+                data = self._read(resp, deadline, self._media_max_bytes)
+            except _AnswerUnreadable as exc:
+                if exc.too_long:
+                    return _prep_failed(f"media too large: more than {self._media_max_bytes} bytes", permanent=True)
+                return _prep_failed(f"fetching the media: {exc}")
+        finally:
+            resp.close()
+        if not data:
+            return _prep_failed("the media file is empty", permanent=True)
+        return mime, data
+
+    def _upload(self, link: str, mime: str, data: bytes, deadline: float) -> PrepareResult:
+        """Upload `data` of type `mime` to the media endpoint (`prepare_media`'s rules)."""
+        name = urllib.parse.urlsplit(link).path.rsplit("/", 1)[-1] or f"media{MEDIA_EXTENSIONS.get(mime, '')}"
+        try:
+            resp = self._open(self._session, "POST", self._media_url, deadline,
+                              data={"messaging_product": "whatsapp", "type": mime}, files={"file": (name, data, mime)})
+            raw = self._read(resp, deadline, MAX_ANSWER_BYTES)
+        except requests.RequestException as exc:
+            return _prep_failed(f"uploading the media failed: {type(exc).__name__}: {exc}")
+        except _AnswerUnreadable as exc:
+            return _prep_failed(f"uploading the media: {exc}")
+        try:
+            payload = json.loads(raw)
+        except ValueError:
+            payload = None
+        status = resp.status_code
+        if 200 <= status < 300:
+            media_id = payload.get("id") if isinstance(payload, dict) else None
+            if isinstance(media_id, str | int) and not isinstance(media_id, bool) and str(media_id):
+                return PrepareResult(media_id=str(media_id))
+            return _prep_failed(f"uploading the media: HTTP {status} without a media id")
+        code, title = _graph_error(payload, status)
+        label = f"uploading the media: HTTP {status}" + (f", error {code}" if code is not None else "") + f": {title}"
+        permanent = 400 <= status < 500 and status != 429 and code not in UPLOAD_TRANSIENT_CODES
+        return _prep_failed(label, permanent=permanent)
+
+
+def _graph_error(payload: Any, status: int) -> tuple[int | None, str]:
+    """(code, message) of a Graph error answer `{"error": {"code", "message"}}`;
+    the message falls back to `HTTP {status}`."""
+    error = payload.get("error") if isinstance(payload, dict) else None
+    code = error.get("code") if isinstance(error, dict) else None
+    code = int(code) if isinstance(code, int | str) and not isinstance(code, bool) and str(code).isdigit() else None
+    title = _clip(str((error.get("message") if isinstance(error, dict) else None) or f"HTTP {status}"))
+    return code, title
+
+
+def _prep_failed(error: str, permanent: bool = False) -> PrepareResult:
+    return PrepareResult(error=_clip(error), permanent=permanent)
 
 
 def _clip(text: str, limit: int = 300) -> str:
