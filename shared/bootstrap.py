@@ -11,7 +11,7 @@ from google.cloud import firestore
 from shared import config
 from shared.events import EventLog
 from shared.prepare import PrepareScheduler
-from shared.providers import make_senders
+from shared.providers import make_preparers, make_senders
 from shared.room import policy_from_settings
 from shared.scheduled import ScheduledHold
 from shared.service import DeliveryService
@@ -32,12 +32,9 @@ def bootstrap(settings: config.Settings | None = None) -> DeliveryService:
     store = RoomStore(db, settings.retention_hours)
     tasks = make_client(settings)
     timers = TimerScheduler(tasks, settings)
-    senders = make_senders(settings)
-    # The platform clients that can prepare (upload media) are the preparers.
-    preparers = {name: client for name, client in senders.items() if hasattr(client, "prepare_media")}
-    return DeliveryService(settings, policy_from_settings(settings), store, timers, senders,
+    return DeliveryService(settings, policy_from_settings(settings), store, timers, make_senders(settings),
                            EventLog(settings.event_log_path),
                            status_queue=lambda: StatusQueue(settings.project, settings.status_topic,
                                                             settings.status_error_topic, db, settings.retention_hours),
                            scheduled=ScheduledHold(tasks, settings),
-                           prepare_tasks=PrepareScheduler(tasks, settings), preparers=preparers)
+                           prepare_tasks=PrepareScheduler(tasks, settings), preparers=make_preparers(settings))

@@ -538,7 +538,7 @@ class FakePlatform:
     def clear_faults(self) -> None:
         self._next = _NextSend()
 
-    def send(self, recipient: str, text: str, delivery_id: str) -> SendResult:
+    def send(self, recipient: str, text: str, delivery_id: str, media: object = None) -> SendResult:
         plan, self._next = self._next, _NextSend()
         room_id, incarnation, seq, attempt, decided_us = parse_delivery_id(delivery_id)
         call = SendCall(room_id, incarnation, seq, attempt, delivery_id, text, decided_us, self.clock.now_us(),

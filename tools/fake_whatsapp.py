@@ -181,7 +181,8 @@ GIF_BYTES = base64.b64decode("R0lGODdhAQABAIAAAAAAAAAAACwAAAAAAQABAAAIBAABBAQAOw
 
 def asset(name: str, size: int | None = None) -> tuple[int, str, bytes]:
     """`(HTTP status, Content-Type, body)` of `GET /assets/{name}[?bytes=size]`:
-    deterministic bytes by extension, padded with zero bytes to `size`."""
+    deterministic bytes by extension, padded with zero bytes to `size`. The
+    handler serves it `delay_ms` ms late when the query asks (a slow media host)."""
     if name.startswith("missing-"):
         return 404, "text/plain", b"not found"
     if name.startswith("unavailable-"):
@@ -822,7 +823,11 @@ def make_handler(fake: FakeWhatsApp) -> type[BaseHTTPRequestHandler]:
             url = urllib.parse.urlsplit(self.path)
             match = ASSET_PATH.match(url.path)
             if match:
-                size = urllib.parse.parse_qs(url.query).get("bytes", [""])[0]
+                query = urllib.parse.parse_qs(url.query)
+                size = query.get("bytes", [""])[0]
+                delay = query.get("delay_ms", [""])[0]
+                if delay.isdigit():
+                    time.sleep(min(int(delay), 60_000) / 1000)  # a slow media host (tests of preparation order)
                 status, kind, body = asset(match["name"], int(size) if size.isdigit() else None)
                 with fake.lock:
                     fake.media_counts["asset_fetches"] += 1

@@ -8,8 +8,7 @@ groups, on free ports chosen at start (so parallel runs never collide):
   protobuf<5, which the current Google clients cannot share);
 - the fake WhatsApp platform (tools/fake_whatsapp.py);
 - `enqueue`, `deadletter`, `webhook`, `status`, `timeout`, `sweep` and
-  `prepare` under functions-framework (`prepare` only once functions/main.py
-  defines it);
+  `prepare` under functions-framework;
 - the sweeper (tools/sweeper.py), which calls `sweep` every
   `sweep_interval_s` seconds, as Cloud Scheduler does every minute in the cloud;
 
@@ -29,7 +28,6 @@ import argparse
 import json
 import os
 import random
-import re
 import signal
 import socket
 import subprocess
@@ -234,10 +232,8 @@ class Stack:
 
     @property
     def functions(self) -> tuple[str, ...]:
-        """The function processes: FUNCTIONS (without `prepare` while
-        functions/main.py has no such entry point), plus `webhook-MODE` when asked."""
-        served = tuple(fn for fn in FUNCTIONS if fn != "prepare" or _has_entry_point("prepare"))
-        return served + ((f"webhook-{self.other_webhook_mode}",) if self.other_webhook_mode else ())
+        """The function processes: FUNCTIONS, plus `webhook-MODE` when asked."""
+        return FUNCTIONS + ((f"webhook-{self.other_webhook_mode}",) if self.other_webhook_mode else ())
 
     def _provision(self) -> None:
         """Topics, ordered push subscriptions with their dead-letter topics,
@@ -377,11 +373,6 @@ class Stack:
     def load(cls, run_dir: Path) -> Stack:
         data = json.loads((run_dir / "stack.json").read_text())
         return cls(run_dir=run_dir, ports=data["ports"], pids=data["pids"], event_log=Path(data["event_log"]))
-
-
-def _has_entry_point(name: str) -> bool:
-    """Whether functions/main.py defines the function `name`."""
-    return re.search(rf"^def {re.escape(name)}\(", (ROOT / "functions" / "main.py").read_text(), re.M) is not None
 
 
 def _settings_from(env: dict[str, str], config_module: Any) -> Any:
