@@ -312,3 +312,18 @@ def test_every_transition_with_preparation_and_sequence_is_one_the_rulebook_list
     for what, n, dt_s in script:
         now += dt_s * 1000 * MS
         state, _ = step(state, walk_event(what, state, n, now), policy)
+
+
+def test_the_poison_policy_and_the_window_are_read_from_the_environment(monkeypatch):
+    import pytest
+
+    from shared import config
+    from shared.room import policy_from_settings
+
+    monkeypatch.setenv("PREPARE_POISON", "park")
+    monkeypatch.setenv("PREPARE_AHEAD", "0")
+    policy = policy_from_settings(config.load())
+    assert (policy.prepare_poison, policy.prepare_ahead) == ("park", 0)
+    monkeypatch.setenv("PREPARE_POISON", "retry_forever")
+    with pytest.raises(ValueError, match="PREPARE_POISON"):
+        config.load()
