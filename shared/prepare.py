@@ -31,11 +31,10 @@ from typing import Any
 
 from google.api_core import exceptions as gexc
 from google.cloud import tasks_v2
-from google.protobuf import timestamp_pb2
 
 from shared.config import Settings
 from shared.room import Prepare
-from shared.store import op_counts
+from shared.tasks import create_named, http_task
 
 
 def _digest(text: str) -> str:
@@ -85,23 +84,9 @@ class PrepareScheduler:
                 or was unreachable (the caller answers 5xx; its redelivery asks again).
         """
         parent = self.queue_path(prepare_queue_index(p.room_id, p.seq, self._s.prepare_queue_count))
-        due = timestamp_pb2.Timestamp()
-        due.FromMicroseconds(p.due_at_us)
-        http_request: dict[str, Any] = {
-            "http_method": tasks_v2.HttpMethod.POST,
-            "url": self._s.prepare_url,
-            "headers": {"Content-Type": "application/json"},
-            "body": json.dumps(prepare_body(p)).encode(),
-        }
-        if self._s.tasks_service_account:
-            http_request["oidc_token"] = {"service_account_email": self._s.tasks_service_account,
-                                          "audience": self._s.prepare_url}
-        task = {"name": f"{parent}/tasks/{prepare_task_id(p)}", "schedule_time": due, "http_request": http_request}
-        try:
-            self._client.create_task(parent=parent, task=task, timeout=10.0)
-        except gexc.AlreadyExists:
-            pass
-        op_counts().tasks_created += 1
+        create_named(self._client, parent, http_task(
+            f"{parent}/tasks/{prepare_task_id(p)}", self._s.prepare_url, json.dumps(prepare_body(p)).encode(),
+            p.due_at_us, self._s.tasks_service_account))
 
     def ensure_queues(self) -> None:
         """Create the queues if missing (local stack only; Terraform owns them in the cloud)."""

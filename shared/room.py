@@ -397,8 +397,28 @@ class Policy:
 # ---------------------------------------------------------------- events in
 
 
+class _PushedContent:
+    """What a push (`Enqueue`) and its dead-letter copy (`Park`) share: the
+    message's content fields, as `QueuedMessage` names them."""
+
+    provider: str
+    recipient: str
+    text: str
+    published_at_us: int
+    media_kind: str | None
+    media_link: str | None
+    prepare: str | None
+    sequence: int | None
+
+    @property
+    def content(self) -> dict[str, Any]:
+        return {"provider": self.provider, "recipient": self.recipient, "text": self.text,
+                "published_at_us": self.published_at_us, "media_kind": self.media_kind,
+                "media_link": self.media_link, "prepare": self.prepare, "sequence": self.sequence}
+
+
 @dataclass(frozen=True)
-class Enqueue:
+class Enqueue(_PushedContent):
     """A push of one producer message (already validated)."""
 
     message_id: str
@@ -416,16 +436,9 @@ class Enqueue:
     def idempotency_key(self) -> str:
         return f"push:{self.message_id}"
 
-    @property
-    def content(self) -> dict[str, Any]:
-        """The message's content fields, as `QueuedMessage` names them."""
-        return {"provider": self.provider, "recipient": self.recipient, "text": self.text,
-                "published_at_us": self.published_at_us, "media_kind": self.media_kind,
-                "media_link": self.media_link, "prepare": self.prepare, "sequence": self.sequence}
-
 
 @dataclass(frozen=True)
-class Park:
+class Park(_PushedContent):
     """The dead-letter topic's copy of a message Pub/Sub gave up delivering:
     put it at its place in the room, parked with `reason`."""
 
@@ -444,13 +457,6 @@ class Park:
     @property
     def idempotency_key(self) -> str:
         return f"park:{self.message_id}"
-
-    @property
-    def content(self) -> dict[str, Any]:
-        """The message's content fields, as `QueuedMessage` names them."""
-        return {"provider": self.provider, "recipient": self.recipient, "text": self.text,
-                "published_at_us": self.published_at_us, "media_kind": self.media_kind,
-                "media_link": self.media_link, "prepare": self.prepare, "sequence": self.sequence}
 
 
 @dataclass(frozen=True)

@@ -32,15 +32,13 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass
-from typing import Any
 
 from google.api_core import exceptions as gexc
 from google.cloud import tasks_v2
-from google.protobuf import timestamp_pb2
 
 from shared.config import Settings
 from shared.push import deliver_at_of
-from shared.store import op_counts
+from shared.tasks import create_named, http_task
 
 SCHEDULED_HEADER = "X-Baton-Scheduled"
 # One hop at most 29 days ahead: Cloud Tasks schedules at most 30 days ahead.
@@ -94,24 +92,9 @@ class ScheduledHold:
                 or was unreachable (`enqueue` answers 5xx; Pub/Sub redelivers).
         """
         hop_due = min(deliver_at_us, now_us + MAX_HOP_S * 1_000_000)
-        due = timestamp_pb2.Timestamp()
-        due.FromMicroseconds(hop_due)
-        http_request: dict[str, Any] = {
-            "http_method": tasks_v2.HttpMethod.POST,
-            "url": self._s.enqueue_url,
-            "headers": {"Content-Type": "application/json", SCHEDULED_HEADER: "1"},
-            "body": push_body,
-        }
-        if self._s.tasks_service_account:
-            http_request["oidc_token"] = {"service_account_email": self._s.tasks_service_account,
-                                          "audience": self._s.enqueue_url}
-        task = {"name": f"{self.queue_path}/tasks/{scheduled_task_id(message_id, hop_due)}",
-                "schedule_time": due, "http_request": http_request}
-        try:
-            self._client.create_task(parent=self.queue_path, task=task, timeout=10.0)
-        except gexc.AlreadyExists:
-            pass
-        op_counts().tasks_created += 1
+        create_named(self._client, self.queue_path, http_task(
+            f"{self.queue_path}/tasks/{scheduled_task_id(message_id, hop_due)}", self._s.enqueue_url, push_body,
+            hop_due, self._s.tasks_service_account, {SCHEDULED_HEADER: "1"}))
         return hop_due
 
     def list(self, room_id: str | None = None, limit: int = 1000) -> list[ScheduledMessage]:

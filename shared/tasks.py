@@ -55,6 +55,39 @@ def timer_body(timer: ScheduleTimer) -> dict[str, object]:
             "attempt": timer.attempt, "due_at_us": timer.due_at_us}
 
 
+def http_task(name: str, url: str, body: bytes, due_at_us: int, service_account: str,
+              headers: dict[str, str] | None = None) -> dict[str, object]:
+    """A Cloud Tasks HTTP task (the shape `create_task` takes): POST `body`
+    (JSON unless `headers` say otherwise) to `url` at `due_at_us` (epoch us),
+    with an OIDC token of `service_account` for `url` (none if empty: locally)
+    (https://cloud.google.com/tasks/docs/reference/rest/v2/projects.locations.queues.tasks#HttpRequest)."""
+    due = timestamp_pb2.Timestamp()
+    due.FromMicroseconds(due_at_us)
+    http_request: dict[str, object] = {
+        "http_method": tasks_v2.HttpMethod.POST,
+        "url": url,
+        "headers": {"Content-Type": "application/json", **(headers or {})},
+        "body": body,
+    }
+    if service_account:
+        http_request["oidc_token"] = {"service_account_email": service_account, "audience": url}
+    return {"name": name, "schedule_time": due, "http_request": http_request}
+
+
+def create_named(client: tasks_v2.CloudTasksClient, parent: str, task: dict[str, object]) -> None:
+    """Create `task` in queue `parent`; one that exists already by that name is
+    fine (the real service refuses a name used in the last hour or so).
+
+    Raises:
+        google.api_core.exceptions.GoogleAPICallError: refused or unreachable.
+    """
+    try:
+        client.create_task(parent=parent, task=task, timeout=10.0)
+    except gexc.AlreadyExists:
+        pass
+    op_counts().tasks_created += 1
+
+
 def make_client(settings: Settings) -> tasks_v2.CloudTasksClient:
     """A Cloud Tasks client; on the local stack, bound to the emulator over an
     insecure gRPC channel (CLOUD_TASKS_EMULATOR_HOST)."""
@@ -99,25 +132,9 @@ class TimerScheduler:
                 re-arms the timer).
         """
         parent = self.queue_path(timer.room_id)
-        due = timestamp_pb2.Timestamp()
-        due.FromMicroseconds(timer.due_at_us)
-        http_request: dict[str, object] = {
-            "http_method": tasks_v2.HttpMethod.POST,
-            "url": self._s.timeout_url,
-            "headers": {"Content-Type": "application/json"},
-            "body": json.dumps(timer_body(timer)).encode(),
-        }
-        if self._s.tasks_service_account:
-            http_request["oidc_token"] = {
-                "service_account_email": self._s.tasks_service_account,
-                "audience": self._s.timeout_url,
-            }
-        task = {"name": f"{parent}/tasks/{task_id(timer)}", "schedule_time": due, "http_request": http_request}
-        try:
-            self._client.create_task(parent=parent, task=task, timeout=10.0)
-        except gexc.AlreadyExists:
-            pass
-        op_counts().tasks_created += 1
+        create_named(self._client, parent, http_task(
+            f"{parent}/tasks/{task_id(timer)}", self._s.timeout_url, json.dumps(timer_body(timer)).encode(),
+            timer.due_at_us, self._s.tasks_service_account))
 
     def cancel(self, timer: CancelTimer) -> bool:
         """Delete the task of a timer whose attempt has ended; True if deleted.
