@@ -29,12 +29,11 @@ import hashlib
 import json
 from typing import Any
 
-from google.api_core import exceptions as gexc
 from google.cloud import tasks_v2
 
 from shared.config import Settings
 from shared.room import Prepare
-from shared.tasks import create_named, http_task
+from shared.tasks import create_named, ensure_queues, http_task
 
 
 def _digest(text: str) -> str:
@@ -90,9 +89,4 @@ class PrepareScheduler:
 
     def ensure_queues(self) -> None:
         """Create the queues if missing (local stack only; Terraform owns them in the cloud)."""
-        for path in self.all_queue_paths():
-            location = path.rsplit("/queues/", 1)[0]
-            try:
-                self._client.create_queue(parent=location, queue={"name": path})
-            except gexc.AlreadyExists:
-                pass
+        ensure_queues(self._client, self.all_queue_paths())

@@ -38,7 +38,7 @@ from google.cloud import tasks_v2
 
 from shared.config import Settings
 from shared.push import deliver_at_of
-from shared.tasks import create_named, http_task
+from shared.tasks import create_named, ensure_queues, http_task
 
 SCHEDULED_HEADER = "X-Baton-Scheduled"
 # One hop at most 29 days ahead: Cloud Tasks schedules at most 30 days ahead.
@@ -131,8 +131,4 @@ class ScheduledHold:
 
     def ensure_queue(self) -> None:
         """Create the queue if missing (local stack only; Terraform owns it in the cloud)."""
-        location = self.queue_path.rsplit("/queues/", 1)[0]
-        try:
-            self._client.create_queue(parent=location, queue={"name": self.queue_path})
-        except gexc.AlreadyExists:
-            pass
+        ensure_queues(self._client, [self.queue_path])

@@ -88,6 +88,16 @@ def create_named(client: tasks_v2.CloudTasksClient, parent: str, task: dict[str,
     op_counts().tasks_created += 1
 
 
+def ensure_queues(client: tasks_v2.CloudTasksClient, paths: list[str]) -> None:
+    """Create the queues at `paths` (full resource names) if missing: the
+    local stack only; Terraform owns them in the cloud."""
+    for path in paths:
+        try:
+            client.create_queue(parent=path.rsplit("/queues/", 1)[0], queue={"name": path})
+        except gexc.AlreadyExists:
+            pass
+
+
 def make_client(settings: Settings) -> tasks_v2.CloudTasksClient:
     """A Cloud Tasks client; on the local stack, bound to the emulator over an
     insecure gRPC channel (CLOUD_TASKS_EMULATOR_HOST)."""
@@ -161,9 +171,4 @@ class TimerScheduler:
 
     def ensure_queues(self) -> None:
         """Create the queues if missing (local stack only; Terraform owns them in the cloud)."""
-        for path in self.all_queue_paths():
-            location = path.rsplit("/queues/", 1)[0]
-            try:
-                self._client.create_queue(parent=location, queue={"name": path})
-            except gexc.AlreadyExists:
-                pass
+        ensure_queues(self._client, self.all_queue_paths())

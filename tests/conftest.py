@@ -8,10 +8,15 @@ process group at the end. Tests isolate themselves with unique room ids.
 
 from __future__ import annotations
 
+import json
 import os
+import signal
+import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -82,3 +87,35 @@ def room_events(stack: Any, room: str) -> list[dict[str, Any]]:
     from tools.audit import read_events
 
     return [e for e in read_events(stack.event_log) if e["room_id"] == room]
+
+
+@contextmanager
+def fake_platform_process(log_dir: Path, access_token: str, config: dict[str, Any]) -> Iterator[int]:
+    """Run the fake platform (tools/fake_whatsapp.py) alone on a free port,
+    its webhooks aimed at a closed port; yields the port. Stopped by its
+    process group at the end, and its port checked free."""
+    from tools.stack import ROOT, free_port, port_open
+
+    port, nobody = free_port(), free_port()
+    with open(log_dir / "fake.log", "wb") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "tools.fake_whatsapp", "--port", str(port), "--webhook-url",
+             f"http://127.0.0.1:{nobody}/", "--access-token", access_token, "--config", json.dumps(config)],
+            cwd=ROOT, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        try:
+            deadline = time.monotonic() + 15
+            while not port_open(port):
+                assert proc.poll() is None, f"the fake platform exited with {proc.returncode}"
+                assert time.monotonic() < deadline, "the fake platform did not open its port"
+                time.sleep(0.05)
+            yield port
+        finally:
+            try:
+                os.killpg(proc.pid, signal.SIGTERM)
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait(timeout=10)
+            except ProcessLookupError:
+                pass
+        assert not port_open(port), f"port {port} still open after the fake platform stopped"

@@ -16,11 +16,6 @@ the platform's answer.
 from __future__ import annotations
 
 import itertools
-import json
-import os
-import signal
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -31,7 +26,8 @@ import requests
 
 from shared.providers import Media, SendOutcome
 from shared.providers.whatsapp import WhatsAppClient
-from tools.stack import free_port, port_open
+from tests.conftest import fake_platform_process
+from tools.stack import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 TOKEN = "test-access-token"
@@ -73,30 +69,8 @@ class FakePlatform:
 
 @pytest.fixture(scope="module")
 def fake(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FakePlatform]:
-    port, nobody = free_port(), free_port()
-    log = open(tmp_path_factory.mktemp("fake-media") / "fake.log", "wb")  # noqa: SIM115 - closed below
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "tools.fake_whatsapp", "--port", str(port),
-         "--webhook-url", f"http://127.0.0.1:{nobody}/", "--access-token", TOKEN, "--config", json.dumps(QUIET)],
-        cwd=ROOT, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    try:
-        deadline = time.monotonic() + 15
-        while not port_open(port):
-            assert proc.poll() is None, f"the fake platform exited with {proc.returncode}"
-            assert time.monotonic() < deadline, "the fake platform did not open its port"
-            time.sleep(0.05)
+    with fake_platform_process(tmp_path_factory.mktemp("fake-media"), TOKEN, QUIET) as port:
         yield FakePlatform(port)
-    finally:
-        try:
-            os.killpg(proc.pid, signal.SIGTERM)
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=10)
-        except ProcessLookupError:
-            pass
-        log.close()
-        assert not port_open(port), f"port {port} still open after the fake platform stopped"
 
 
 # ---------------------------------------------------------------- the happy path
