@@ -480,6 +480,7 @@ class SendCall:
     reached_us: int | None = None
     reach_order: int = 0
     provider_message_id: str | None = None
+    media: object = None  # the `Media` of an image send, None for text
 
     @property
     def reached(self) -> bool:
@@ -542,7 +543,7 @@ class FakePlatform:
         plan, self._next = self._next, _NextSend()
         room_id, incarnation, seq, attempt, decided_us = parse_delivery_id(delivery_id)
         call = SendCall(room_id, incarnation, seq, attempt, delivery_id, text, decided_us, self.clock.now_us(),
-                        plan.kind)
+                        plan.kind, media=media)
         self.calls.append(call)
         if plan.kind == "crash_before":
             call.returned_us, call.seen = call.started_us, "crash"
