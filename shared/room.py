@@ -318,6 +318,13 @@ class RoomState:
             ids.add(self.in_flight.message.message_id)
         return ids
 
+    def message(self, seq: int) -> tuple[QueuedMessage, int | None] | None:
+        """Message `seq` the room holds (in flight, or queued) and its index in
+        the queue (None: in flight), or None."""
+        if self.in_flight is not None and self.in_flight.message.seq == seq:
+            return self.in_flight.message, None
+        return next(((m, i) for i, m in enumerate(self.pending) if m.seq == seq), None)
+
     def outcome_of(self, seq: int) -> str | None:
         for e in reversed(self.ended):
             if e.seq == seq:
@@ -1688,16 +1695,6 @@ class Transition:
                 return self.done(state)
         return self.ignore(EventType.OPERATOR_IGNORED, IgnoreReason.NOT_HELD, seq=ev.seq, actor=ev.actor)
 
-    def find(self, seq: int) -> tuple[QueuedMessage, int | None] | None:
-        """Message `seq` and its index in the queue (None: it is in flight), or None."""
-        flight = self.state.in_flight
-        if flight is not None and flight.message.seq == seq:
-            return flight.message, None
-        for i, m in enumerate(self.state.pending):
-            if m.seq == seq:
-                return m, i
-        return None
-
     def put(self, state: RoomState, msg: QueuedMessage, index: int | None) -> RoomState:
         """`state` with message `msg` replacing the one at `index` (None: in flight)."""
         if index is None:
@@ -1710,7 +1707,7 @@ class Transition:
         wins). The head waiting for it (PREPARING) starts at once, unless the
         room is paused (it then goes back to the head of the queue)."""
         ids = {"seq": ev.seq, "attempt": ev.attempt}
-        found = self.find(ev.seq) if ev.incarnation == self.state.incarnation else None
+        found = self.state.message(ev.seq) if ev.incarnation == self.state.incarnation else None
         if found is None:
             return self.ignore(EventType.PREPARE_IGNORED, IgnoreReason.NOT_HELD, **ids)
         msg, index = found
@@ -1741,7 +1738,7 @@ class Transition:
         4^(n-1), until MAX_PREPARE_ATTEMPTS (or at once, for a permanent
         failure) the preparation is given up and PREPARE_POISON applies."""
         ids = {"seq": ev.seq, "attempt": ev.attempt}
-        found = self.find(ev.seq) if ev.incarnation == self.state.incarnation else None
+        found = self.state.message(ev.seq) if ev.incarnation == self.state.incarnation else None
         if found is None:
             return self.ignore(EventType.PREPARE_IGNORED, IgnoreReason.NOT_HELD, **ids)
         msg, index = found

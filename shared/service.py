@@ -515,10 +515,8 @@ class DeliveryService:
             print(json.dumps({"severity": "ERROR", "message": f"prepare: dropped a task: {reason}"}), flush=True)
             return Reply(200, {"result": "dropped", "error": reason})
         state = self.store.load_room(room_id)
-        msg = None
-        if state is not None and state.incarnation == incarnation:
-            held = [state.in_flight.message] if state.in_flight is not None else []
-            msg = next((m for m in (*held, *state.pending) if m.seq == seq), None)
+        found = state.message(seq) if state is not None and state.incarnation == incarnation else None
+        msg = found[0] if found is not None else None
         if msg is None or not msg.needs_preparation or msg.prep_failed is not None:
             return Reply(200, {"result": "nothing to prepare"})
         preparer = self.preparers.get(msg.provider)
