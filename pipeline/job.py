@@ -153,16 +153,13 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         events = tf.valid_events(lines_df)
 
     with Stage("messages"):
-        write_table(tf.message_lifecycle(events), join_path(out, "messages"))
+        write_table(tf.message_lifecycle(events), join_path(out, "messages"), dictionary=False)
         messages = spark.read.parquet(join_path(out, "messages"))
 
     with Stage("audit+rooms"):
-        audit = tf.ordering_audit(messages)
-        write_table(tf.room_summary(messages, audit), join_path(out, "rooms"), files=1)
+        write_table(tf.room_summary(messages), join_path(out, "rooms"), files=1)
         rooms = spark.read.parquet(join_path(out, "rooms"))
-        write_table(
-            rooms.select("room_id", *[c for c in audit.columns if c != "room_id"]), join_path(out, "audit"), files=1
-        )
+        write_table(rooms.select("room_id", *tf.AUDIT_COLUMNS), join_path(out, "audit"), files=1)
         agg = rooms.agg(
             F.count("*").alias("rooms"),
             *[F.count(F.when(~F.col(c), 1)).alias(c) for c in CHECKS],

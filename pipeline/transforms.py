@@ -261,11 +261,113 @@ def message_lifecycle(events: DataFrame) -> DataFrame:
     )
 
 
-# --------------------------------------------------------------------------- audit
+# --------------------------------------------------------------------------- audit and rooms
+
+#: The audit's figures and checks, as `ordering_audit` returns them after `room_id`.
+AUDIT_COLUMNS = (
+    "messages_sent", "ordering_violations", "max_in_flight", "in_flight_violations", "gaps", "lost",
+    "multiple_ends", "sends_in_order", "single_in_flight", "none_lost", "no_gaps", "one_end_each", "audit_ok",
+)  # fmt: skip
+
+
+def room_summary(messages: DataFrame) -> DataFrame:
+    """One row per room: counts by outcome, duplicates sent, the ordering
+    audit, the longest head-of-line wait and the room's throughput.
+
+    Input: `message_lifecycle` rows. Output columns: `room_id`, `provider`,
+    `messages`, `enqueued`, `acked`, `timed_out`, `failed`,
+    `dead_lettered`, `lost`, `late_acks`, `duplicates_sent` (resends),
+    `send_failures`, the audit (`AUDIT_COLUMNS` but `lost`, see
+    `ordering_audit`), `longest_head_of_line_wait_ms`, `mean_in_flight_ms`,
+    `first_sent_at`, `last_ended_at`, `active_s` (first send to last end,
+    seconds) and `messages_per_s` (ended messages / `active_s`; null when
+    `active_s` is 0 or unknown).
+
+    One shuffle, one sort and one aggregate: each message becomes one row per
+    change of its room's in-flight count (+1 at its first send, -1 at its
+    end; one row with change 0 if it was never sent), one window per room in
+    time order gives the running in-flight count and the highest seq sent
+    before, and one aggregate per room reads both. Counts and sums read the
+    message's first row only (`_first`), so a message counts once.
+    """
+    m = messages.select(
+        "room_id", "seq", "provider", "enqueued_at", "first_sent_at", "ended_at", "outcome", "resends",
+        "send_failures", "terminal_events", "late_ack_ms", "head_of_line_wait_ms", "in_flight_ms",
+    )  # fmt: skip
+
+    def change(t: Column, delta: int, first: bool) -> Column:
+        return F.struct(t.alias("t"), F.lit(delta).alias("delta"), F.lit(first).alias("first"))
+
+    sent = F.col("first_sent_at").isNotNull()
+    # an end and a send at the same microsecond count as end first: -1 sorts before +1
+    end_t = F.greatest("ended_at", "first_sent_at")
+    changes = (
+        F.when(~sent, F.array(change(F.lit(None).cast("timestamp"), 0, True)))
+        .when(F.col("ended_at").isNull(), F.array(change(F.col("first_sent_at"), 1, True)))
+        .otherwise(F.array(change(F.col("first_sent_at"), 1, True), change(end_t, -1, False)))
+    )
+    sweep = Window.partitionBy("room_id").orderBy("_c.t", "_c.delta", "seq")
+    upto = sweep.rowsBetween(Window.unboundedPreceding, 0)
+    before = sweep.rowsBetween(Window.unboundedPreceding, -1)
+    is_send = F.col("_c.delta") == 1
+    rows = m.select("*", F.explode(changes).alias("_c")).select(
+        "*",
+        F.sum("_c.delta").over(upto).alias("_in_flight"),
+        # the highest seq first sent before this send, in (first_sent_at, seq) order
+        F.max(F.when(is_send, F.col("seq"))).over(before).alias("_max_seq_before"),
+    )
+    first = F.col("_c.first")
+
+    def once(cond: Column) -> Column:
+        return F.count(F.when(first & cond, 1))
+
+    enqueued = F.col("enqueued_at").isNotNull()
+    per_room = rows.groupBy("room_id").agg(
+        F.max("provider").alias("provider"),
+        once(F.lit(True)).alias("messages"),
+        once(enqueued).alias("enqueued"),
+        *[once(F.col("outcome") == o).alias(o) for o in ("acked", "timed_out", "failed", "dead_lettered")],
+        once(F.col("terminal_events") == 0).alias("lost"),
+        once((F.col("outcome") == "timed_out") & F.col("late_ack_ms").isNotNull()).alias("late_acks"),
+        F.sum(F.when(first, F.col("resends"))).alias("duplicates_sent"),
+        F.sum(F.when(first, F.col("send_failures"))).alias("send_failures"),
+        F.count(F.when(is_send, 1)).alias("messages_sent"),
+        F.count(F.when(is_send & (F.col("seq") < F.col("_max_seq_before")), 1)).alias("ordering_violations"),
+        F.coalesce(F.max("_in_flight"), F.lit(0)).alias("max_in_flight"),
+        F.count(F.when(is_send & (F.col("_in_flight") > 1), 1)).alias("in_flight_violations"),
+        # seq numbers in 1..max(enqueued seq) with no `enqueued` event
+        (F.coalesce(F.max(F.when(enqueued, F.col("seq"))), F.lit(0)) - once(enqueued)).alias("gaps"),
+        once(F.col("terminal_events") > 1).alias("multiple_ends"),
+        once(F.col("ended_at").isNotNull()).alias("_ended"),
+        F.max("head_of_line_wait_ms").alias("longest_head_of_line_wait_ms"),
+        F.avg(F.when(first, F.col("in_flight_ms"))).alias("mean_in_flight_ms"),
+        F.min("first_sent_at").alias("first_sent_at"),
+        F.max("ended_at").alias("last_ended_at"),
+    )
+    checks = {
+        "sends_in_order": F.col("ordering_violations") == 0,
+        "single_in_flight": F.col("max_in_flight") <= 1,
+        "none_lost": F.col("lost") == 0,
+        "no_gaps": F.col("gaps") == 0,
+        "one_end_each": F.col("multiple_ends") == 0,
+    }
+    all_ok = F.lit(True)
+    for c in checks.values():
+        all_ok = all_ok & c
+    active_s = _ms_between(F.col("last_ended_at"), F.col("first_sent_at")) / F.lit(1000.0)
+    return per_room.withColumn("active_s", active_s).select(
+        "room_id", "provider", "messages", "enqueued", "acked", "timed_out", "failed", "dead_lettered", "lost",
+        "late_acks", "duplicates_sent", "send_failures", "messages_sent", "ordering_violations", "max_in_flight",
+        "in_flight_violations", "gaps", "multiple_ends", *[c.alias(k) for k, c in checks.items()],
+        all_ok.alias("audit_ok"), "longest_head_of_line_wait_ms", "mean_in_flight_ms", "first_sent_at",
+        "last_ended_at", "active_s",
+        F.when(F.col("active_s") > 0, F.col("_ended") / F.col("active_s")).alias("messages_per_s"),
+    )  # fmt: skip
 
 
 def ordering_audit(messages: DataFrame) -> DataFrame:
-    """Per room, the ordering invariants checked from the log alone.
+    """Per room, the ordering invariants checked from the log alone: `room_id`
+    and `AUDIT_COLUMNS` (a projection of `room_summary`).
 
     Input: `message_lifecycle` rows. Output, one row per room:
 
@@ -283,127 +385,7 @@ def ordering_audit(messages: DataFrame) -> DataFrame:
     - `sends_in_order`, `single_in_flight`, `none_lost`, `no_gaps`,
       `one_end_each` (booleans) and `audit_ok` (all of them).
     """
-    sent = messages.where(F.col("first_sent_at").isNotNull())
-    prior = Window.partitionBy("room_id").orderBy("first_sent_at", "seq").rowsBetween(Window.unboundedPreceding, -1)
-    order = (
-        sent.select("room_id", (F.col("seq") < F.max("seq").over(prior)).alias("_late"))
-        .groupBy("room_id")
-        .agg(F.count("*").alias("messages_sent"), F.count(F.when(F.col("_late"), 1)).alias("ordering_violations"))
-    )
-
-    starts = sent.select("room_id", F.col("first_sent_at").alias("t"), F.lit(1).alias("delta"))
-    ends = sent.where(F.col("ended_at").isNotNull()).select(
-        "room_id", F.greatest("ended_at", "first_sent_at").alias("t"), F.lit(-1).alias("delta")
-    )
-    running = Window.partitionBy("room_id").orderBy("t", "delta").rowsBetween(Window.unboundedPreceding, 0)
-    flight = (
-        starts.unionByName(ends)
-        .select("room_id", "delta", F.sum("delta").over(running).alias("in_flight"))
-        .groupBy("room_id")
-        .agg(
-            F.max("in_flight").alias("max_in_flight"),
-            F.count(F.when((F.col("delta") == 1) & (F.col("in_flight") > 1), 1)).alias("in_flight_violations"),
-        )
-    )
-
-    ends_check = messages.groupBy("room_id").agg(
-        (
-            F.coalesce(F.max(F.when(F.col("enqueued_at").isNotNull(), F.col("seq"))), F.lit(0))
-            - F.count(F.when(F.col("enqueued_at").isNotNull(), 1))
-        ).alias("gaps"),
-        F.count(F.when(F.col("terminal_events") == 0, 1)).alias("lost"),
-        F.count(F.when(F.col("terminal_events") > 1, 1)).alias("multiple_ends"),
-    )
-    out = (
-        ends_check.join(order, "room_id", "left")
-        .join(flight, "room_id", "left")
-        .select(
-            "room_id",
-            F.coalesce("messages_sent", F.lit(0)).alias("messages_sent"),
-            F.coalesce("ordering_violations", F.lit(0)).alias("ordering_violations"),
-            F.coalesce("max_in_flight", F.lit(0)).alias("max_in_flight"),
-            F.coalesce("in_flight_violations", F.lit(0)).alias("in_flight_violations"),
-            "gaps",
-            "lost",
-            "multiple_ends",
-        )
-    )
-    checks = {
-        "sends_in_order": F.col("ordering_violations") == 0,
-        "single_in_flight": F.col("max_in_flight") <= 1,
-        "none_lost": F.col("lost") == 0,
-        "no_gaps": F.col("gaps") == 0,
-        "one_end_each": F.col("multiple_ends") == 0,
-    }
-    all_ok = F.lit(True)
-    for c in checks.values():
-        all_ok = all_ok & c
-    return out.select("*", *[c.alias(k) for k, c in checks.items()], all_ok.alias("audit_ok"))
-
-
-# --------------------------------------------------------------------------- rooms
-
-
-def room_summary(messages: DataFrame, audit: DataFrame) -> DataFrame:
-    """One row per room: counts by outcome, duplicates sent, the audit's
-    figures, the longest head-of-line wait and the room's throughput.
-
-    Inputs: `message_lifecycle` and `ordering_audit` outputs. Output columns:
-    `room_id`, `provider`, `messages`, `enqueued`, `acked`, `timed_out`,
-    `failed`, `dead_lettered`, `lost`, `late_acks`, `duplicates_sent`
-    (resends), `send_failures`, every `ordering_audit` column
-    (`messages_sent`, `ordering_violations`, `max_in_flight`,
-    `in_flight_violations`, `gaps`, `multiple_ends`, the checks, `audit_ok`),
-    `longest_head_of_line_wait_ms`, `mean_in_flight_ms`, `first_sent_at`,
-    `last_ended_at`, `active_s` (first send to last end, seconds) and
-    `messages_per_s` (ended messages / `active_s`; null when `active_s` is 0
-    or unknown).
-    """
-
-    def n(outcome: str) -> Column:
-        return F.count(F.when(F.col("outcome") == outcome, 1)).alias(outcome)
-
-    per_room = messages.groupBy("room_id").agg(
-        F.max("provider").alias("provider"),
-        F.count("*").alias("messages"),
-        F.count("enqueued_at").alias("enqueued"),
-        *[n(o) for o in ("acked", "timed_out", "failed", "dead_lettered")],
-        F.count(F.when((F.col("outcome") == "timed_out") & F.col("late_ack_ms").isNotNull(), 1)).alias("late_acks"),
-        F.sum("resends").alias("duplicates_sent"),
-        F.sum("send_failures").alias("send_failures"),
-        F.count(F.when(F.col("ended_at").isNotNull(), 1)).alias("_ended"),
-        F.max("head_of_line_wait_ms").alias("longest_head_of_line_wait_ms"),
-        F.avg("in_flight_ms").alias("mean_in_flight_ms"),
-        F.min("first_sent_at").alias("first_sent_at"),
-        F.max("ended_at").alias("last_ended_at"),
-    )
-    active_s = _ms_between(F.col("last_ended_at"), F.col("first_sent_at")) / F.lit(1000.0)
-    audit_cols = [c for c in audit.columns if c not in ("room_id", "lost")]
-    return (
-        per_room.join(audit, "room_id", "left")
-        .withColumn("active_s", active_s)
-        .select(
-            "room_id",
-            "provider",
-            "messages",
-            "enqueued",
-            "acked",
-            "timed_out",
-            "failed",
-            "dead_lettered",
-            "lost",
-            "late_acks",
-            "duplicates_sent",
-            "send_failures",
-            *audit_cols,
-            "longest_head_of_line_wait_ms",
-            "mean_in_flight_ms",
-            "first_sent_at",
-            "last_ended_at",
-            "active_s",
-            F.when(F.col("active_s") > 0, F.col("_ended") / F.col("active_s")).alias("messages_per_s"),
-        )
-    )
+    return room_summary(messages).select("room_id", *AUDIT_COLUMNS)
 
 
 # --------------------------------------------------------------------------- totals

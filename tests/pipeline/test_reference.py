@@ -17,7 +17,7 @@ def test_spark_and_duckdb_agree_on_a_generated_log(spark, tmp_path):
     parsed = tf.parse_lines(read_lines(spark, str(log)))
     assert tf.rejected_lines(parsed).count() == 0  # the generator writes the functions' exact line format
     messages = tf.message_lifecycle(tf.valid_events(parsed)).cache()
-    rooms = tf.room_summary(messages, tf.ordering_audit(messages))
+    rooms = tf.room_summary(messages)
     rooms.write.parquet(str(tmp_path / "rooms"))
     compute_rooms(str(log), str(tmp_path / "duck.parquet"))
 
