@@ -46,7 +46,14 @@ DATAPROC_SA ?=
 DATAPROC_SUBNET ?=
 PIPELINE_ZIP := out/pipeline-src.zip
 
-.PHONY: report report-cloud bench-pipeline test-pipeline pipeline-zip compact
+.PHONY: report report-cloud bench-pipeline test-pipeline pipeline-zip compact spark-cds
+
+# The JVM class archive local Spark runs start from (pipeline/session.py,
+# LocalSettings.class_archive): recorded once per virtualenv, about 40 s.
+SPARK_CDS := $(VENV)/spark-classes.jsa
+spark-cds: $(SPARK_CDS)
+$(SPARK_CDS): $(VENV)/.installed
+	$(PY) -m tools.spark_class_archive --out $@
 
 DAYS_ARGS = $(if $(SINCE),--since $(SINCE)) $(if $(UNTIL),--until $(UNTIL))
 LOCAL_ARGS = --master '$(SPARK_MASTER)' --driver-memory $(SPARK_DRIVER_MEMORY) \
@@ -54,7 +61,7 @@ LOCAL_ARGS = --master '$(SPARK_MASTER)' --driver-memory $(SPARK_DRIVER_MEMORY) \
 
 # `make report` reads the JSON at EVENTS (compacting it afresh into
 # REPORT_DIR/events); `make report COMPACTED_ONLY=1` reads the store `make compact` keeps.
-report: venv
+report: venv $(SPARK_CDS)
 ifdef COMPACTED_ONLY
 	$(PY) -m pipeline.job --compacted $(COMPACTED) --output $(REPORT_DIR) --target-share $(TARGET_SHARE) $(DAYS_ARGS) \
 		$(LOCAL_ARGS) $(PIPELINE_ARGS)
@@ -65,7 +72,7 @@ else
 endif
 	@echo "report: $(REPORT_DIR)/report.html (tables: $(REPORT_DIR)/*/ as Parquet, key chart: $(REPORT_DIR)/timeout_tradeoff.png)"
 
-compact: venv
+compact: venv $(SPARK_CDS)
 	@test -e "$(EVENTS)" || { echo "no event log at $(EVENTS): pass EVENTS=file, directory or glob of JSON exports"; exit 2; }
 	$(PY) -m pipeline.compact --input $(EVENTS) --store $(COMPACTED) \
 		--master '$(SPARK_MASTER)' --driver-memory $(SPARK_DRIVER_MEMORY)
@@ -94,7 +101,7 @@ report-cloud: pipeline-zip
 		--target-share $(TARGET_SHARE) $(DAYS_ARGS) --master cluster $(PIPELINE_ARGS)
 	@echo "report: $(CLOUD_REPORT_DIR)/report.html (gcloud storage cp it to open it)"
 
-bench-pipeline: venv
+bench-pipeline: venv $(SPARK_CDS)
 	$(PY) -m tools.bench_pipeline --sizes $(BENCH_SIZES) --rooms $(BENCH_ROOMS) --dir $(BENCH_DIR) $(BENCH_ARGS)
 
 test-pipeline: venv

@@ -13,7 +13,9 @@ refuses some shuffle-related properties
 from __future__ import annotations
 
 import os
+import sys
 from dataclasses import dataclass
+from pathlib import Path
 
 from pyspark.sql import SparkSession
 
@@ -35,6 +37,15 @@ class LocalSettings:
       (https://spark.apache.org/docs/latest/configuration.html#runtime-environment):
       the throughput collector, about 8% faster than the default G1 for this
       batch job on 2 cores (measured: per-room tables at 10M events).
+    - `class_archive`: a JVM class archive (AppCDS, JDK 13+:
+      https://docs.oracle.com/en/java/javase/17/vm/class-data-sharing.html)
+      of the classes a run of the job loads, which `make spark-cds`
+      (`tools.spark_class_archive`) writes into the virtualenv. When it
+      exists the driver maps it instead of loading and verifying Spark's
+      classes one by one: start-up and the first query take about 3 s less
+      (measured: 3.7 s instead of 6.6 s to start a session and run a first
+      query). A JVM or classpath it does not match makes the JVM ignore it,
+      silently (its `cds` log is off), so a stale archive only loses the gain.
     """
 
     master: str = "local[*]"
@@ -42,9 +53,22 @@ class LocalSettings:
     shuffle_partitions: int = 4 * max(1, os.cpu_count() or 1)
     max_partition_bytes: str = "128m"
     java_options: str = "-XX:+UseParallelGC"
+    class_archive: str = str(Path(sys.prefix) / "spark-classes.jsa")
 
 
 LOCAL = LocalSettings()
+
+
+def local_java_options(archive_at_exit: str | None = None) -> str:
+    """The local driver's JVM options: `LOCAL.java_options`, plus the class
+    archive when it exists; with `archive_at_exit` (a path), no archive is
+    read and the JVM writes one there when it exits (`-XX:ArchiveClassesAtExit`)."""
+    opts = LOCAL.java_options
+    if archive_at_exit:
+        return f"{opts} -XX:ArchiveClassesAtExit={archive_at_exit} -Xlog:cds=off -Xlog:cds+dynamic=off"
+    if os.path.exists(LOCAL.class_archive):
+        return f"{opts} -XX:SharedArchiveFile={LOCAL.class_archive} -Xlog:cds=off -Xlog:cds+dynamic=off"
+    return opts
 
 
 def build_session(
@@ -52,6 +76,7 @@ def build_session(
     driver_memory: str = LOCAL.driver_memory,
     shuffle_partitions: int | None = LOCAL.shuffle_partitions,
     app_name: str = "baton-delivery-analytics",
+    archive_at_exit: str | None = None,
 ) -> SparkSession:
     """A SparkSession in UTC with the console progress bar off.
 
@@ -60,6 +85,7 @@ def build_session(
     and `driver_memory` and `shuffle_partitions` are ignored. Locally,
     `driver_memory` (e.g. `4g`) sizes the heap and `shuffle_partitions`
     (None: Spark's default) the shuffles, with adaptive execution on.
+    `archive_at_exit`: see `local_java_options` (only `make spark-cds` sets it).
     """
     b = (
         SparkSession.builder.appName(app_name)
@@ -74,7 +100,7 @@ def build_session(
         b = (
             b.master(master)
             .config("spark.driver.memory", driver_memory)
-            .config("spark.driver.extraJavaOptions", LOCAL.java_options)
+            .config("spark.driver.extraJavaOptions", local_java_options(archive_at_exit))
             .config("spark.ui.enabled", "false")
             .config("spark.sql.warehouse.dir", "/tmp/baton-spark-warehouse")
             .config("spark.sql.adaptive.enabled", "true")
