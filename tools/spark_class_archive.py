@@ -8,8 +8,8 @@ synthetic log (`tools.synth_log`) in a JVM started with
 `-XX:ArchiveClassesAtExit`, so the archive holds the classes a real run
 loads; then waits for that JVM to exit, which is when it writes the archive,
 and moves it into place. About 30 s. The archive belongs to this virtualenv's
-pyspark and this JDK (see `pipeline.session.LocalSettings.class_archive`);
-`make clean` removes it with the virtualenv.
+pyspark and this JDK (see `pipeline.session.LocalSettings.class_archive`):
+a new virtualenv records a new one; delete the file to record it again.
 """
 
 from __future__ import annotations
