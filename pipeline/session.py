@@ -59,15 +59,19 @@ class LocalSettings:
 LOCAL = LocalSettings()
 
 
+#: The JVM's class-archive log off: a missing or mismatched archive is not an error here.
+_CDS_QUIET = "-Xlog:cds=off -Xlog:cds+dynamic=off"
+
+
 def local_java_options(archive_at_exit: str | None = None) -> str:
     """The local driver's JVM options: `LOCAL.java_options`, plus the class
     archive when it exists; with `archive_at_exit` (a path), no archive is
     read and the JVM writes one there when it exits (`-XX:ArchiveClassesAtExit`)."""
     opts = LOCAL.java_options
     if archive_at_exit:
-        return f"{opts} -XX:ArchiveClassesAtExit={archive_at_exit} -Xlog:cds=off -Xlog:cds+dynamic=off"
+        return f"{opts} -XX:ArchiveClassesAtExit={archive_at_exit} {_CDS_QUIET}"
     if os.path.exists(LOCAL.class_archive):
-        return f"{opts} -XX:SharedArchiveFile={LOCAL.class_archive} -Xlog:cds=off -Xlog:cds+dynamic=off"
+        return f"{opts} -XX:SharedArchiveFile={LOCAL.class_archive} {_CDS_QUIET}"
     return opts
 
 

@@ -277,7 +277,7 @@ def room_summary(messages: DataFrame) -> DataFrame:
     Input: `message_lifecycle` rows. Output columns: `room_id`, `provider`,
     `messages`, `enqueued`, `acked`, `timed_out`, `failed`,
     `dead_lettered`, `lost`, `late_acks`, `duplicates_sent` (resends),
-    `send_failures`, the audit (`AUDIT_COLUMNS` but `lost`, see
+    `send_failures`, the rest of the audit (`AUDIT_COLUMNS`, see
     `ordering_audit`), `longest_head_of_line_wait_ms`, `mean_in_flight_ms`,
     `first_sent_at`, `last_ended_at`, `active_s` (first send to last end,
     seconds) and `messages_per_s` (ended messages / `active_s`; null when
@@ -288,23 +288,24 @@ def room_summary(messages: DataFrame) -> DataFrame:
     end; one row with change 0 if it was never sent), one window per room in
     time order gives the running in-flight count and the highest seq sent
     before, and one aggregate per room reads both. Counts and sums read the
-    message's first row only (`_first`), so a message counts once.
+    message's first row only (its send, or its change-0 row), so a message
+    counts once.
     """
     m = messages.select(
         "room_id", "seq", "provider", "enqueued_at", "first_sent_at", "ended_at", "outcome", "resends",
         "send_failures", "terminal_events", "late_ack_ms", "head_of_line_wait_ms", "in_flight_ms",
     )  # fmt: skip
 
-    def change(t: Column, delta: int, first: bool) -> Column:
-        return F.struct(t.alias("t"), F.lit(delta).alias("delta"), F.lit(first).alias("first"))
+    def change(t: Column, delta: int) -> Column:
+        return F.struct(t.alias("t"), F.lit(delta).alias("delta"))
 
     sent = F.col("first_sent_at").isNotNull()
     # an end and a send at the same microsecond count as end first: -1 sorts before +1
     end_t = F.greatest("ended_at", "first_sent_at")
     changes = (
-        F.when(~sent, F.array(change(F.lit(None).cast("timestamp"), 0, True)))
-        .when(F.col("ended_at").isNull(), F.array(change(F.col("first_sent_at"), 1, True)))
-        .otherwise(F.array(change(F.col("first_sent_at"), 1, True), change(end_t, -1, False)))
+        F.when(~sent, F.array(change(F.lit(None).cast("timestamp"), 0)))
+        .when(F.col("ended_at").isNull(), F.array(change(F.col("first_sent_at"), 1)))
+        .otherwise(F.array(change(F.col("first_sent_at"), 1), change(end_t, -1)))
     )
     sweep = Window.partitionBy("room_id").orderBy("_c.t", "_c.delta", "seq")
     upto = sweep.rowsBetween(Window.unboundedPreceding, 0)
@@ -316,7 +317,7 @@ def room_summary(messages: DataFrame) -> DataFrame:
         # the highest seq first sent before this send, in (first_sent_at, seq) order
         F.max(F.when(is_send, F.col("seq"))).over(before).alias("_max_seq_before"),
     )
-    first = F.col("_c.first")
+    first = F.col("_c.delta") >= 0  # every message has one row with change 0 or +1
 
     def once(cond: Column) -> Column:
         return F.count(F.when(first & cond, 1))
@@ -355,13 +356,15 @@ def room_summary(messages: DataFrame) -> DataFrame:
     for c in checks.values():
         all_ok = all_ok & c
     active_s = _ms_between(F.col("last_ended_at"), F.col("first_sent_at")) / F.lit(1000.0)
-    return per_room.withColumn("active_s", active_s).select(
-        "room_id", "provider", "messages", "enqueued", "acked", "timed_out", "failed", "dead_lettered", "lost",
-        "late_acks", "duplicates_sent", "send_failures", "messages_sent", "ordering_violations", "max_in_flight",
-        "in_flight_violations", "gaps", "multiple_ends", *[c.alias(k) for k, c in checks.items()],
-        all_ok.alias("audit_ok"), "longest_head_of_line_wait_ms", "mean_in_flight_ms", "first_sent_at",
-        "last_ended_at", "active_s",
-        F.when(F.col("active_s") > 0, F.col("_ended") / F.col("active_s")).alias("messages_per_s"),
+    return (
+        per_room.select("*", *[c.alias(k) for k, c in checks.items()], all_ok.alias("audit_ok"))
+        .withColumn("active_s", active_s)
+        .select(
+            "room_id", "provider", "messages", "enqueued", "acked", "timed_out", "failed", "dead_lettered", "lost",
+            "late_acks", "duplicates_sent", "send_failures", *[c for c in AUDIT_COLUMNS if c != "lost"],
+            "longest_head_of_line_wait_ms", "mean_in_flight_ms", "first_sent_at", "last_ended_at", "active_s",
+            F.when(F.col("active_s") > 0, F.col("_ended") / F.col("active_s")).alias("messages_per_s"),
+        )
     )  # fmt: skip
 
 
