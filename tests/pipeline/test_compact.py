@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from datetime import date
 
+import duckdb
 import pytest
 from pyspark.sql import functions as F
 from pyspark.testing import assertDataFrameEqual
@@ -12,7 +13,7 @@ from pyspark.testing import assertDataFrameEqual
 from pipeline import transforms as tf
 from pipeline.compact import compact, read_store
 from pipeline.extract import read_events
-from tests.pipeline.conftest import ev, line, lines_df, log_entry, scenario, sent
+from tests.pipeline.conftest import enq, ev, line, lines_df, log_entry, scenario, sent
 
 
 def test_json_reader_gives_the_events_and_reasons_of_the_per_line_parse(spark, tmp_path):
@@ -76,3 +77,20 @@ def test_a_batch_without_manifest_is_ignored(spark, tmp_path):
 def test_missing_store_is_a_clear_error(spark, tmp_path):
     with pytest.raises(FileNotFoundError):
         read_store(spark, str(tmp_path / "nothing"))
+
+
+def test_each_compacted_file_is_sorted_by_room_and_seq(spark, tmp_path):
+    # written in time order, as a log is: rooms and seqs interleaved
+    records = [enq(float(t), f"r{t % 3}", 10 - t // 3) for t in range(30)]
+    src = tmp_path / "events.jsonl"
+    src.write_text("\n".join(line(r) for r in records) + "\n")
+    store = tmp_path / "store"
+    compact(spark, str(src), str(store))
+    files = sorted(str(p) for p in (store / "events").rglob("*.parquet"))
+    assert files
+    keys = [k for f in files for k in duckdb.sql(f"SELECT room_id, seq FROM read_parquet('{f}')").fetchall()]
+    assert len(keys) == len(records)
+    # one run per file, in (room, seq) order: the per-message sort after the shuffle merges runs
+    for f in files:
+        rows = duckdb.sql(f"SELECT room_id, seq FROM read_parquet('{f}')").fetchall()
+        assert rows == sorted(rows)
