@@ -69,6 +69,21 @@ def path_exists(spark: SparkSession, path: str) -> bool:
     return bool(hpath.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration()).exists(hpath))
 
 
+def list_names(spark: SparkSession, path: str) -> list[str]:
+    """The names of the entries directly under the directory `path` (local or a
+    URI such as `gs://...`), sorted; [] when `path` does not exist. One listing,
+    no Spark job."""
+    if _is_local(path):
+        local = path.removeprefix("file://")
+        return sorted(os.listdir(local)) if os.path.isdir(local) else []
+    jvm = spark.sparkContext._jvm
+    hpath = jvm.org.apache.hadoop.fs.Path(path)
+    fs = hpath.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())
+    if not fs.exists(hpath):
+        return []
+    return sorted(str(st.getPath().getName()) for st in fs.listStatus(hpath))
+
+
 def delete_path(spark: SparkSession, path: str) -> None:
     """Delete `path` (a file or a directory tree, local or a URI) if it exists."""
     if _is_local(path):

@@ -11,7 +11,7 @@ from pyspark.sql import functions as F
 from pyspark.testing import assertDataFrameEqual
 
 from pipeline import transforms as tf
-from pipeline.compact import compact, read_store
+from pipeline.compact import committed_batches, compact, read_store
 from pipeline.extract import read_events
 from tests.pipeline.conftest import enq, ev, line, lines_df, log_entry, scenario, sent
 
@@ -72,6 +72,18 @@ def test_a_batch_without_manifest_is_ignored(spark, tmp_path):
     rows = read_store(spark, str(store)).withColumn("room_id", F.lit("ghost"))
     rows.drop("date").write.parquet(str(store / "events" / "date=2026-11-22" / "batch=unfinished"))
     assert [r["room_id"] for r in read_store(spark, str(store)).collect()] == ["a"]
+
+
+def test_committed_batches_are_the_manifest_partitions(spark, tmp_path):
+    logs, store = tmp_path / "logs", tmp_path / "store"
+    assert committed_batches(spark, str(store)) == []
+    _hour(logs, 22, 10, [sent(1.0, "a", 1)])
+    first = compact(spark, str(logs), str(store)).batch
+    _hour(logs, 22, 11, [sent(3600.0, "a", 2)])
+    second = compact(spark, str(logs), str(store)).batch
+    # a manifest write still under way (or dead) leaves only a hidden directory
+    (store / "_manifest" / "_temporary" / "0").mkdir(parents=True)
+    assert committed_batches(spark, str(store)) == sorted([first, second])
 
 
 def test_missing_store_is_a_clear_error(spark, tmp_path):
