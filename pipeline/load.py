@@ -14,6 +14,12 @@ def _is_local(path: str) -> bool:
     return "://" not in path or path.startswith("file://")
 
 
+def _hadoop(spark: SparkSession, path: str):
+    """(Hadoop FileSystem, Hadoop Path) for a URI such as `gs://...`."""
+    hpath = spark.sparkContext._jvm.org.apache.hadoop.fs.Path(path)
+    return hpath.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration()), hpath
+
+
 def join_path(base: str, *parts: str) -> str:
     """`base/part/...` for a local path or a URI such as `gs://bucket/dir`."""
     return "/".join([base.rstrip("/"), *parts])
@@ -49,9 +55,7 @@ def write_bytes(spark: SparkSession, path: str, data: bytes) -> None:
         with open(local, "wb") as fh:
             fh.write(data)
         return
-    jvm = spark.sparkContext._jvm
-    hpath = jvm.org.apache.hadoop.fs.Path(path)
-    fs = hpath.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())
+    fs, hpath = _hadoop(spark, path)
     out = fs.create(hpath, True)
     try:
         out.write(bytearray(data))
@@ -64,9 +68,8 @@ def path_exists(spark: SparkSession, path: str) -> bool:
     Hadoop's FileSystem."""
     if _is_local(path):
         return os.path.exists(path.removeprefix("file://"))
-    jvm = spark.sparkContext._jvm
-    hpath = jvm.org.apache.hadoop.fs.Path(path)
-    return bool(hpath.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration()).exists(hpath))
+    fs, hpath = _hadoop(spark, path)
+    return bool(fs.exists(hpath))
 
 
 def list_names(spark: SparkSession, path: str) -> list[str]:
@@ -76,9 +79,7 @@ def list_names(spark: SparkSession, path: str) -> list[str]:
     if _is_local(path):
         local = path.removeprefix("file://")
         return sorted(os.listdir(local)) if os.path.isdir(local) else []
-    jvm = spark.sparkContext._jvm
-    hpath = jvm.org.apache.hadoop.fs.Path(path)
-    fs = hpath.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())
+    fs, hpath = _hadoop(spark, path)
     if not fs.exists(hpath):
         return []
     return sorted(str(st.getPath().getName()) for st in fs.listStatus(hpath))
@@ -95,8 +96,6 @@ def delete_path(spark: SparkSession, path: str) -> None:
         elif os.path.exists(local):
             os.remove(local)
         return
-    jvm = spark.sparkContext._jvm
-    hpath = jvm.org.apache.hadoop.fs.Path(path)
-    fs = hpath.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())
+    fs, hpath = _hadoop(spark, path)
     if fs.exists(hpath):
         fs.delete(hpath, True)
