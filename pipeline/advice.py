@@ -7,20 +7,21 @@ true quantile q lies between the l-th and u-th smallest of n latencies with
 probability P(l <= B < u), B ~ Binomial(n, q). No bootstrap is needed, and the
 interval makes no assumption about the latency distribution.
 
-`quantile_ci_ranks` is plain Python; `recommend_timeout`,
-`ack_latency_quantiles` and `ack_latency_quantiles_by_provider` run Spark actions on `message_lifecycle` rows.
+`quantile_ci_ranks` is plain Python; `recommend_timeout` and
+`ack_latency_quantiles` run Spark actions on `message_lifecycle` rows.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, field, fields
 from statistics import NormalDist
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from pipeline.transforms import ack_waits, observed_timeouts
+from pipeline.transforms import WAIT_OUTCOMES, ack_waits, observed_timeout_ms
 
 #: percentile_approx accuracy: rank error at most n / ACCURACY, exact below that n.
 ACCURACY = 1_000_000
@@ -82,6 +83,25 @@ def quantile_ci_ranks(n: int, q: float, confidence: float = 0.95) -> tuple[int |
 
 
 @dataclass(frozen=True)
+class AckLatencyQuantiles:
+    """Quantiles (ms) of arriving-ack latency (acked in time, or acked late)
+    at each of `probs` (0..1, in the order given): `overall`, and
+    `by_provider` (provider -> quantiles; `unknown` where no event of the
+    message logged one). None where no ack arrived. Rank error at most
+    n / ACCURACY for n acks (exact below ACCURACY)."""
+
+    probs: tuple[float, ...]
+    overall: tuple[float | None, ...]
+    by_provider: dict[str, tuple[float | None, ...]]
+
+    def tail(self, skip: int) -> AckLatencyQuantiles:
+        """The same quantiles without the first `skip` probabilities."""
+        return AckLatencyQuantiles(
+            self.probs[skip:], self.overall[skip:], {k: v[skip:] for k, v in self.by_provider.items()}
+        )
+
+
+@dataclass(frozen=True)
 class TimeoutAdvice:
     """The recommended ack timeout and what it rests on. All `*_ms` in ms.
 
@@ -93,6 +113,8 @@ class TimeoutAdvice:
     - `observed_timeout_ms`: median time from last send to `timed_out` in the
       log, i.e. the X in force (plus dispatch delay); `share_late_observed`:
       share of arriving acks slower than it.
+    - `latencies`: the quantiles asked for with `recommend_timeout(cdf_probs=...)`
+      (`AckLatencyQuantiles`); not part of `as_dict`.
     """
 
     target_share: float
@@ -104,63 +126,88 @@ class TimeoutAdvice:
     ci_high_ms: float | None
     observed_timeout_ms: float | None
     share_late_observed: float | None
+    latencies: AckLatencyQuantiles | None = field(default=None, repr=False, compare=False)
 
     def as_dict(self) -> dict:
-        return asdict(self)
+        """The advice's figures (every field but `latencies`), for summary.json."""
+        return {f.name: getattr(self, f.name) for f in fields(self) if f.name != "latencies"}
 
 
-def ack_latency_quantiles(messages: DataFrame, probs: list[float]) -> list[float | None]:
+def _latency_rollup(
+    messages: DataFrame, probs: Sequence[float], slower_than_ms: float | None = None
+) -> tuple[AckLatencyQuantiles, int | None]:
+    """One Spark action over the acked and timed-out messages, grouped by a
+    rollup of the provider (each provider, then all of them): the arriving-ack
+    latency quantiles at `probs`, and with `slower_than_ms` how many arriving
+    acks were slower than it in all (else None)."""
+    lat = F.col("ack_latency_ms")
+    waits = ack_waits(messages.withColumn("_p", F.coalesce(F.col("provider"), F.lit("unknown"))), extra=("_p",))
+    aggs = [F.grouping("_p").alias("_all")]
+    if probs:
+        aggs.append(F.percentile_approx(lat, [float(p) for p in probs], ACCURACY).alias("q"))
+    if slower_than_ms is not None:
+        aggs.append(F.count(F.when(lat > F.lit(float(slower_than_ms)), 1)).alias("slower"))
+    nones = (None,) * len(probs)
+    overall: tuple[float | None, ...] = nones
+    by_provider: dict[str, tuple[float | None, ...]] = {}
+    slower = None if slower_than_ms is None else 0
+    for r in waits.rollup("_p").agg(*aggs).collect():
+        q = tuple(r["q"]) if probs and r["q"] is not None else nones
+        if r["_all"]:
+            overall = q
+            if slower_than_ms is not None:
+                slower = int(r["slower"])
+        else:
+            by_provider[r["_p"]] = q
+    return AckLatencyQuantiles(tuple(float(p) for p in probs), overall, by_provider), slower
+
+
+def ack_latency_quantiles(messages: DataFrame, probs: Sequence[float]) -> AckLatencyQuantiles:
     """Quantiles (ms) of arriving-ack latency at each of `probs` (each 0..1),
-    rank error at most n / ACCURACY. One Spark action. Nones if no ack arrived."""
-    row = (
-        ack_waits(messages)
-        .agg(F.percentile_approx("ack_latency_ms", [float(p) for p in probs], ACCURACY).alias("q"))
-        .first()
-    )
-    return list(row["q"]) if row and row["q"] is not None else [None] * len(probs)
+    overall and per provider (`AckLatencyQuantiles`). Input:
+    `message_lifecycle` rows. One Spark action."""
+    return _latency_rollup(messages, probs)[0]
 
 
-def ack_latency_quantiles_by_provider(messages: DataFrame, probs: list[float]) -> dict[str, list[float | None]]:
-    """`ack_latency_quantiles` per provider (`unknown` where none was
-    logged): provider -> quantiles (ms) at each of `probs`. One Spark action."""
-    rows = (
-        ack_waits(messages.withColumn("_p", F.coalesce(F.col("provider"), F.lit("unknown"))), extra=("_p",))
-        .groupBy("_p")
-        .agg(F.percentile_approx("ack_latency_ms", [float(p) for p in probs], ACCURACY).alias("q"))
-        .collect()
-    )
-    return {r["_p"]: list(r["q"]) if r["q"] is not None else [None] * len(probs) for r in rows}
-
-
-def recommend_timeout(messages: DataFrame, target_share: float = 0.99, confidence: float = 0.95) -> TimeoutAdvice:
+def recommend_timeout(
+    messages: DataFrame, target_share: float = 0.99, confidence: float = 0.95, cdf_probs: Sequence[float] = ()
+) -> TimeoutAdvice:
     """Recommend the ack timeout X letting `target_share` of arriving acks in.
 
-    Input: `message_lifecycle` rows. Runs three small Spark actions. Raises
+    Input: `message_lifecycle` rows. `cdf_probs`: more latency quantiles
+    (each 0..1) to compute in the same pass, overall and per provider, given
+    back in the advice's `latencies` (the report's CDF asks for 201). Runs two
+    Spark actions: the counts with the median observed timeout, then every
+    quantile with the count of acks slower than that timeout. Raises
     ValueError unless 0 < target_share < 1 and 0 < confidence < 1. With no
-    arriving ack, the recommendation and its interval are None.
+    arriving ack, the recommendation, its interval and every quantile are None.
     """
     if not 0.0 < target_share < 1.0 or not 0.0 < confidence < 1.0:
         raise ValueError(f"target_share and confidence must be in (0, 1), got {target_share}, {confidence}")
     lat = F.col("ack_latency_ms")
-    counts = ack_waits(messages).agg(F.count(lat).alias("n"), F.count(F.when(lat.isNull(), 1)).alias("none")).first()
-    n, none = int(counts["n"]), int(counts["none"])
-    obs = observed_timeouts(messages).agg(F.percentile_approx("timeout_ms", 0.5, 10000).alias("x")).first()["x"]
+    waits = F.col("outcome").isin(*WAIT_OUTCOMES)
+    counts = messages.agg(
+        F.count(F.when(waits & lat.isNotNull(), 1)).alias("n"),
+        F.count(F.when(waits & lat.isNull(), 1)).alias("none"),
+        F.percentile_approx(observed_timeout_ms(), 0.5, 10000).alias("x"),
+    ).first()
+    n, none, obs = int(counts["n"]), int(counts["none"]), counts["x"]
     if n == 0:
-        return TimeoutAdvice(target_share, confidence, 0, none, None, None, None, obs, None)
+        latencies = AckLatencyQuantiles(tuple(float(p) for p in cdf_probs), (None,) * len(cdf_probs), {})
+        return TimeoutAdvice(target_share, confidence, 0, none, None, None, None, obs, None, latencies)
     lo, hi = quantile_ci_ranks(n, target_share, confidence)
     rank = max(1, math.ceil(target_share * n - 1e-9))  # the q-quantile is the ceil(q n)-th smallest
     # ask for rank r as (r - 0.5) / n: Spark takes ceil(p n), and r / n can land a hair above r
-    probs = [(r - 0.5) / n for r in (rank, lo, hi) if r is not None]
-    values = ack_latency_quantiles(messages, probs)
-    rec = values[0]
-    rest = iter(values[1:])
+    own = [(r - 0.5) / n for r in (rank, lo, hi) if r is not None]
+    quantiles, slower = _latency_rollup(messages, [*own, *cdf_probs], obs)
+    rec, *rest_values = quantiles.overall[: len(own)]
+    rest = iter(rest_values)
     ci_low = next(rest) if lo is not None else None
     ci_high = next(rest) if hi is not None else None
-    share_late = None
-    if obs is not None:
-        late = ack_waits(messages).where(lat > float(obs)).count()
-        share_late = late / n
-    return TimeoutAdvice(target_share, confidence, n, none, rec, ci_low, ci_high, obs, share_late)
+    share_late = slower / n if obs is not None and slower is not None else None
+    return TimeoutAdvice(
+        target_share, confidence, n, none, rec, ci_low, ci_high, obs, share_late, quantiles.tail(len(own))
+    )
 
 
 def candidate_timeouts(advice: TimeoutAdvice, extra_ms: list[float] | None = None) -> list[float]:

@@ -43,6 +43,8 @@ PROVIDER_FIGURES = (
     "send_to_ack_p50_ms", "send_to_ack_p90_ms", "send_to_ack_p99_ms",
 )  # fmt: skip
 CHECKS = ("sends_in_order", "single_in_flight", "none_lost", "no_gaps", "one_end_each")
+#: The probabilities at which the report draws the ack-latency CDF.
+CDF_PROBS = tuple(i / 200 for i in range(1, 200)) + (0.995, 0.999)
 
 
 def _day(text: str) -> date:
@@ -196,7 +198,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         providers = spark.read.parquet(join_path(out, "providers")).orderBy("provider")
 
     with Stage("timeout advice"):
-        advice = adv.recommend_timeout(messages, args.target_share, args.confidence)
+        # the report's CDF quantiles come from the advice's own pass over the latencies
+        cdf_probs = () if args.no_report else CDF_PROBS
+        advice = adv.recommend_timeout(messages, args.target_share, args.confidence, cdf_probs)
         write_table(
             tf.timeout_tradeoff(messages, adv.candidate_timeouts(advice)), join_path(out, "timeout_tradeoff"), files=1
         )
@@ -264,12 +268,11 @@ def _report_data(
 ):
     from pipeline.report import ReportData
 
-    probs = [i / 200 for i in range(1, 200)] + [0.995, 0.999]
-    cdf_x = adv.ack_latency_quantiles(messages, probs)
-    cdf = [(x, p) for x, p in zip(cdf_x, probs, strict=True) if x is not None]
-    by_provider = adv.ack_latency_quantiles_by_provider(messages, probs)
+    latencies = advice.latencies
+    cdf = [(x, p) for x, p in zip(latencies.overall, latencies.probs, strict=True) if x is not None]
     provider_cdf = {
-        name: [(x, p) for x, p in zip(xs, probs, strict=True) if x is not None] for name, xs in by_provider.items()
+        name: [(x, p) for x, p in zip(xs, latencies.probs, strict=True) if x is not None]
+        for name, xs in latencies.by_provider.items()
     }
     span = (agg["last"] - agg["first"]).total_seconds() if agg["first"] and agg["last"] else 3600
     bucket = pick_bucket_s(span)

@@ -6,7 +6,7 @@ from datetime import datetime, timedelta
 
 import pytest
 
-from pipeline.advice import candidate_timeouts, quantile_ci_ranks, recommend_timeout
+from pipeline.advice import ack_latency_quantiles, candidate_timeouts, quantile_ci_ranks, recommend_timeout
 
 T = datetime(2026, 11, 22, 10, 0)
 
@@ -33,18 +33,20 @@ def test_ci_ranks_reject_bad_arguments(args):
 
 
 def _messages(spark):
-    """190 acked (10, 20, ... 1900 ms), 10 timed out after 3 s whose acks came late
-    (3100 .. 4000 ms), 20 timed out with no ack ever: 200 arriving acks."""
+    """190 acked (10, 20, ... 1900 ms; the first 95 on WhatsApp, the rest on
+    Messenger), 10 timed out after 3 s whose acks came late (3100 .. 4000 ms),
+    20 timed out with no ack ever (no provider logged): 200 arriving acks."""
     rows = []
     for i in range(1, 191):
-        rows.append((f"r{i % 7}", i, "acked", 10.0 * i, T, T))
+        rows.append((f"r{i % 7}", i, "whatsapp" if i <= 95 else "messenger", "acked", 10.0 * i, T, T))
     for j in range(10):
-        rows.append(("late", j, "timed_out", 3100.0 + 100 * j, T, T + timedelta(seconds=3)))
+        rows.append(("late", j, None, "timed_out", 3100.0 + 100 * j, T, T + timedelta(seconds=3)))
     for k in range(20):
-        rows.append(("silent", k, "timed_out", None, T, T + timedelta(seconds=3)))
+        rows.append(("silent", k, None, "timed_out", None, T, T + timedelta(seconds=3)))
     return spark.createDataFrame(
         rows,
-        "room_id string, seq long, outcome string, ack_latency_ms double, last_sent_at timestamp, ended_at timestamp",
+        "room_id string, seq long, provider string, outcome string, ack_latency_ms double, "
+        "last_sent_at timestamp, ended_at timestamp",
     )
 
 
@@ -67,13 +69,36 @@ def test_recommend_timeout_median(spark):
     assert (a.ci_low_ms, a.ci_high_ms) == (860.0, 1150.0)
 
 
+def test_cdf_quantiles_come_with_the_advice_overall_and_per_provider(spark):
+    a = recommend_timeout(_messages(spark), target_share=0.99, confidence=0.95, cdf_probs=[0.5, 0.1])
+    # the advice's own figures are those asked for without the CDF
+    assert (a.recommended_ms, a.ci_low_ms, a.share_late_observed) == (3800.0, 3500.0, pytest.approx(10 / 200))
+    assert a.latencies.probs == (0.5, 0.1)
+    # all 200: the 100th and 20th smallest
+    assert a.latencies.overall == (1000.0, 200.0)
+    # WhatsApp 10 .. 950 ms and Messenger 960 .. 1900 ms (95 each): the 48th and 10th smallest;
+    # the late acks (no provider) 3100 .. 4000 ms: the 5th and 1st; the silent ones have no latency
+    assert a.latencies.by_provider == {
+        "whatsapp": (480.0, 100.0),
+        "messenger": (1430.0, 1050.0),
+        "unknown": (3500.0, 3100.0),
+    }
+    assert "latencies" not in a.as_dict() and a.as_dict()["recommended_ms"] == 3800.0
+
+
+def test_ack_latency_quantiles_without_advice(spark):
+    q = ack_latency_quantiles(_messages(spark), [0.5])
+    assert q.overall == (1000.0,) and q.by_provider["messenger"] == (1430.0,)
+
+
 def test_no_ack_no_advice(spark):
     df = spark.createDataFrame(
         [("r", 1, "timed_out", None, T, T + timedelta(seconds=3))],
         "room_id string, seq long, outcome string, ack_latency_ms double, last_sent_at timestamp, ended_at timestamp",
     )
-    a = recommend_timeout(df)
+    a = recommend_timeout(df, cdf_probs=[0.5])
     assert (a.arriving_acks, a.no_ack, a.recommended_ms, a.observed_timeout_ms) == (0, 1, None, 3000.0)
+    assert a.latencies.overall == (None,)
     with pytest.raises(ValueError):
         recommend_timeout(df, target_share=1.5)
 
