@@ -49,6 +49,14 @@ log = logging.getLogger("pipeline.compact")
 
 #: The columns stored per line, besides the `date` and `batch` partitions.
 STORED_COLUMNS: tuple[str, ...] = (*EVENT_COLUMNS, "source", "line", "reject_reason")
+#: Stored columns of mostly distinct values, written without Parquet's
+#: dictionary encoding (`parquet.enable.dictionary#<column>`,
+#: https://github.com/apache/parquet-java/blob/master/parquet-hadoop/README.md):
+#: the writer would build each one's dictionary, find it too big and fall back
+#: to plain encoding. Measured at 10M events: about 2 CPU-s less, and the same size.
+PLAIN_COLUMNS: tuple[str, ...] = (
+    "ts", "published_at", "message_id", "seq", "publish_to_send_ms", "send_to_ack_ms", "trigger_to_send_ms",
+)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -106,6 +114,7 @@ def compact(spark: SparkSession, inputs: str | list[str], store: str) -> Compact
         # stage 12.6-13.2 s instead of 15.1-16.5 s)
         .sortWithinPartitions("date", "batch", "room_id", "seq")
         .write.mode("append")
+        .options(**{f"parquet.enable.dictionary#{c}": "false" for c in PLAIN_COLUMNS})
         .partitionBy("date", "batch")
         .parquet(join_path(store, "events"))
     )

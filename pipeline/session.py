@@ -94,6 +94,12 @@ def build_session(
     b = (
         SparkSession.builder.appName(app_name)
         .config("spark.sql.session.timeZone", "UTC")
+        # timestamps as Parquet's standard INT64 microseconds, not Spark's default
+        # INT96, which is converted value by value (spark.sql.parquet.outputTimestampType,
+        # https://spark.apache.org/docs/latest/sql-data-sources-parquet.html#configuration):
+        # compacting 10M events took about 5 CPU-s less, into 120 MB instead of 147 MB.
+        # Files written before keep INT96 and read alongside (one Spark type).
+        .config("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS")
         .config("spark.ui.showConsoleProgress", "false")
         # local files without .crc side files: Hadoop's checksum FS cannot open
         # a file whose name has a colon (the Logging sink's `HH:00:00_...json`)

@@ -11,9 +11,9 @@ from pyspark.sql import functions as F
 from pyspark.testing import assertDataFrameEqual
 
 from pipeline import transforms as tf
-from pipeline.compact import committed_batches, compact, read_store
+from pipeline.compact import PLAIN_COLUMNS, committed_batches, compact, read_store
 from pipeline.extract import read_events
-from tests.pipeline.conftest import enq, ev, line, lines_df, log_entry, scenario, sent
+from tests.pipeline.conftest import T0, enq, ev, line, lines_df, log_entry, scenario, sent
 
 
 def test_json_reader_gives_the_events_and_reasons_of_the_per_line_parse(spark, tmp_path):
@@ -104,3 +104,40 @@ def test_each_compacted_file_is_sorted_by_room_and_seq(spark, tmp_path):
     # one run per file, in (room, seq) order: the per-message sort after the shuffle merges runs
     for rows in per_file:
         assert rows == sorted(rows)
+
+
+def test_stored_times_are_int64_micros_and_unique_columns_plain(spark, tmp_path):
+    records = [enq(float(t), f"r{t % 3}", t) for t in range(30)]
+    src = tmp_path / "events.jsonl"
+    src.write_text("\n".join(line(r) for r in records) + "\n")
+    store = tmp_path / "store"
+    compact(spark, str(src), str(store))
+    files = [str(p) for p in (store / "events").rglob("*.parquet")]
+    meta = duckdb.sql(f"SELECT path_in_schema, type, encodings FROM parquet_metadata({files!r})").fetchall()
+    by_col = {}
+    for col, physical, encodings in meta:
+        by_col.setdefault(col, set()).add((physical, encodings))
+    # Parquet's standard timestamp, not Spark's default INT96
+    assert {p for p, _ in by_col["ts"]} == {"INT64"}
+    # mostly distinct values: plain, without a dictionary the writer would build and drop
+    for col in PLAIN_COLUMNS:
+        assert all("DICTIONARY" not in enc for _, enc in by_col[col]), (col, by_col[col])
+    assert all("DICTIONARY" in enc for _, enc in by_col["room_id"])
+
+
+def test_a_store_written_with_int96_times_reads_with_new_batches(spark, tmp_path):
+    # stores compacted before the times were INT64 keep their INT96 batches
+    logs, store = tmp_path / "logs", str(tmp_path / "store")
+    _hour(logs, 22, 10, [sent(1.0, "a", 1)])
+    spark.conf.set("spark.sql.parquet.outputTimestampType", "INT96")
+    try:
+        compact(spark, str(logs), store)
+    finally:
+        spark.conf.set("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS")
+    _hour(logs, 22, 11, [sent(3600.0, "a", 2)])
+    compact(spark, str(logs), store)
+    files = [str(p) for p in (tmp_path / "store" / "events").rglob("*.parquet")]
+    types = duckdb.sql(f"SELECT DISTINCT type FROM parquet_metadata({files!r}) WHERE path_in_schema = 'ts'").fetchall()
+    assert sorted(t for (t,) in types) == ["INT64", "INT96"]
+    rows = read_store(spark, store).select("seq", F.unix_micros("ts").alias("us")).orderBy("seq").collect()
+    assert [(r["seq"], r["us"]) for r in rows] == [(1, (T0 + 1) * 1_000_000), (2, (T0 + 3600) * 1_000_000)]
