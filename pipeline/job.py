@@ -192,8 +192,12 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         return summary
 
     with Stage("totals"):
-        write_table(tf.totals_by_time(messages, 3600), join_path(out, "hourly"), files=1)
-        write_table(tf.totals_by_provider(messages), join_path(out, "providers"), files=1)
+        # one aggregate for both tables; its result (a row per hour and per provider) is cached
+        both = tf.totals_by_time_and_provider(messages, 3600).cache()
+        by_hour, by_provider = tf.split_totals(both)
+        write_table(by_hour, join_path(out, "hourly"), files=1)
+        write_table(by_provider, join_path(out, "providers"), files=1)
+        both.unpersist()
         hourly = spark.read.parquet(join_path(out, "hourly")).orderBy("bucket_start")
         providers = spark.read.parquet(join_path(out, "providers")).orderBy("provider")
 

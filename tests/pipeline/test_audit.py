@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 
 import pytest
+from pyspark.sql import functions as F
 from pyspark.testing import assertDataFrameEqual
 
 from pipeline import transforms as tf
@@ -103,6 +104,24 @@ def test_totals_by_provider_and_hour(spark, messages):
     assert h["send_to_ack_p50_ms"] == 400.0
     with pytest.raises(ValueError):
         tf.totals_by_time(messages, 0)
+
+
+def test_totals_by_time_and_provider_in_one_aggregate(spark, messages):
+    # the scenario's 15 messages on WhatsApp at 10:xx, and a copy on Messenger an hour later
+    later = {c: F.col(c) + F.expr("INTERVAL 1 HOUR") for c in ("enqueued_at", "first_sent_at", "ended_at")}
+    both_days = messages.unionByName(messages.withColumns({**later, "provider": F.lit("messenger")}))
+    by_hour, by_provider = tf.split_totals(tf.totals_by_time_and_provider(both_days, 3600))
+    hours = sorted((r["bucket_start"].hour, r["messages"], r["acked"]) for r in by_hour.collect())
+    assert hours == [(10, 15, 11), (11, 15, 11)]
+    assert sorted((r["provider"], r["messages"], r["rooms"]) for r in by_provider.collect()) == [
+        ("messenger", 15, 7),
+        ("whatsapp", 15, 7),
+    ]
+    # the same rows and columns as the one-key tables
+    assertDataFrameEqual(by_hour, tf.totals_by_time(both_days, 3600))
+    assertDataFrameEqual(by_provider, tf.totals_by_provider(both_days))
+    assert by_hour.columns == tf.totals_by_time(both_days).columns
+    assert by_provider.columns == tf.totals_by_provider(both_days).columns
 
 
 def test_timeout_tradeoff_by_hand(spark):
