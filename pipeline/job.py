@@ -126,9 +126,11 @@ def pick_bucket_s(span_s: float, max_buckets: int = 60) -> int:
 def run(args: argparse.Namespace) -> dict[str, Any]:
     """Run the job; returns the summary figures (also written to summary.json).
 
-    Nothing is cached: the lines are parsed once into a compacted Parquet
-    store (or read from one), the per-message table is computed once and
-    written, and every later stage reads the written Parquet back.
+    Nothing large is cached: the lines are parsed once into a compacted
+    Parquet store (or read from one), the per-message table is computed once
+    and written, and every later stage reads the written Parquet back; only
+    the totals' aggregate (a row per hour and per provider) is cached for the
+    two tables it fills.
     """
     t_start = time.perf_counter()
     STAGE_SECONDS.clear()
