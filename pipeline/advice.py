@@ -21,7 +21,7 @@ from statistics import NormalDist
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from pipeline.transforms import WAIT_OUTCOMES, ack_waits, observed_timeout_ms
+from pipeline.transforms import WAIT_OUTCOMES, ack_waits, observed_timeout_ms, provider_key
 
 #: percentile_approx accuracy: rank error at most n / ACCURACY, exact below that n.
 ACCURACY = 1_000_000
@@ -141,7 +141,7 @@ def _latency_rollup(
     latency quantiles at `probs`, and with `slower_than_ms` how many arriving
     acks were slower than it in all (else None)."""
     lat = F.col("ack_latency_ms")
-    waits = ack_waits(messages.withColumn("_p", F.coalesce(F.col("provider"), F.lit("unknown"))), extra=("_p",))
+    waits = ack_waits(messages.withColumn("_p", provider_key()), extra=("_p",))
     aggs = [F.grouping("_p").alias("_all")]
     if probs:
         aggs.append(F.percentile_approx(lat, [float(p) for p in probs], ACCURACY).alias("q"))
