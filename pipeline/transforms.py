@@ -95,7 +95,9 @@ def check_lines(raw: DataFrame, corrupt: Column, line: Column, blank: Column | N
     df = raw.select("*", *[c.alias(f"_r_{k}") for k, c in raw_cols.items()], corrupt.alias("_corrupt"),
                     blank.alias("_blank"))  # fmt: skip
     r = {k: F.col(f"_r_{k}") for k in READ_FIELDS}
-    ts = F.try_to_timestamp(r["ts"])
+    # `ts` parsed once, in its own column: the checks and the typed column both read it
+    df = df.select("*", F.try_to_timestamp(r["ts"]).alias("_ts"))
+    ts = F.col("_ts")
     published = F.try_to_timestamp(r["published_at"])
     non_integral = [
         F.when(r[k].isNotNull() & (r[k] != F.floor(r[k])), F.lit(f"wrong_type:{k}")) for k in INTEGER_FIELDS
@@ -135,8 +137,11 @@ def check_lines(raw: DataFrame, corrupt: Column, line: Column, blank: Column | N
         else:
             col = r[name]
         typed.append(col.alias(name))
-    if_rejected = F.when(reason.isNotNull(), line)
-    return df.select(*typed, "source", if_rejected.alias("line"), reason.alias("reject_reason"))
+    # the reason in its own column too, computed once for `line` and `reject_reason`
+    checked = df.select("*", reason.alias("_reason"))
+    reject_reason = F.col("_reason")
+    if_rejected = F.when(reject_reason.isNotNull(), line)
+    return checked.select(*typed, "source", if_rejected.alias("line"), reject_reason.alias("reject_reason"))
 
 
 def parse_lines(lines: DataFrame) -> DataFrame:
