@@ -53,7 +53,8 @@ STORED_COLUMNS: tuple[str, ...] = (*EVENT_COLUMNS, "source", "line", "reject_rea
 #: dictionary encoding (`parquet.enable.dictionary#<column>`,
 #: https://github.com/apache/parquet-java/blob/master/parquet-hadoop/README.md):
 #: the writer would build each one's dictionary, find it too big and fall back
-#: to plain encoding. Measured at 10M events: about 2 CPU-s less, and the same size.
+#: to plain encoding. Measured at 10M events: about 2 CPU-s less; the store
+#: 128 MB against 120 MB with dictionaries (both with INT64 times).
 PLAIN_COLUMNS: tuple[str, ...] = (
     "ts", "published_at", "message_id", "seq", "publish_to_send_ms", "send_to_ack_ms", "trigger_to_send_ms",
 )  # fmt: skip
