@@ -22,6 +22,7 @@ import json
 import logging
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, date, datetime
 from typing import Any
 
@@ -91,6 +92,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 #: Seconds each stage of the last `run` took, by stage name (summary.json's `stage_s`).
+#: Stages that run side by side overlap, so these may add up to more than the run.
 STAGE_SECONDS: dict[str, float] = {}
 
 
@@ -123,44 +125,19 @@ def pick_bucket_s(span_s: float, max_buckets: int = 60) -> int:
     return BUCKETS_S[-1]
 
 
-def run(args: argparse.Namespace) -> dict[str, Any]:
-    """Run the job; returns the summary figures (also written to summary.json).
-
-    Nothing large is cached: the lines are parsed once into a compacted
-    Parquet store (or read from one), the per-message table is computed once
-    and written, and every later stage reads the written Parquet back; only
-    the totals' aggregate (a row per hour and per provider) is cached for the
-    two tables it fills.
-    """
-    t_start = time.perf_counter()
-    STAGE_SECONDS.clear()
-    spark = session_for(args.master, args.driver_memory, args.shuffle_partitions)
-    out = args.output
-
-    store = args.compacted
-    if args.input:
-        with Stage("compact"):
-            store = args.compact_to or join_path(out, "events")
-            if not args.compact_to:
-                delete_path(spark, store)  # a fresh store: the input files may have grown since
-            compact(spark, args.input, store)
-
+def _rejects_stage(lines_df: DataFrame, out: str) -> tuple[dict[str | None, int], DataFrame]:
+    """Lines by reject reason (None: valid events), and the rejects written to `out/rejects`."""
     with Stage("rejects"):
-        lines_df = read_store(spark, store, args.since, args.until)
         by_reason = {r["reject_reason"]: r["count"] for r in lines_df.groupBy("reject_reason").count().collect()}
-        lines = sum(by_reason.values())
-        events_n = by_reason.pop(None, 0)
-        rejects_n = sum(by_reason.values())
-        log.info("lines=%d valid events=%d rejected=%d %s", lines, events_n, rejects_n, dict(sorted(by_reason.items())))
         rejects = tf.rejected_lines(lines_df)
         write_table(rejects, join_path(out, "rejects"), files=1)
-        events = tf.valid_events(lines_df)
+        return by_reason, rejects
 
-    with Stage("messages"):
-        write_table(tf.message_lifecycle(events), join_path(out, "messages"), dictionary=False)
-        messages = spark.read.parquet(join_path(out, "messages"))
 
+def _rooms_stage(messages: DataFrame, out: str) -> tuple[DataFrame, Any]:
+    """`rooms` and `audit` written to `out`; the rooms read back, and their totals (one Row)."""
     with Stage("audit+rooms"):
+        spark = messages.sparkSession
         write_table(tf.room_summary(messages), join_path(out, "rooms"), files=1)
         rooms = spark.read.parquet(join_path(out, "rooms"))
         write_table(rooms.select("room_id", *tf.AUDIT_COLUMNS), join_path(out, "audit"), files=1)
@@ -179,21 +156,13 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             F.sum("late_acks").alias("late_acks"),
             *[F.sum(o).alias(f"_{o}") for o in tf.OUTCOMES],
         ).first()
-        # each room counts its messages by outcome: no second pass over the messages
-        messages_n = int(agg["messages"] or 0)
-        outcome_counts = {o: int(agg[f"_{o}"] or 0) for o in tf.OUTCOMES}
-        log.info("messages=%d %s", messages_n, outcome_counts)
-        audit_checks = {c: int(agg[c]) for c in CHECKS}
-        log.info("rooms=%d failing checks %s", agg["rooms"], audit_checks)
+        return rooms, agg
 
-    if args.rooms_only:
-        summary = {"lines": lines, "rejected_lines": rejects_n, "rooms": int(agg["rooms"]), "messages": messages_n}
-        summary["elapsed_s"] = round(time.perf_counter() - t_start, 2)
-        summary["stage_s"] = dict(STAGE_SECONDS)
-        write_bytes(spark, join_path(out, "summary.json"), json.dumps(summary, indent=2).encode())
-        return summary
 
+def _totals_stage(messages: DataFrame, out: str) -> tuple[DataFrame, DataFrame]:
+    """`hourly` and `providers` written to `out`, and read back in order."""
     with Stage("totals"):
+        spark = messages.sparkSession
         # one aggregate for both tables; its result (a row per hour and per provider) is cached
         both = tf.totals_by_time_and_provider(messages, 3600).cache()
         by_hour, by_provider = tf.split_totals(both)
@@ -202,17 +171,86 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         both.unpersist()
         hourly = spark.read.parquet(join_path(out, "hourly")).orderBy("bucket_start")
         providers = spark.read.parquet(join_path(out, "providers")).orderBy("provider")
+        return hourly, providers
 
+
+def _advice_stage(messages: DataFrame, out: str, args: argparse.Namespace) -> tuple[adv.TimeoutAdvice, DataFrame]:
+    """The timeout advice, and `timeout_tradeoff` written to `out` and read back in order."""
     with Stage("timeout advice"):
+        spark = messages.sparkSession
         # the report's CDF quantiles come from the advice's own pass over the latencies
         cdf_probs = () if args.no_report else CDF_PROBS
         advice = adv.recommend_timeout(messages, args.target_share, args.confidence, cdf_probs)
-        write_table(
-            tf.timeout_tradeoff(messages, adv.candidate_timeouts(advice)), join_path(out, "timeout_tradeoff"), files=1
-        )
-        tradeoff = spark.read.parquet(join_path(out, "timeout_tradeoff")).orderBy("timeout_ms")
-        log.info("advice %s", advice.as_dict())
+        path = join_path(out, "timeout_tradeoff")
+        write_table(tf.timeout_tradeoff(messages, adv.candidate_timeouts(advice)), path, files=1)
+        return advice, spark.read.parquet(path).orderBy("timeout_ms")
 
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    """Run the job; returns the summary figures (also written to summary.json).
+
+    Nothing large is cached: the lines are parsed once into a compacted
+    Parquet store (or read from one), the per-message table is computed once
+    and written, and every later stage reads the written Parquet back; only
+    the totals' aggregate (a row per hour and per provider) is cached for the
+    two tables it fills.
+
+    Stages that depend only on written tables run side by side, each in a
+    thread of its own submitting Spark jobs to the one session: the rejects
+    beside the messages, then the rooms, the totals and the advice together.
+    A failure in any of them is raised here.
+    """
+    t_start = time.perf_counter()
+    STAGE_SECONDS.clear()
+    spark = session_for(args.master, args.driver_memory, args.shuffle_partitions)
+    out = args.output
+
+    store = args.compacted
+    if args.input:
+        with Stage("compact"):
+            store = args.compact_to or join_path(out, "events")
+            if not args.compact_to:
+                delete_path(spark, store)  # a fresh store: the input files may have grown since
+            compact(spark, args.input, store)
+
+    lines_df = read_store(spark, store, args.since, args.until)
+    # Stages that only read what is already written run side by side (threads
+    # submitting Spark jobs to the one session): their tasks fill the cores
+    # another stage leaves idle while its driver plans, compiles or collects.
+    with ThreadPoolExecutor(max_workers=3, thread_name_prefix="stage") as pool:
+        rejects_done = pool.submit(_rejects_stage, lines_df, out)
+        with Stage("messages"):
+            write_table(tf.message_lifecycle(tf.valid_events(lines_df)), join_path(out, "messages"), dictionary=False)
+            messages = spark.read.parquet(join_path(out, "messages"))
+        rooms_done = pool.submit(_rooms_stage, messages, out)
+        if not args.rooms_only:
+            totals_done = pool.submit(_totals_stage, messages, out)
+            advice_done = pool.submit(_advice_stage, messages, out, args)
+        by_reason, rejects = rejects_done.result()
+        rooms, agg = rooms_done.result()
+        if not args.rooms_only:
+            hourly, providers = totals_done.result()
+            advice, tradeoff = advice_done.result()
+
+    lines = sum(by_reason.values())
+    events_n = by_reason.pop(None, 0)
+    rejects_n = sum(by_reason.values())
+    log.info("lines=%d valid events=%d rejected=%d %s", lines, events_n, rejects_n, dict(sorted(by_reason.items())))
+    # each room counts its messages by outcome: no second pass over the messages
+    messages_n = int(agg["messages"] or 0)
+    outcome_counts = {o: int(agg[f"_{o}"] or 0) for o in tf.OUTCOMES}
+    log.info("messages=%d %s", messages_n, outcome_counts)
+    audit_checks = {c: int(agg[c]) for c in CHECKS}
+    log.info("rooms=%d failing checks %s", agg["rooms"], audit_checks)
+
+    if args.rooms_only:
+        summary = {"lines": lines, "rejected_lines": rejects_n, "rooms": int(agg["rooms"]), "messages": messages_n}
+        summary["elapsed_s"] = round(time.perf_counter() - t_start, 2)
+        summary["stage_s"] = dict(STAGE_SECONDS)
+        write_bytes(spark, join_path(out, "summary.json"), json.dumps(summary, indent=2).encode())
+        return summary
+
+    log.info("advice %s", advice.as_dict())
     acked = outcome_counts.get("acked", 0)
     summary: dict[str, Any] = {
         "lines": lines,

@@ -85,6 +85,23 @@ def test_report_from_the_compacted_store_matches_the_json_run(spark, run, tmp_pa
     assertDataFrameEqual(spark.read.parquet(str(again / "messages")), spark.read.parquet(str(out / "messages")))
 
 
+def test_a_failing_stage_beside_others_fails_the_run(run, tmp_path, monkeypatch):
+    """The advice runs in a thread beside the rooms and the totals: its error
+    reaches the caller, after the stages beside it have finished."""
+    out, _ = run
+
+    def broken(*_args, **_kwargs):
+        raise RuntimeError("trade-off broke")
+
+    monkeypatch.setattr(job.tf, "timeout_tradeoff", broken)
+    again = tmp_path / "again"
+    with pytest.raises(RuntimeError, match="trade-off broke"):
+        job.main(["--compacted", str(out / "events"), "--output", str(again), "--master", "local[2]"])
+    assert set(job.STAGE_SECONDS) == {"rejects", "messages", "audit+rooms", "totals", "timeout advice"}
+    assert (again / "rooms" / "_SUCCESS").exists() and (again / "hourly" / "_SUCCESS").exists()
+    assert not (again / "summary.json").exists()
+
+
 def test_summary_breaks_main_figures_down_by_provider(run):
     out, _ = run
     providers = json.loads((out / "summary.json").read_text())["providers"]
