@@ -36,7 +36,17 @@ class LocalSettings:
     - `java_options`: `spark.driver.extraJavaOptions`
       (https://spark.apache.org/docs/latest/configuration.html#runtime-environment):
       the throughput collector, about 8% faster than the default G1 for this
-      batch job on 2 cores (measured: per-room tables at 10M events).
+      batch job on 2 cores (measured: per-room tables at 10M events); and
+      smaller C2 inlining limits (`MaxInlineLevel=9`, the default until JDK 14
+      raised it to 15, https://bugs.openjdk.org/browse/JDK-8234863;
+      `InlineSmallCode=1000`, against 2500: this JDK's defaults as
+      `java -XX:+PrintFlagsFinal` prints them), because the JIT compilers
+      take about a quarter of the job's CPU time on 2 cores (C2 about 30 and C1
+      about 6 of about 140 CPU-s in a whole run on raw JSON at 10M events, read
+      per thread from /proc) and smaller
+      compilations leave more of it to the tasks (measured, alternated:
+      per-room tables at 10M 21.5-22.7 s against 23.0-23.5 s; the whole job on
+      raw JSON 72.1-73.3 s against 72.2-76.2 s).
     - `class_archive`: a JVM class archive (AppCDS, JDK 13+:
       https://docs.oracle.com/en/java/javase/17/vm/class-data-sharing.html)
       of the classes a run of the job loads, which `make spark-cds`
@@ -52,7 +62,7 @@ class LocalSettings:
     driver_memory: str = "4g"
     shuffle_partitions: int = 4 * max(1, os.cpu_count() or 1)
     max_partition_bytes: str = "128m"
-    java_options: str = "-XX:+UseParallelGC"
+    java_options: str = "-XX:+UseParallelGC -XX:MaxInlineLevel=9 -XX:InlineSmallCode=1000"
     class_archive: str = str(Path(sys.prefix) / "spark-classes.jsa")
 
 
