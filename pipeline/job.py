@@ -26,7 +26,7 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, date, datetime
 from typing import Any
 
-from pyspark.sql import DataFrame
+from pyspark.sql import DataFrame, Row
 from pyspark.sql import functions as F
 
 from pipeline import advice as adv
@@ -134,7 +134,7 @@ def _rejects_stage(lines_df: DataFrame, out: str) -> tuple[dict[str | None, int]
         return by_reason, rejects
 
 
-def _rooms_stage(messages: DataFrame, out: str) -> tuple[DataFrame, Any]:
+def _rooms_stage(messages: DataFrame, out: str) -> tuple[DataFrame, Row]:
     """`rooms` and `audit` written to `out`; the rooms read back, and their totals (one Row)."""
     with Stage("audit+rooms"):
         spark = messages.sparkSession
@@ -214,9 +214,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             compact(spark, args.input, store)
 
     lines_df = read_store(spark, store, args.since, args.until)
-    # Stages that only read what is already written run side by side (threads
-    # submitting Spark jobs to the one session): their tasks fill the cores
-    # another stage leaves idle while its driver plans, compiles or collects.
+    # side by side (see above): their tasks fill the cores another stage leaves
+    # idle while its driver plans, compiles or collects
     with ThreadPoolExecutor(max_workers=3, thread_name_prefix="stage") as pool:
         rejects_done = pool.submit(_rejects_stage, lines_df, out)
         with Stage("messages"):
