@@ -11,7 +11,7 @@ from pyspark.sql import functions as F
 from pyspark.testing import assertDataFrameEqual
 
 from pipeline import transforms as tf
-from pipeline.compact import PLAIN_COLUMNS, committed_batches, compact, read_store
+from pipeline.compact import PLAIN_COLUMNS, committed_batches, compact, manifest_rows, read_store
 from pipeline.extract import read_events
 from tests.pipeline.conftest import T0, enq, ev, line, lines_df, log_entry, scenario, sent
 
@@ -62,6 +62,20 @@ def test_compaction_is_incremental_and_partitioned_by_date(spark, tmp_path):
     only = read_store(spark, store, since=date(2026, 11, 23))
     assert [r["room_id"] for r in only.collect()] == ["b"]
     assert "PartitionFilters: [isnotnull(date" in only._jdf.queryExecution().executedPlan().toString()
+
+
+def test_manifest_rows_are_built_in_the_jvm(spark):
+    files = [("/logs/10:00:00_10:59:59_S0.json", 123, 1_700_000_000_000), ("gs://b/11.json", 2**40, 0)]
+    df = manifest_rows(spark, files, "B1")
+    rows = df.collect()
+    assert [(r["path"], r["size"], r["modified_ms"], r["batch"]) for r in rows] == [(*f, "B1") for f in files]
+    assert rows[0]["compacted_at"] is not None and rows[0]["compacted_at"] == rows[1]["compacted_at"]
+    assert [(f.name, f.dataType.simpleString()) for f in df.schema.fields] == [
+        ("path", "string"), ("size", "bigint"), ("modified_ms", "bigint"), ("batch", "string"),
+        ("compacted_at", "timestamp"),
+    ]  # fmt: skip
+    # no Python worker: a DataFrame of a Python list would be a scan of an RDD of pickled rows
+    assert "ExistingRDD" not in df._jdf.queryExecution().executedPlan().toString()
 
 
 def test_a_batch_without_manifest_is_ignored(spark, tmp_path):
