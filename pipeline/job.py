@@ -21,6 +21,7 @@ import argparse
 import json
 import logging
 import sys
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, date, datetime
@@ -126,11 +127,17 @@ def pick_bucket_s(span_s: float, max_buckets: int = 60) -> int:
 
 
 def _rejects_stage(lines_df: DataFrame, out: str) -> tuple[dict[str | None, int], DataFrame]:
-    """Lines by reject reason (None: valid events), and the rejects written to `out/rejects`."""
+    """Lines by reject reason (None: valid events), and the rejects written to `out/rejects` and read back."""
     with Stage("rejects"):
-        by_reason = {r["reject_reason"]: r["count"] for r in lines_df.groupBy("reject_reason").count().collect()}
-        rejects = tf.rejected_lines(lines_df)
-        write_table(rejects, join_path(out, "rejects"), files=1)
+        spark = lines_df.sparkSession
+        path = join_path(out, "rejects")
+        # neither pass reads the events' columns: the rejects' filter skips the
+        # Parquet row groups whose reject_reason is all null (their statistics),
+        # and the count reads no column at all
+        write_table(tf.rejected_lines(lines_df), path, files=1)
+        rejects = spark.read.parquet(path)
+        by_reason = {r["reject_reason"]: r["count"] for r in rejects.groupBy("reject_reason").count().collect()}
+        by_reason[None] = lines_df.count() - sum(by_reason.values())
         return by_reason, rejects
 
 
@@ -186,6 +193,14 @@ def _advice_stage(messages: DataFrame, out: str, args: argparse.Namespace) -> tu
         return advice, spark.read.parquet(path).orderBy("timeout_ms")
 
 
+def _import_report() -> None:
+    """Import `pipeline.report` (and matplotlib); an ImportError shows again where the report is built."""
+    try:
+        import pipeline.report  # noqa: F401
+    except ImportError:
+        pass
+
+
 def run(args: argparse.Namespace) -> dict[str, Any]:
     """Run the job; returns the summary figures (also written to summary.json).
 
@@ -202,6 +217,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     """
     t_start = time.perf_counter()
     STAGE_SECONDS.clear()
+    if not (args.no_report or args.rooms_only):
+        # matplotlib takes about 0.4 s to import; done while the JVM starts, it costs no wall time
+        threading.Thread(target=_import_report, name="import-report", daemon=True).start()
     spark = session_for(args.master, args.driver_memory, args.shuffle_partitions)
     out = args.output
 
@@ -319,15 +337,13 @@ def _report_data(
     }
     span = (agg["last"] - agg["first"]).total_seconds() if agg["first"] and agg["last"] else 3600
     bucket = pick_bucket_s(span)
-    timeline = _rows(tf.totals_by_time(messages, bucket).select("bucket_start", "messages", *tf.OUTCOMES))
-    rates = [r[0] for r in rooms.where(F.col("messages_per_s").isNotNull()).select("messages_per_s").collect()]
     top = (
         rooms.where(F.col("longest_head_of_line_wait_ms").isNotNull())
         .orderBy(F.desc("longest_head_of_line_wait_ms"))
         .limit(20)
+        .select("room_id", "longest_head_of_line_wait_ms")
     )
-    top_hol = [(r["room_id"], r["longest_head_of_line_wait_ms"]) for r in top.collect()]
-    failing = _rows(
+    failing = (
         rooms.where(~F.col("audit_ok"))
         .orderBy(F.desc("ordering_violations"), F.desc("in_flight_violations"), F.desc("lost"), "room_id")
         .select(
@@ -342,10 +358,24 @@ def _report_data(
         )
         .limit(20)
     )
-    samples = []
+    queries = {
+        "timeline": tf.totals_by_time(messages, bucket).select("bucket_start", "messages", *tf.OUTCOMES),
+        "rates": rooms.where(F.col("messages_per_s").isNotNull()).select("messages_per_s"),
+        "top": top,
+        "failing": failing,
+        "tradeoff": tradeoff,
+        "providers": providers,
+        "hourly": hourly,
+    }
     if by_reason:
         written = messages.sparkSession.read.parquet(join_path(args.output, "rejects"))
-        samples = _rows(written.select("reject_reason", F.substring("line", 1, 160).alias("line"), "source").limit(10))
+        queries["samples"] = written.select(
+            "reject_reason", F.substring("line", 1, 160).alias("line"), "source"
+        ).limit(10)
+    # the queries are small: each one's time is mostly the driver's planning and
+    # scheduling, which overlap when they run side by side
+    with ThreadPoolExecutor(max_workers=4, thread_name_prefix="report") as pool:
+        got = dict(zip(queries, pool.map(_rows, queries.values()), strict=True))
     flat = {k: v for k, v in summary.items() if not isinstance(v, dict)}
     return ReportData(
         summary=flat,
@@ -353,16 +383,16 @@ def _report_data(
         advice=advice.as_dict(),
         cdf=cdf,
         provider_cdf=provider_cdf,
-        timeline=timeline,
+        timeline=got["timeline"],
         timeline_bucket_s=bucket,
-        room_rates=rates,
-        top_hol=top_hol,
-        tradeoff=_rows(tradeoff),
-        providers=_rows(providers),
-        hourly=_rows(hourly),
-        failing_rooms=failing,
+        room_rates=[r["messages_per_s"] for r in got["rates"]],
+        top_hol=[(r["room_id"], r["longest_head_of_line_wait_ms"]) for r in got["top"]],
+        tradeoff=got["tradeoff"],
+        providers=got["providers"],
+        hourly=got["hourly"],
+        failing_rooms=got["failing"],
         reject_reasons=dict(sorted(by_reason.items())),
-        reject_samples=samples,
+        reject_samples=got.get("samples", []),
         generated_at=datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S UTC"),
         input_desc=" ".join(args.input) if args.input else f"compacted store {args.compacted}",
     )
