@@ -13,7 +13,8 @@ UNTIL ?=
 # Local Spark: the driver is the only executor; 2 cores here. Defaults in
 # pipeline/session.py (LOCAL); these override them.
 SPARK_MASTER ?= local[*]
-SPARK_DRIVER_MEMORY ?= 4g
+# empty: pipeline/session.py's LOCAL.driver_memory (3g)
+SPARK_DRIVER_MEMORY ?=
 # empty: pipeline/session.py's LOCAL.shuffle_partitions (4 per core)
 SHUFFLE_PARTITIONS ?=
 PIPELINE_ARGS ?=
@@ -56,7 +57,8 @@ $(SPARK_CDS): $(VENV)/.installed
 	$(PY) -m tools.spark_class_archive --out $@
 
 DAYS_ARGS = $(if $(SINCE),--since $(SINCE)) $(if $(UNTIL),--until $(UNTIL))
-LOCAL_ARGS = --master '$(SPARK_MASTER)' --driver-memory $(SPARK_DRIVER_MEMORY) \
+MEMORY_ARGS = $(if $(SPARK_DRIVER_MEMORY),--driver-memory $(SPARK_DRIVER_MEMORY))
+LOCAL_ARGS = --master '$(SPARK_MASTER)' $(MEMORY_ARGS) \
 	$(if $(SHUFFLE_PARTITIONS),--shuffle-partitions $(SHUFFLE_PARTITIONS))
 
 # `make report` reads the JSON at EVENTS (compacting it afresh into
@@ -75,7 +77,7 @@ endif
 compact: venv $(SPARK_CDS)
 	@test -e "$(EVENTS)" || { echo "no event log at $(EVENTS): pass EVENTS=file, directory or glob of JSON exports"; exit 2; }
 	$(PY) -m pipeline.compact --input $(EVENTS) --store $(COMPACTED) \
-		--master '$(SPARK_MASTER)' --driver-memory $(SPARK_DRIVER_MEMORY)
+		--master '$(SPARK_MASTER)' $(MEMORY_ARGS)
 
 # The job's code as one zip for --py-files: pipeline/ and the schema module it imports.
 pipeline-zip: venv

@@ -26,7 +26,13 @@ class LocalSettings:
 
     - `master`: `local[*]` uses every core.
     - `driver_memory`: the driver's heap (`spark.driver.memory`), which is
-      also the executor's locally; it must be set before the JVM starts.
+      also the executor's locally; it must be set before the JVM starts. The
+      parallel collector grows the heap towards this cap in some runs and not
+      in others, whatever the input, and the process's memory with it: at 4g
+      the whole job on a 10M-event store peaked at 5.26-5.28 GiB in two runs,
+      at 3g at 2.56-2.63 GiB, in the same time (33.0 s; per-room 21.4-22.4 s
+      against 21.6-22.0 s; raw JSON 61.9 / 67.4 s against 63.9 / 68.0 s;
+      measured alternated, `tools.bench_pipeline.run_measured`).
     - `shuffle_partitions`: `spark.sql.shuffle.partitions`, the partitions a
       shuffle starts with (Spark's default, 200, is made for clusters); adaptive
       execution (`spark.sql.adaptive.enabled`, on) coalesces small ones
@@ -59,7 +65,7 @@ class LocalSettings:
     """
 
     master: str = "local[*]"
-    driver_memory: str = "4g"
+    driver_memory: str = "3g"
     shuffle_partitions: int = 4 * max(1, os.cpu_count() or 1)
     max_partition_bytes: str = "128m"
     java_options: str = "-XX:+UseParallelGC -XX:MaxInlineLevel=9 -XX:InlineSmallCode=1000"
@@ -97,7 +103,7 @@ def build_session(
     `master`: `local[*]` (default) or None to take the cluster's (Dataproc
     sets it): then only the time zone and the local-file settings are set,
     and `driver_memory` and `shuffle_partitions` are ignored. Locally,
-    `driver_memory` (e.g. `4g`) sizes the heap and `shuffle_partitions`
+    `driver_memory` (e.g. `3g`) sizes the heap and `shuffle_partitions`
     (None: Spark's default) the shuffles, with adaptive execution on.
     `archive_at_exit`: see `local_java_options` (only `make spark-cds` sets it).
     """
