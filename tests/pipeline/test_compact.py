@@ -76,6 +76,8 @@ def test_manifest_rows_are_built_in_the_jvm(spark):
     ]  # fmt: skip
     # no Python worker: a DataFrame of a Python list would be a scan of an RDD of pickled rows
     assert "ExistingRDD" not in df._jdf.queryExecution().executedPlan().toString()
+    with pytest.raises(ValueError, match="at least one file"):
+        manifest_rows(spark, [], "B2")
 
 
 def test_a_batch_without_manifest_is_ignored(spark, tmp_path):
