@@ -368,8 +368,7 @@ def _report_data(
         "hourly": hourly,
     }
     if by_reason:
-        written = messages.sparkSession.read.parquet(join_path(args.output, "rejects"))
-        queries["samples"] = written.select(
+        queries["samples"] = rejects.select(
             "reject_reason", F.substring("line", 1, 160).alias("line"), "source"
         ).limit(10)
     # the queries are small: each one's time is mostly the driver's planning and

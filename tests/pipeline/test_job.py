@@ -121,6 +121,7 @@ def test_report_is_self_contained(run):
     assert html.count("data:image/png;base64,") == 5
     assert html.count("<table>") == html.count("<div class=scroll><table>")  # wide tables scroll, not the page
     assert "Ordering audit found problems" in html
+    assert "not json at all" in html  # a sample of the rejected lines
     assert (out / "timeout_tradeoff.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
