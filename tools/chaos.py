@@ -177,6 +177,7 @@ def run(args: argparse.Namespace, console: Console) -> tuple[Verdict, dict]:
         "send_calls": verdict.send_calls, "duplicates_sent": verdict.duplicates_sent,
         "max_sends_per_message": verdict.max_sends_per_message,
         "unlogged_ends": verdict.unlogged_ends,
+        "late_copies": verdict.late_copies,
         "send_unknown": kinds["send_unknown"], "resent": kinds["resent"],
         "watchdog_rescued": kinds["watchdog_rescued"], "timer_arm_failed": kinds["timer_arm_failed"],
         "violations": verdict.violations(),
@@ -202,6 +203,8 @@ def print_report(console: Console, report: dict, max_attempts: int) -> None:
     table.add_row("rooms rescued by the watchdog", f"{report['watchdog_rescued']:,}")
     table.add_row("timers that could not be armed", f"{report['timer_arm_failed']:,}")
     table.add_row("ends the room recorded whose log line a kill lost", f"{len(report['unlogged_ends']):,}")
+    table.add_row("second copies on a device after a later message (a resent send delivered late)",
+                  f"{len(report['late_copies']):,}")
     for name, found in report["violations"].items():
         table.add_row(f"violations: {name}", f"{len(found):,}", style="red" if found else None)
     table.add_row("wall time (publish to last end)", f"{report['wall_s']:,.1f} s")

@@ -8,15 +8,22 @@ Violations (each a list of human-readable strings):
 - `ended_twice`: a message with more than one terminal event;
 - `stuck`: a room that still holds a message at the end (from Firestore);
 - `device_out_of_order`: two acked messages of one room that reached the
-  device in the wrong order;
+  device in the wrong order, each judged by its first copy there;
 - `early_handover`: a room's message n+1 reached the platform while message n
   was within its ack window: before n reached the device, and less than the
   ack timeout after n's last send reached the platform, and n did not fail.
 
-Not a violation, but counted: `unlogged_ends`, messages their room records as
-ended whose terminal event line is missing: the process died after the commit
-and before it wrote the line (the lines are written after the commit, so that
-a decision that does not commit is never logged).
+Not violations, but counted:
+- `unlogged_ends`, messages their room records as ended whose terminal event
+  line is missing: the process died after the commit and before it wrote the
+  line (the lines are written after the commit, so that a decision that does
+  not commit is never logged);
+- `late_copies`, second copies of a message that reached the device after a
+  later message of its room: a send whose outcome was unknown is held until
+  its ack deadline and then resent, and when the platform delivers the first
+  send after that deadline the user gets the message twice, the second time
+  late. The duplicate is counted in `duplicates_sent`; the order the user
+  reads the conversation in is that of the first copies.
 
 Pure: `check()` takes plain data, so tests/unit/test_chaos_check.py can feed it
 hand-made records with each violation.
@@ -53,6 +60,7 @@ class Verdict:
     early_handover: list[str] = field(default_factory=list)
     outcomes: Counter[str] = field(default_factory=Counter)
     unlogged_ends: list[str] = field(default_factory=list)
+    late_copies: list[str] = field(default_factory=list)
     send_calls: int = 0
     duplicates_sent: int = 0
     max_sends_per_message: int = 0
@@ -117,8 +125,13 @@ def check(published_ids: set[str], events: list[dict[str, Any]], sends: list[dic
             key = _key(item["callback"])
             if key is None:
                 continue
-            received[key] = min(received.get(key, item["at"]), item["at"])
             room, incarnation, seq = key
+            if key in received:
+                # a second copy (of another attempt): a duplicate, not a reordering
+                if seq < last_acked.get((room, incarnation), 0):
+                    v.late_copies.append(f"{room}#{seq} again after #{last_acked[(room, incarnation)]}")
+                continue
+            received[key] = item["at"]
             if (room, seq) in acked:
                 if seq < last_acked.get((room, incarnation), 0):
                     v.device_out_of_order.append(f"{room}#{seq} reached the device after #{last_acked[(room, incarnation)]}")

@@ -68,6 +68,26 @@ def test_acked_messages_out_of_order_on_the_device_fail():
     assert v.device_out_of_order and not v.ok
 
 
+def test_a_late_second_copy_is_a_duplicate_not_a_reordering():
+    # #1's first send had an unknown outcome; held to its deadline, resent, and the
+    # resend acked; #2 went after that. The platform then delivered the first send
+    # too: the user reads #1, #2, #1 again (the order of first copies holds).
+    run = clean_run()
+    run["events"][-1] = ev("acked", 2)
+    run["sends"] = [{"callback": did(1), "at": T - 3.5}, {"callback": did(1, 2), "at": T},
+                    {"callback": did(2), "at": T + 0.2}]
+    run["device"]["155"] = [{"callback": did(1, 2), "at": T + 0.1}, {"callback": did(2), "at": T + 0.3},
+                            {"callback": did(1), "at": T + 0.5}]
+    v = check(**run)
+    assert v.ok and v.device_out_of_order == [] and v.early_handover == []
+    assert v.late_copies == ["r#1 again after #2"] and v.duplicates_sent == 1
+    # The same copies with #2's first before #1's first is a reordering.
+    run["device"]["155"] = [{"callback": did(2), "at": T + 0.3}, {"callback": did(1, 2), "at": T + 0.35},
+                            {"callback": did(1), "at": T + 0.5}]
+    v = check(**run)
+    assert v.device_out_of_order == ["r#1 reached the device after #2"] and not v.ok
+
+
 def test_a_send_inside_the_previous_ack_window_fails():
     run = clean_run()
     # #1 reached the device only at T+2, yet #2 went out at T+0.2 with no timeout passed.
