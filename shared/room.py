@@ -163,6 +163,15 @@ class QueuedMessage:
       `prep_failed`: why its preparation was given up (MAX_PREPARE_ATTEMPTS),
       so it ends by PREPARE_POISON when it reaches the head.
     - `sequence`: the producer's `sequence` attribute (from 1), or None.
+    - `attempts`: send attempt numbers this message has already taken in
+      this room incarnation (0: none): its next flight starts at
+      `attempts + 1`, so an attempt number, the fencing token of a send, is
+      never used twice for it, across pause, resume, redrive and preparation;
+      `attempt_floor`: `attempts` at its latest operator redrive:
+      MAX_SEND_ATTEMPTS counts the attempts above it.
+    - `prep_floor`: `prep_attempt` at its latest redrive: the preparation
+      attempts above it count against MAX_PREPARE_ATTEMPTS, and every
+      preparation requested gets a number (a task name) never used before.
     """
 
     seq: int
@@ -180,11 +189,24 @@ class QueuedMessage:
     prep_attempt: int = 0
     prep_failed: str | None = None
     sequence: int | None = None
+    attempts: int = 0
+    attempt_floor: int = 0
+    prep_floor: int = 0
 
     @property
     def needs_preparation(self) -> bool:
         """Whether it must still be prepared before it can be sent."""
         return self.prepare is not None and self.prepared is None
+
+    @property
+    def next_attempt(self) -> int:
+        """The attempt number its next flight starts with."""
+        return self.attempts + 1
+
+    @property
+    def preparation_asked(self) -> bool:
+        """Whether a preparation was requested since its latest (re)entry."""
+        return self.prep_attempt > self.prep_floor
 
 
 @dataclass(frozen=True)
@@ -233,11 +255,14 @@ class InFlight:
 
 @dataclass(frozen=True)
 class Ended:
-    """A message that ended: kept for de-duplication and late statuses."""
+    """A message that ended: kept for de-duplication and late statuses.
+    `attempts`: for a dead-lettered message, the send attempt numbers it
+    took (a redrive goes on above them); 0 otherwise."""
 
     seq: int
     message_id: str
     outcome: str
+    attempts: int = 0
 
 
 @dataclass(frozen=True)
@@ -498,7 +523,10 @@ class SendReturned:
 class StatusUpdate:
     """A platform status for one attempt: `sent`, `delivered`, `read` or `failed`.
 
-    `sent_at_us` is the attempt's start, decoded from the delivery id.
+    `sent_at_us` is the attempt's start, decoded from the delivery id;
+    `at_us` is when it is decided (now); `received_at_us`, when the webhook
+    received it, if earlier (a status that waited in the status queue): the
+    ack latency is measured to it, the decision is made at `at_us`.
     """
 
     incarnation: int
@@ -510,6 +538,12 @@ class StatusUpdate:
     provider_message_id: str | None = None
     error_code: int | None = None
     error_title: str | None = None
+    received_at_us: int | None = None
+
+    @property
+    def seen_at_us(self) -> int:
+        """When the platform's status reached baton (epoch us)."""
+        return self.at_us if self.received_at_us is None else self.received_at_us
 
     @property
     def idempotency_key(self) -> str:
@@ -523,7 +557,8 @@ class RecipientReceipt:
     the platform stamped before it was delivered / read, and maybe `mids`),
     Instagram's `messaging_seen` (one mid, no watermark). `status` is
     `delivered` or `read`. Applied to each room whose in-flight message goes
-    to that recipient of that provider.
+    to that recipient of that provider. `at_us`: when it is decided (now);
+    `received_at_us`: when the webhook received it, if earlier (queued).
     """
 
     provider: str
@@ -532,6 +567,12 @@ class RecipientReceipt:
     watermark_us: int | None
     mids: tuple[str, ...]
     at_us: int
+    received_at_us: int | None = None
+
+    @property
+    def seen_at_us(self) -> int:
+        """When the platform's receipt reached baton (epoch us)."""
+        return self.at_us if self.received_at_us is None else self.received_at_us
 
     @property
     def idempotency_key(self) -> str:
@@ -824,7 +865,8 @@ def parse_delivery_id(delivery_id: object) -> tuple[str, int, int, int, int]:
 # Optional fields of a stored message: (stored name, attribute); absent when unset.
 _OPTIONAL_MESSAGE_FIELDS = (("parked", "parked"), ("media", "media_kind"), ("link", "media_link"),
                             ("prepare", "prepare"), ("prepared", "prepared"), ("prep_n", "prep_attempt"),
-                            ("prep_failed", "prep_failed"), ("pseq", "sequence"))
+                            ("prep_failed", "prep_failed"), ("pseq", "sequence"), ("att_n", "attempts"),
+                            ("att_floor", "attempt_floor"), ("prep_floor", "prep_floor"))
 
 
 def message_to_doc(m: QueuedMessage) -> dict[str, Any]:
@@ -852,7 +894,8 @@ def room_to_doc(state: RoomState) -> dict[str, Any]:
 
     `wake_at_us` is top level and indexed: the watchdog's query. The queue,
     the ended list and the counts are exempt from indexing (infra/).
-    Ended messages are stored as `"{seq} {outcome} {message_id}"` strings:
+    Ended messages are stored as `"{seq} {outcome} {message_id}"` strings
+    (a dead-lettered one adds `" {attempts}"`):
     message ids have no spaces (shared/push.py), and a string costs less than
     a map of three named fields.
 
@@ -891,7 +934,8 @@ def room_to_doc(state: RoomState) -> dict[str, Any]:
         # Indexed: a receipt that names only the recipient finds its rooms by it.
         "in_flight_to": None if flight is None else recipient_key(flight.message.provider, flight.message.recipient),
         "pending": [message_to_doc(m) for m in state.pending],
-        "ended": [f"{e.seq} {e.outcome} {e.message_id}" for e in state.ended],
+        "ended": [f"{e.seq} {e.outcome} {e.message_id}" + (f" {e.attempts}" if e.attempts else "")
+                  for e in state.ended],
         "awaiting": [{"id": mid, "pub_us": pub} for mid, pub in state.awaiting],
         "counts": dict(state.counts),
         "pace": None if state.pace_tokens is None else {"tokens": state.pace_tokens, "at_us": state.pace_at_us},
@@ -943,8 +987,8 @@ def _room_from_fields(room_id: str, d: dict[str, Any]) -> RoomState:
     f = d.get("in_flight")
     ended = []
     for line in d.get("ended", []):
-        seq, outcome, mid = line.split(" ", 2)
-        ended.append(Ended(int(seq), mid, outcome))
+        seq, outcome, mid, *attempts = line.split(" ")
+        ended.append(Ended(int(seq), mid, outcome, int(attempts[0]) if attempts else 0))
     return RoomState(
         room_id=room_id,
         incarnation=d["incarnation"],
@@ -1055,7 +1099,15 @@ class Transition:
     def done(self, state: RoomState | None, refused: str | None = None) -> Decision:
         if state is not None:
             state = self.request_preparations(state)
-        return Decision(state, tuple(self.effects), tuple(self.events), refused, tuple(self.dead_letters))
+        asked: set[tuple[int, int]] = set()
+        effects = []
+        for effect in self.effects:  # one request per preparation attempt, however many rules asked
+            if isinstance(effect, Prepare):
+                if (effect.seq, effect.attempt) in asked:
+                    continue
+                asked.add((effect.seq, effect.attempt))
+            effects.append(effect)
+        return Decision(state, tuple(effects), tuple(self.events), refused, tuple(self.dead_letters))
 
     def preparation_window(self, state: RoomState) -> list[QueuedMessage]:
         """The messages whose preparation may run now: the head of line (in
@@ -1065,19 +1117,21 @@ class Transition:
         return list(state.pending[:self.policy.prepare_ahead + 1])
 
     def request_preparations(self, state: RoomState) -> RoomState:
-        """Ask once (attempt 1) for the preparation of every message of the
-        window that needs one and was never asked for. Placeholders and
-        parked messages wait (a redrive releases them)."""
-        fresh = {m.seq for m in self.preparation_window(state)
-                 if m.needs_preparation and m.prep_attempt == 0 and m.text is not None and not m.parked
+        """Ask once for the preparation of every message of the window that
+        needs one and was not asked for since its (re)entry, as its next
+        preparation attempt (a number never used for it, so a task name never
+        used before). Placeholders and parked messages wait (a redrive
+        releases them)."""
+        fresh = {m.seq: m.prep_attempt + 1 for m in self.preparation_window(state)
+                 if m.needs_preparation and not m.preparation_asked and m.text is not None and not m.parked
                  and m.prep_failed is None}
         if not fresh:
             return state
-        for seq in sorted(fresh):
-            self.effects.append(Prepare(state.room_id, state.incarnation, seq, 1, self.now_us))
+        for seq, attempt in sorted(fresh.items()):
+            self.effects.append(Prepare(state.room_id, state.incarnation, seq, attempt, self.now_us))
 
         def asked(m: QueuedMessage) -> QueuedMessage:
-            return replace(m, prep_attempt=1) if m.seq in fresh else m
+            return replace(m, prep_attempt=fresh[m.seq]) if m.seq in fresh else m
 
         flight = state.in_flight
         if flight is not None and flight.message.seq in fresh:
@@ -1133,15 +1187,16 @@ class Transition:
         state = replace(state, pending=state.pending[1:])
         if head.needs_preparation:
             return self.wait_for_preparation(state, head, cause)
-        return self.start(state, head, 1, trigger, cause)
+        return self.start(state, head, head.next_attempt, trigger, cause)
 
     def wait_for_preparation(self, state: RoomState, msg: QueuedMessage, cause: str) -> RoomState:
         """The head of line holds the baton unsent until its preparation's
         result comes (PREPARING), with a timer at PREPARE_TIMEOUT_MS that asks
         for it again should the result never come."""
-        self.log(EventType.PREPARING, msg, reason=f"preparation attempt {max(1, msg.prep_attempt)} under way")
+        self.log(EventType.PREPARING, msg,
+                 reason=f"preparation attempt {max(msg.prep_floor + 1, msg.prep_attempt)} under way")
         due = self.now_us + self.policy.prepare_timeout_ms * 1000
-        return self.arm(state, InFlight(msg, 1, self.now_us, Phase.PREPARING, due, cause))
+        return self.arm(state, InFlight(msg, msg.next_attempt, self.now_us, Phase.PREPARING, due, cause))
 
     def poison(self, state: RoomState, msg: QueuedMessage) -> RoomState:
         """The queued head whose preparation was given up ends by PREPARE_POISON
@@ -1154,12 +1209,15 @@ class Transition:
         reason = f"{PREPARE_PARK_REASON}: {msg.prep_failed}"
         self.dead_letters.append(KeepDeadLetter(state.room_id, state.incarnation, msg, 0, reason))
         self.log(EventType.DEAD_LETTERED, msg, reason=reason)
-        return replace(self.record_end(state, msg, EventType.DEAD_LETTERED), pending=state.pending[1:])
+        return replace(self.record_end(state, msg, EventType.DEAD_LETTERED, msg.attempts), pending=state.pending[1:])
 
-    def record_end(self, state: RoomState, msg: QueuedMessage, outcome: EventType) -> RoomState:
+    def record_end(self, state: RoomState, msg: QueuedMessage, outcome: EventType, attempts: int = 0) -> RoomState:
+        """Count the end and remember it (de-duplication, late statuses); a
+        dead letter also keeps the attempt numbers it took (`attempts`)."""
         counts = dict(state.counts)
         counts[str(outcome)] = counts.get(str(outcome), 0) + 1
-        ended = (*state.ended, Ended(msg.seq, msg.message_id, str(outcome)))[-self.policy.dedup_retention:]
+        kept = attempts if outcome == EventType.DEAD_LETTERED else 0
+        ended = (*state.ended, Ended(msg.seq, msg.message_id, str(outcome), kept))[-self.policy.dedup_retention:]
         return replace(state, counts=counts, ended=ended)
 
     def cancel_pending_timer(self, state: RoomState, flight: InFlight) -> None:
@@ -1176,7 +1234,7 @@ class Transition:
         assert flight is not None
         self.log(outcome, flight.message, attempt=flight.attempt, **fields)
         self.cancel_pending_timer(state, flight)
-        state = replace(self.record_end(state, flight.message, outcome), in_flight=None)
+        state = replace(self.record_end(state, flight.message, outcome, flight.attempt), in_flight=None)
         return self.advance(state, trigger, cause)
 
     def release(self, state: RoomState, trigger: Trigger, cause: str) -> RoomState:
@@ -1189,7 +1247,8 @@ class Transition:
     def give_up(self, state: RoomState, reason: str, cause: str) -> RoomState:
         flight = state.in_flight
         assert flight is not None
-        self.dead_letters.append(KeepDeadLetter(state.room_id, state.incarnation, flight.message, flight.attempt,
+        self.dead_letters.append(KeepDeadLetter(state.room_id, state.incarnation,
+                                                replace(flight.message, attempts=flight.attempt), flight.attempt,
                                                 reason))
         return self.end(state, EventType.DEAD_LETTERED, Trigger.DEAD_LETTERED, cause, reason=reason)
 
@@ -1198,10 +1257,18 @@ class Transition:
         it once `max_send_attempts` is used up."""
         flight = state.in_flight
         assert flight is not None
-        if flight.attempt >= self.policy.max_send_attempts:
-            return self.give_up(state, f"no confirmed send after {flight.attempt} attempts; last: {reason}", cause)
+        tries = self.tries(flight)
+        if tries >= self.policy.max_send_attempts:
+            return self.give_up(state, f"no confirmed send after {tries} attempts; last: {reason}", cause)
         self.log(EventType.RESENT, flight.message, attempt=flight.attempt + 1, trigger=str(trigger), reason=reason)
         return self.start(state, flight.message, flight.attempt + 1, trigger, cause)
+
+    @staticmethod
+    def tries(flight: InFlight) -> int:
+        """Sends of the in-flight message since its (re)entry: what
+        MAX_SEND_ATTEMPTS bounds (a redrive starts a new count, never a new
+        attempt number)."""
+        return flight.attempt - flight.message.attempt_floor
 
     def current(self, incarnation: int, seq: int, attempt: int | None = None) -> InFlight | None:
         """The in-flight attempt if it is (incarnation, seq[, attempt]), else None."""
@@ -1214,12 +1281,19 @@ class Transition:
 
     def rearm_if_replay(self, key: str) -> None:
         """A redelivered request that started the in-flight attempt re-arms its
-        timer (same task name, so idempotent on the real service): its first
-        delivery may have died after the commit and before the timer was set."""
+        timer and asks again for the preparations of the window it slid (same
+        task names, so idempotent on the real service): its first delivery
+        may have died after the commit and before they were made."""
         flight = self.state.in_flight
         if flight is not None and flight.idempotency_key == key:
             self.effects.append(ScheduleTimer(self.state.room_id, self.state.incarnation, flight.message.seq,
                                               flight.attempt, flight.due_at_us))
+            # The same request slid the preparation window: the prepare tasks it
+            # asked for may not have been made either (same names: idempotent).
+            for m in self.preparation_window(self.state):
+                if m.needs_preparation and m.preparation_asked and m.prep_failed is None and not m.parked:
+                    self.effects.append(Prepare(self.state.room_id, self.state.incarnation, m.seq, m.prep_attempt,
+                                                self.now_us))
 
     def ask_again_if_replay(self, message_id: str) -> None:
         """A redelivered push of a message whose preparation is asked for and
@@ -1227,7 +1301,7 @@ class Transition:
         service): its first delivery may have died before the task was made."""
         window = self.preparation_window(self.state)
         for m in window:
-            if m.message_id == message_id and m.needs_preparation and m.prep_attempt > 0 and m.prep_failed is None:
+            if m.message_id == message_id and m.needs_preparation and m.preparation_asked and m.prep_failed is None:
                 self.effects.append(Prepare(self.state.room_id, self.state.incarnation, m.seq, m.prep_attempt,
                                             self.now_us))
 
@@ -1250,14 +1324,7 @@ class Transition:
         state = self.state
         for i, m in enumerate(state.pending):
             if m.message_id == ev.message_id and m.text is None:
-                # A placeholder: the push itself came after all. Its place was
-                # kept, nothing after it was sent, so it goes in its turn.
-                filled = replace(m, **ev.content, parked=None)
-                self.log(EventType.ENQUEUED, filled, published_at=utc_iso(ev.published_at_us))
-                state = replace(state, pending=(*state.pending[:i], filled, *state.pending[i + 1:]))
-                if state.in_flight is None and i == 0:
-                    state = self.advance(state, Trigger.ENQUEUE, ev.idempotency_key)
-                return self.done(state)
+                return self.done(self.fill_placeholder(state, i, ev))
         if ev.message_id in state.held_ids() or any(e.message_id == ev.message_id for e in state.ended):
             self.rearm_if_replay(ev.idempotency_key)
             self.ask_again_if_replay(ev.message_id)
@@ -1305,6 +1372,33 @@ class Transition:
         if candidate.in_flight is None and candidate.pending and candidate.pending[0] is msg:
             candidate = self.advance(candidate, Trigger.ENQUEUE, ev.idempotency_key)
         return self.done(candidate)
+
+    def fill_placeholder(self, state: RoomState, i: int, ev: Enqueue) -> RoomState:
+        """The push of placeholder `state.pending[i]` came after all. Its place
+        was kept and nothing after it was sent, so it goes in its turn; unless
+        its producer `sequence` is ahead of the room's: then it leaves the
+        place (logged `sequence_held` under the placeholder's seq) and waits
+        outside the queue like any message whose predecessors have not come."""
+        m = state.pending[i]
+        rest = (*state.pending[:i], *state.pending[i + 1:])
+        if ev.sequence is not None and ev.sequence > state.next_sequence:
+            self.log(EventType.SEQUENCE_HELD, m,
+                     reason=f"producer sequence {ev.sequence} waits for {state.next_sequence}: "
+                            f"its placeholder's place (seq {m.seq}) is given up")
+            waiting = replace(m, **ev.content, parked=None, seq=0)
+            state = replace(state, pending=rest,
+                            held=tuple(sorted((*state.held, waiting), key=lambda h: h.sequence or 0)))
+            if state.gap_due_us is None:
+                state = self.start_gap_timer(state)
+        else:
+            filled = replace(m, **ev.content, parked=None)
+            self.log(EventType.ENQUEUED, filled, published_at=utc_iso(ev.published_at_us))
+            state = replace(state, pending=(*state.pending[:i], filled, *state.pending[i + 1:]))
+            if ev.sequence is not None and ev.sequence == state.next_sequence:
+                state = self.admit_held(replace(state, next_sequence=state.next_sequence + 1))
+        if state.in_flight is None and i == 0:
+            state = self.advance(state, Trigger.ENQUEUE, ev.idempotency_key)
+        return state
 
     def start_gap_timer(self, state: RoomState) -> RoomState:
         """Wait at most SEQUENCE_GAP_TIMEOUT_MS for the missing producer
@@ -1457,13 +1551,14 @@ class Transition:
         if ev.permanent:
             return self.done(self.end(state, EventType.FAILED, Trigger.FAILED, ev.cause, error_code=ev.error_code,
                                       error_title=ev.error_title, reason="send_refused"))
-        if flight.attempt >= self.policy.max_send_attempts:
-            reason = f"send refused {flight.attempt} times; last error {ev.error_code}: {ev.error_title}"
+        tries = self.tries(flight)
+        if tries >= self.policy.max_send_attempts:
+            reason = f"send refused {tries} times; last error {ev.error_code}: {ev.error_title}"
             return self.done(self.give_up(state, reason, ev.cause))
         if ev.rate_limited:
-            delay_ms = 4 ** flight.attempt * 1000
+            delay_ms = 4 ** tries * 1000
         else:
-            delay_ms = self.policy.send_retry_base_ms * 4 ** (flight.attempt - 1)
+            delay_ms = self.policy.send_retry_base_ms * 4 ** (tries - 1)
         retry_at = ev.at_us + delay_ms * 1000
         return self.done(self.arm(state, replace(flight, phase=Phase.BACKOFF, deadline_us=retry_at,
                                                  due_at_us=retry_at)))
@@ -1493,7 +1588,7 @@ class Transition:
             else:
                 reason = f"after_{outcome}"
             self.log(EventType.STATUS_IGNORED, None, seq=ev.seq, reason=str(reason),
-                     send_to_ack_ms=(ev.at_us - ev.sent_at_us) / 1000 if late else None, **ids)
+                     send_to_ack_ms=(ev.seen_at_us - ev.sent_at_us) / 1000 if late else None, **ids)
             return self.done(None)
         if ev.status in ACK_STATUSES and not acks(self.policy.ack_level(flight.message.provider), ev.status):
             return self.ignore(EventType.STATUS_IGNORED, IgnoreReason.BELOW_ACK_LEVEL, seq=ev.seq, **ids)
@@ -1511,7 +1606,7 @@ class Transition:
             # Any attempt of this seq reaching the device acks the message.
             return self.done(self.end(self.state, EventType.ACKED, Trigger.ACK, ev.idempotency_key,
                                       status=ev.status, provider_message_id=ev.provider_message_id,
-                                      send_to_ack_ms=(ev.at_us - ev.sent_at_us) / 1000))
+                                      send_to_ack_ms=(ev.seen_at_us - ev.sent_at_us) / 1000))
         if ev.status == "failed":
             if ev.attempt != flight.attempt:
                 return self.ignore(EventType.STATUS_IGNORED, IgnoreReason.FAILED_FOR_OLDER_ATTEMPT, seq=ev.seq, **ids)
@@ -1556,7 +1651,7 @@ class Transition:
                                seq=msg.seq, attempt=flight.attempt, **fields)
         return self.done(self.end(self.state, EventType.ACKED, Trigger.ACK, ev.idempotency_key, status=ev.status,
                                   provider_message_id=flight.provider_message_id,
-                                  send_to_ack_ms=(ev.at_us - flight.started_at_us) / 1000))
+                                  send_to_ack_ms=(ev.seen_at_us - flight.started_at_us) / 1000))
 
     def timer(self, ev: TimerFired) -> Decision:
         if ev.seq == 0:
@@ -1586,8 +1681,10 @@ class Transition:
             if self.now_us < flight.due_at_us:
                 return self.wait_until(state, flight, flight.due_at_us)
             if state.paused is not None:
-                # Not sent yet: back to the head of the queue until the resume.
-                return replace(state, in_flight=None, pending=(flight.message, *state.pending))
+                # Not sent yet: back to the head of the queue until the resume,
+                # where it starts as this same attempt (its number was never sent).
+                waiting = replace(flight.message, attempts=flight.attempt - 1)
+                return replace(state, in_flight=None, pending=(waiting, *state.pending))
             return self.start(replace(state, in_flight=None), flight.message, flight.attempt, Trigger.PACED, cause)
         if flight.acked_early is not None or flight.skipped:
             window_end = flight.started_at_us + self.policy.send_window_ms * 1000
@@ -1633,7 +1730,9 @@ class Transition:
             if m.seq == ev.seq and m.parked:
                 if m.text is None:
                     return self.ignore(EventType.OPERATOR_IGNORED, IgnoreReason.NO_BODY, seq=ev.seq, actor=ev.actor)
-                released = replace(m, parked=None, prep_attempt=0, prep_failed=None)  # prepared anew if need be
+                # Prepared anew if need be, under preparation attempt numbers never used before.
+                released = replace(m, parked=None, prep_floor=m.prep_attempt, prep_failed=None,
+                                   attempt_floor=m.attempts)
                 self.log(EventType.REDRIVEN, released, **fields)
                 state = replace(state, pending=(*state.pending[:i], released, *state.pending[i + 1:]))
                 if state.in_flight is None and i == 0:
@@ -1655,12 +1754,16 @@ class Transition:
             return self.ignore(EventType.OPERATOR_IGNORED, IgnoreReason.STALE_INCARNATION, **ids)
         if kept.message_id in state.held_ids():
             return self.ignore(EventType.OPERATOR_IGNORED, IgnoreReason.ALREADY_HELD, **ids)
-        last = next((e.outcome for e in reversed(state.ended) if e.message_id == kept.message_id), None)
-        if last != EventType.DEAD_LETTERED:
+        last = next((e for e in reversed(state.ended) if e.message_id == kept.message_id), None)
+        if last is None or last.outcome != EventType.DEAD_LETTERED:
             return self.ignore(EventType.OPERATOR_IGNORED, IgnoreReason.NOT_DEAD_LETTERED, **ids)
-        # Prepared anew if it needs it: a media id may have expired meanwhile.
-        msg = replace(kept, seq=ev.seq, parked=None, enqueued_at_us=self.now_us, prepared=None, prep_attempt=0,
-                      prep_failed=None)
+        # Its attempt numbers go on above every one it took (fencing: a late
+        # status of an old attempt can never be taken for the new one's); its
+        # send count starts again. Prepared anew if it needs it (a media id may
+        # have expired meanwhile), under preparation numbers never used before.
+        attempts = max(kept.attempts, last.attempts)
+        msg = replace(kept, seq=ev.seq, parked=None, enqueued_at_us=self.now_us, prepared=None,
+                      prep_floor=kept.prep_attempt, prep_failed=None, attempts=attempts, attempt_floor=attempts)
         self.log(EventType.REDRIVEN, msg, actor=ev.actor, reason=ev.reason)
         # Ahead of every queued message that came after it (all of them, but
         # another dead letter of an earlier seq redriven before it).
@@ -1754,12 +1857,13 @@ class Transition:
         answered): ask again after a backoff, or give the preparation up."""
         state = self.state
         attempt = msg.prep_attempt
-        if permanent or attempt >= self.policy.max_prepare_attempts:
+        tries = attempt - msg.prep_floor  # since its (re)entry: what MAX_PREPARE_ATTEMPTS bounds
+        if permanent or tries >= self.policy.max_prepare_attempts:
             why = f"{error} (attempt {attempt}{', permanent' if permanent else ''})"
             self.log(EventType.PREPARE_FAILED, msg, attempt=attempt, error_title=error[:300],
-                     reason="given up: " + ("permanent" if permanent else f"MAX_PREPARE_ATTEMPTS={attempt}"))
+                     reason="given up: " + ("permanent" if permanent else f"MAX_PREPARE_ATTEMPTS={tries}"))
             return self.give_up_preparation(state, msg, index, why, cause)
-        delay_ms = self.policy.prepare_retry_base_ms * 4 ** (attempt - 1)
+        delay_ms = self.policy.prepare_retry_base_ms * 4 ** (tries - 1)
         retry_at = self.now_us + delay_ms * 1000
         self.log(EventType.PREPARE_FAILED, msg, attempt=attempt, error_title=error[:300],
                  reason=f"retry as attempt {attempt + 1} in {delay_ms} ms")

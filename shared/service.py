@@ -31,7 +31,7 @@ import json
 import time
 from collections import deque
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from google.api_core import exceptions as gexc
@@ -400,7 +400,11 @@ class DeliveryService:
             return Reply(200, {"result": "kept", "error": reason})
         try:
             if receipts is not None:
-                applied = self._apply_receipt_events(receipts.events(), "status")
+                # Decided now, not at the receive time: the room's next send is
+                # due within SEND_START_DEADLINE_MS of its decision.
+                decided = now_us()
+                applied = self._apply_receipt_events(
+                    [replace(r, at_us=decided, received_at_us=r.at_us) for r in receipts.events()], "status")
             else:
                 applied = self._apply_statuses(list(batch.statuses), batch.room_id, batch.received_at_us, "status")
         except TRANSIENT_ERRORS:
@@ -432,8 +436,10 @@ class DeliveryService:
                                            provider=st.provider, provider_message_id=st.provider_message_id,
                                            status=st.status, reason="no baton delivery id"))
             return None
-        return room_id, StatusUpdate(incarnation, seq, attempt, st.status, sent_at_us, arrived,
-                                     st.provider_message_id, st.error_code, st.error_title)
+        decided = now_us()
+        return room_id, StatusUpdate(incarnation, seq, attempt, st.status, sent_at_us, decided,
+                                     st.provider_message_id, st.error_code, st.error_title,
+                                     received_at_us=arrived if arrived < decided else None)
 
     def _apply_statuses(self, statuses: list[QueuedStatus], room_id: str | None, arrived: int, component: str) -> int:
         """Apply statuses in order, each in its room's transaction; returns how

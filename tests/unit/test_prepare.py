@@ -160,7 +160,9 @@ def test_park_policy_blocks_the_room_until_a_redrive_which_prepares_it_again():
     state, d = step(state, PrepareFailed(state.incarnation, 1, 1, "unsupported type", True, T0 + 500 * MS), policy)
     assert room_phase(state).value == "blocked" and "blocked" in kinds(d) and sends(d) == []
     state, d = step(state, Redrive(1, "ops", "media fixed", T0 + 60_000 * MS), policy)
-    assert prepares(d) == [(1, 1, T0 + 60_000 * MS)] and state.in_flight.phase is Phase.PREPARING
+    # Preparation attempt 2, not 1 again: attempt 1's task name may still be
+    # taken on Cloud Tasks, which would then silently create nothing.
+    assert prepares(d) == [(1, 2, T0 + 60_000 * MS)] and state.in_flight.phase is Phase.PREPARING
     state, d = step(state, done(state, 1, at=T0 + 61_000 * MS), policy)
     assert sends(d) == [(1, "media-1")]
 
@@ -327,3 +329,19 @@ def test_the_poison_policy_and_the_window_are_read_from_the_environment(monkeypa
     monkeypatch.setenv("PREPARE_POISON", "retry_forever")
     with pytest.raises(ValueError, match="PREPARE_POISON"):
         config.load()
+
+
+def test_a_redelivered_ack_asks_again_for_the_preparation_its_window_slide_requested():
+    """The ack that passes the baton slides the window over m4, whose prepare
+    task Cloud Tasks may refuse (the request answers 503). Its redelivery must
+    ask again at once, not leave m4 to wait until it is the head plus
+    PREPARE_TIMEOUT_MS (issue 28, item 9)."""
+    state = room_of(4)
+    state, _ = step(state, done(state, 1))
+    state, _ = step(state, done(state, 2))
+    state, _ = step(state, done(state, 3))
+    ack = StatusUpdate(state.incarnation, 1, 1, "delivered", T0, T0 + 2000 * MS)
+    state, d = step(state, ack)
+    assert prepares(d) == [(4, 1, T0 + 2000 * MS)]  # this request's Prepare effect is the one that failed
+    state, d = step(state, replace(ack, at_us=T0 + 2500 * MS))  # the webhook's redelivery
+    assert prepares(d) == [(4, 1, T0 + 2500 * MS)]

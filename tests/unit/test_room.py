@@ -574,8 +574,8 @@ def test_a_redriven_dead_letter_goes_back_to_the_head_ahead_of_later_messages_on
     assert d.state is None and d.events[0].reason == "already_held"
     state, _ = step(state, returned(state, SendOutcome.ACCEPTED, now + S, seq=2))
     state, d = step(state, ack(state, 2, at=now + 2 * S))
-    assert sends(d) == [(1, 1)]
-    state, d = step(state, ack(state, 1, at=now + 3 * S))
+    assert sends(d) == [(1, 4)]  # attempts 1-3 were used before: fencing tokens never repeat
+    state, d = step(state, ack(state, 1, attempt=4, at=now + 3 * S))
     assert kinds(d)[0] == "acked" and sends(d) == [(3, 1)]
     _, d = step(state, replace(redrive, at_us=now + 4 * S))
     assert d.state is None and d.events[0].reason == "not_dead_lettered"  # acked since: never sent twice
@@ -589,7 +589,7 @@ def test_a_dead_letter_redriven_into_an_idle_room_is_sent_at_once():
         state, _ = step(state, Skip(seq, "ops", "clear", T0 + (100 + 10 * seq) * S))
     assert state.in_flight is None and room_phase(state) == "idle"
     state, d = step(state, Redrive(1, "alice", "retry", T0 + 200 * S, kept.message, kept.incarnation))
-    assert kinds(d) == ["redriven"] and sends(d) == [(1, 1)]
+    assert kinds(d) == ["redriven"] and sends(d) == [(1, 4)]  # above the attempts it used before
 
 
 # ------------------------------------------------------------------ the watchdog
