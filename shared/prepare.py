@@ -2,7 +2,7 @@
 
 A message with a `prepare` attribute (`media`: upload its file to the
 platform, then send it by the media id) is prepared before its turn, while
-the messages ahead of it are sent (shared/room.py, "Preparation"). The room
+the messages ahead of it are sent (shared/room/preparation.py). The room
 asks for it with a `Prepare` effect; this adapter makes it an HTTP task to
 the `prepare` function (PREPARE_URL) with the JSON body
 `{"room_id", "incarnation", "seq", "attempt"}`, due at the effect's time.

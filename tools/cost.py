@@ -361,7 +361,7 @@ def fixed_monthly(deploy: dict[str, Any]) -> list[tuple[str, float]]:
 # "saving" is negative, the price of turning the default exclusion off.
 LEVERS: list[tuple[str, str, str, bool]] = [
     ("quiet_ignored_events", "log no event for statuses that change nothing (status_ignored: `sent`, "
-     "statuses after the ack)", "code: shared/room.py (not done: the late acks feed the analytics)", True),
+     "statuses after the ack)", "code: shared/room/flight.py (not done: the late acks feed the analytics)", True),
     ("exclude_delivery_events", "keep the delivery events only in the sink's bucket (not in Logs Explorer)",
      "infra: keep_delivery_events_in_default_bucket = false", True),
     ("keep_request_logs", "keep Cloud Run's request logs in the _Default log bucket (the default drops them)",

@@ -1,7 +1,7 @@
 """The provider-neutral send interface every platform adapter implements.
 
 A send call ends in one of three outcomes, and the room's rules
-(shared/room.py) treat each differently: ACCEPTED starts the ack wait from the
+(shared/room/flight.py) treat each differently: ACCEPTED starts the ack wait from the
 call's return; REFUSED (provably not sent) backs off and retries, or fails the
 message for good; UNKNOWN (possibly sent) is held like a sent message and
 resent only if no ack comes by its deadline.

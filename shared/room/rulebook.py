@@ -245,6 +245,35 @@ RULES: tuple[Rule, ...] = _rules()
 
 _RULE_INDEX = {(r.phase, r.kind): r for r in RULES}
 
+# The event class of each kind (a column of `RULES`), to name the code of a row.
+EVENT_OF_KIND: dict[str, type] = {
+    "push": Enqueue, "dead-letter copy": Park, "send accepted": SendReturned, "send unknown": SendReturned,
+    "send refused": SendReturned, "send refused for good": SendReturned, "status delivered/read": StatusUpdate,
+    "status failed": StatusUpdate, "status sent": StatusUpdate, "receipt by recipient": RecipientReceipt,
+    "gap timer": TimerFired, "timer": TimerFired, "watchdog": WatchdogSweep, "redrive": Redrive, "skip": Skip,
+    "pause": Pause, "resume": Resume, "prepared": Prepared, "prepare failed": PrepareFailed,
+}
+# Kinds whose handler hands the event straight on to another rule.
+_DELEGATED = {"gap timer": "gap_timer"}
+
+
+def rule_code(kind: str) -> str:
+    """Where the rule for events of `kind` is implemented: `module.py:Class.method`
+    inside shared/room/ (the `code` column of the table in docs/architecture.md).
+
+    Raises:
+        KeyError: an unknown kind.
+    """
+    from shared.room.decide import _HANDLERS, Transition  # decide imports the rules; the table names them
+
+    handler = _HANDLERS[EVENT_OF_KIND[kind]]
+    if kind in _DELEGATED:
+        handler = getattr(Transition, _DELEGATED[kind])
+    owner, method = handler.__qualname__.split(".")
+    module = handler.__module__.rsplit(".", 1)[-1]
+    return f"{module}.py:{owner}.{method}"
+
+
 def rule_for(before: RoomState, event: RoomEvent) -> Rule:
     """The rule of `RULES` that covers `event` in the room's phase.
 

@@ -1,4 +1,4 @@
-"""Preparation in parallel, sending in order: the room's rules (shared/room.py),
+"""Preparation in parallel, sending in order: the room's rules (shared/room/preparation.py),
 pure, no I/O. The emulator tests are in tests/integration/test_prepare.py."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Producer sequence: a room holds a message until its producer predecessors
-came, or the gap timeout passed (shared/room.py). Pure rules, no I/O; the
+came, or the gap timeout passed (shared/room/entry.py). Pure rules, no I/O; the
 emulator test is in tests/integration/test_prepare.py."""
 
 from __future__ import annotations
