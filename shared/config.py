@@ -29,6 +29,7 @@ ENV_VARS: dict[str, tuple[str, str]] = {
     "ACK_TIMEOUT_MS": ("3000", "ms a sent message holds its room after its send call returned, unless acked or failed first"),
     "SEND_TIMEOUT_MS": ("2000", "ms one send call may take in all (in-call reconnects included); below ACK_TIMEOUT_MS"),
     "SEND_START_DEADLINE_MS": ("2000", "ms after the room's decision by which a send call must have started; later it is not made"),
+    "FIRST_TIMER_SLACK_MS": ("0", "ms added to an attempt's first timer past decision + ACK_TIMEOUT_MS (0: at the deadline; a send that returned later re-arms it)"),
     "MAX_SEND_ATTEMPTS": ("5", "send attempts of one message before it is dead-lettered"),
     "SEND_RETRY_BASE_MS": ("1000", "ms before the first resend after a transient platform error; x4 per attempt"),
     "DEDUP_RETENTION": ("1000", "ended message ids remembered per room for de-duplication, besides every message it holds"),
@@ -106,7 +107,7 @@ SECRET_ENV_VARS = frozenset({"WHATSAPP_ACCESS_TOKEN", "WHATSAPP_APP_SECRET", "WH
                              "MESSENGER_ACCESS_TOKEN", "MESSENGER_APP_SECRET", "INSTAGRAM_ACCESS_TOKEN",
                              "INSTAGRAM_APP_SECRET"})
 # Whole numbers that may be 0 (every other numeric setting must be at least 1).
-ZERO_ALLOWED = frozenset({"prepare_ahead", "watermark_margin_ms", "pace_interval_ms_whatsapp", "pace_interval_ms_messenger",
+ZERO_ALLOWED = frozenset({"prepare_ahead", "watermark_margin_ms", "first_timer_slack_ms", "pace_interval_ms_whatsapp", "pace_interval_ms_messenger",
                           "pace_interval_ms_instagram"})
 PROVIDERS = ("whatsapp", "messenger", "instagram")
 
@@ -134,6 +135,7 @@ class Settings:
     ack_timeout_ms: int
     send_timeout_ms: int
     send_start_deadline_ms: int
+    first_timer_slack_ms: int
     max_send_attempts: int
     send_retry_base_ms: int
     dedup_retention: int

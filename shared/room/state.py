@@ -287,8 +287,11 @@ class Policy:
     """The knobs `decide` needs; built from shared.config.Settings. Times in ms.
 
     - `first_timer_slack_ms`: the first timer of an attempt is due this long
-      after `started + ack_timeout`, so a send that returns within it needs no
-      second timer (the deadline counts from the send's return).
+      after `started + ack_timeout` (FIRST_TIMER_SLACK_MS, default 0). The
+      deadline counts from the send's return, so a timer that comes before it
+      arms another for the rest: 0 adds no wait to any timeout, at the cost of
+      that second timer for a message whose send returned later than the
+      timer's dispatch lag; a slack trades wait for fewer second timers.
     - `ack_levels`: per provider, what acks a message (`ack_level`).
     - `pacing`: per provider, a token bucket per room: one token every
       `interval_ms`, at most `burst` kept; a send takes one. WhatsApp's pair
@@ -315,7 +318,7 @@ class Policy:
     ack_timeout_ms: int = 3000
     send_timeout_ms: int = 2000
     send_start_deadline_ms: int = 2000
-    first_timer_slack_ms: int = 250
+    first_timer_slack_ms: int = 0
     max_send_attempts: int = 5
     send_retry_base_ms: int = 1000
     dedup_retention: int = 1000
@@ -378,6 +381,7 @@ def policy_from_settings(settings: Settings) -> Policy:
         ack_timeout_ms=settings.ack_timeout_ms,
         send_timeout_ms=settings.send_timeout_ms,
         send_start_deadline_ms=settings.send_start_deadline_ms,
+        first_timer_slack_ms=settings.first_timer_slack_ms,
         max_send_attempts=settings.max_send_attempts,
         send_retry_base_ms=settings.send_retry_base_ms,
         dedup_retention=settings.dedup_retention,
