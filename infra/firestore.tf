@@ -53,7 +53,8 @@ resource "google_firestore_field" "ttl" {
 # 40,000 index entries per document
 # (https://cloud.google.com/firestore/quotas#indexes). An empty index_config
 # turns off every single-field index of a field, its subfields included.
-# `accepted` (send acceptances written blind, one new key per attempt) is
+# `accepted` (send acceptances written blind, one new key per attempt) and
+# `echoes` (Messenger and Instagram echoes written blind the same way) are
 # exempt for the same reason. `recent_ids` is no longer written, but rooms
 # stored by an older version keep it (the code updates a room field by
 # field) until TTL deletes them.
@@ -65,7 +66,7 @@ resource "google_firestore_field" "ttl" {
 # message in flight, a short string): a Messenger or Instagram receipt names
 # only the recipient, and finds its rooms by an equality query on it.
 resource "google_firestore_field" "room_unindexed" {
-  for_each   = toset(["pending", "recent_ids", "ended", "counts", "in_flight", "awaiting", "accepted", "held"])
+  for_each   = toset(["pending", "recent_ids", "ended", "counts", "in_flight", "awaiting", "accepted", "echoes", "held"])
   project    = var.project_id
   database   = google_firestore_database.main.name
   collection = "rooms"

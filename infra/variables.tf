@@ -171,6 +171,17 @@ variable "send_timeout_ms" {
   }
 }
 
+variable "first_timer_slack_ms" {
+  description = "FIRST_TIMER_SLACK_MS: ms added to an attempt's first timer past decision + ACK_TIMEOUT_MS. 0: due at the earliest possible deadline (a send that returned later re-arms it); a slack saves those second timers and adds its length to every timeout."
+  type        = number
+  default     = 0
+
+  validation {
+    condition     = var.first_timer_slack_ms >= 0
+    error_message = "first_timer_slack_ms must be at least 0."
+  }
+}
+
 variable "send_start_deadline_ms" {
   description = "SEND_START_DEADLINE_MS: ms after the room's decision by which a send call must have started; a later one is not made (the attempt counts as refused and is retried)."
   type        = number

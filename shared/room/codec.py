@@ -116,6 +116,7 @@ def room_to_doc(state: RoomState) -> dict[str, Any]:
             "returned_at_us": flight.returned_at_us,
             "early_mids": list(flight.early_mids),
             "early_mids_status": flight.early_mids_status,
+            "pts": flight.platform_ts_us,
         },
         # Indexed: a receipt that names only the recipient finds its rooms by it.
         "in_flight_to": None if flight is None else recipient_key(flight.message.provider, flight.message.recipient),
@@ -129,6 +130,7 @@ def room_to_doc(state: RoomState) -> dict[str, Any]:
         "held": [message_to_doc(m) for m in state.held],
         "gap_due_us": state.gap_due_us,
         "accepted": {},  # every transaction folds and clears the blind-written acceptances
+        "echoes": {},  # and the blind-written echoes
     }
 
 def recipient_key(provider: str, recipient: str) -> str:
@@ -148,17 +150,34 @@ def room_from_doc(room_id: str, d: dict[str, Any] | None) -> RoomState:
     An entry for the in-flight attempt while it is SENDING is the same as the
     rule for `SendReturned(ACCEPTED)`: the attempt is SENT with that deadline.
     Entries of other attempts are stale and dropped at the next write.
+
+    The `echoes` map holds the platform's echoes of our own sends, written
+    blind the same way (`RoomStore.record_echo`, Messenger and Instagram
+    only), `{acceptance_key: {"ts": platform stamp, epoch us, "mid": its
+    message id}}`. An entry for the in-flight attempt gives it its platform
+    stamp (what a watermark is judged against) and message id; it also
+    proves the platform took the attempt, so an attempt whose send outcome
+    was unknown is SENT (held to the same deadline, then timed out rather
+    than resent).
     """
     if not d:
         return RoomState(room_id)
     state = _room_from_fields(room_id, d)
     flight = state.in_flight
-    if flight is not None and flight.phase is Phase.SENDING:
-        deadline = (d.get("accepted") or {}).get(acceptance_key(state.incarnation, flight.message.seq,
-                                                                flight.attempt))
+    if flight is None:
+        return state
+    key = acceptance_key(state.incarnation, flight.message.seq, flight.attempt)
+    if flight.phase is Phase.SENDING:
+        deadline = (d.get("accepted") or {}).get(key)
         if deadline is not None:
-            state = replace(state, in_flight=replace(flight, phase=Phase.SENT, deadline_us=deadline))
-    return state
+            flight = replace(flight, phase=Phase.SENT, deadline_us=deadline)
+    echo = (d.get("echoes") or {}).get(key)
+    if isinstance(echo, dict) and isinstance(echo.get("ts"), int) and flight.platform_ts_us is None:
+        flight = replace(flight, platform_ts_us=echo["ts"],
+                         provider_message_id=flight.provider_message_id or echo.get("mid"))
+        if flight.phase is Phase.UNKNOWN:
+            flight = replace(flight, phase=Phase.SENT)
+    return replace(state, in_flight=flight)
 
 def _room_from_fields(room_id: str, d: dict[str, Any]) -> RoomState:
     f = d.get("in_flight")
@@ -184,6 +203,7 @@ def _room_from_fields(room_id: str, d: dict[str, Any]) -> RoomState:
             returned_at_us=f.get("returned_at_us"),
             early_mids=tuple(f.get("early_mids") or ()),
             early_mids_status=f.get("early_mids_status"),
+            platform_ts_us=f.get("pts"),
         ),
         pending=tuple(message_from_doc(m) for m in d.get("pending", [])),
         ended=tuple(ended),

@@ -71,9 +71,12 @@ class FlightRules(TransitionCore):
             return self.done(replace(state, in_flight=flight))
         if ev.outcome is SendOutcome.UNKNOWN:
             # Possibly sent (the service logged `send_unknown`): held like a
-            # sent message, then resent if no ack came.
+            # sent message, then resent if no ack came; unless the platform's
+            # echo of this attempt already proved it took it (then SENT).
             deadline = ack_deadline_us(self.policy, ev.at_us)
-            return self.done(replace(state, in_flight=replace(flight, phase=Phase.UNKNOWN, deadline_us=deadline)))
+            phase = Phase.SENT if flight.platform_ts_us is not None else Phase.UNKNOWN
+            return self.done(replace(state, in_flight=replace(flight, phase=phase, deadline_us=deadline,
+                                                              returned_at_us=ev.at_us)))
         if ev.permanent:
             return self.done(self.end(state, EventType.FAILED, Trigger.FAILED, ev.cause, error_code=ev.error_code,
                                       error_title=ev.error_title, reason="send_refused"))
@@ -143,11 +146,13 @@ class FlightRules(TransitionCore):
 
     def receipt(self, ev: RecipientReceipt) -> Decision:
         """A receipt by recipient (Messenger watermark, Instagram seen): acks
-        the in-flight message only if it provably covers it: one of `mids` is
-        the attempt's own id, or the watermark is at least
-        `watermark_margin_ms` past the return of its accepted send call. A
-        receipt before the call returned is remembered by its mids only (a
-        watermark then cannot tell our message from the ones before it)."""
+        the in-flight message only if it provably covers it: the watermark is
+        at or after the platform's own stamp of this attempt (from its echo,
+        `platform_ts_us`), or one of `mids` is the attempt's own id, or (no
+        echo yet) the watermark is at least `watermark_margin_ms` past the
+        return of its accepted send call. A receipt before the call returned
+        and before the echo is remembered by its mids only (a watermark then
+        cannot tell our message from the ones before it)."""
         flight = self.state.in_flight
         fields = {"status": ev.status}
         if flight is None or flight.skipped or flight.acked_early is not None:
@@ -159,6 +164,13 @@ class FlightRules(TransitionCore):
         if not acks(self.policy.ack_level(msg.provider), ev.status):
             return self.ignore(EventType.STATUS_IGNORED, IgnoreReason.BELOW_ACK_LEVEL, provider=ev.provider,
                                seq=msg.seq, attempt=flight.attempt, **fields)
+        if flight.platform_ts_us is not None and ev.watermark_us is not None \
+                and ev.watermark_us >= flight.platform_ts_us:
+            # Judged on the platform's own clock: the watermark covers the
+            # platform's stamp of this very attempt (its echo).
+            return self.done(self.end(self.state, EventType.ACKED, Trigger.ACK, ev.idempotency_key,
+                                      status=ev.status, provider_message_id=flight.provider_message_id,
+                                      send_to_ack_ms=(ev.seen_at_us - flight.started_at_us) / 1000))
         if flight.phase is Phase.SENDING:
             if not ev.mids:
                 return self.ignore(EventType.STATUS_IGNORED, IgnoreReason.RECEIPT_COVERS_NOTHING,

@@ -165,6 +165,9 @@ class InFlight:
     - `early_mids`, `early_mids_status`: message ids a recipient receipt
       named while this attempt's send call had not returned yet; if the call
       returns with one of them, the message is acked at once.
+    - `platform_ts_us`: the platform's own stamp of this attempt (epoch us),
+      from its echo (Messenger `message_echoes`, Instagram `is_echo`): what a
+      watermark receipt is judged against (same clock). None: no echo yet.
     """
 
     message: QueuedMessage
@@ -180,6 +183,7 @@ class InFlight:
     returned_at_us: int | None = None
     early_mids: tuple[str, ...] = ()
     early_mids_status: str | None = None
+    platform_ts_us: int | None = None
 
 @dataclass(frozen=True)
 class Ended:

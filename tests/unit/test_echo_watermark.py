@@ -1,0 +1,70 @@
+"""Messenger receipts without mids (issue 34): a watermark is judged against
+the platform's own stamp of the message, from its echo, not baton's clock;
+with no echo the old rule (after the send's return plus the margin) stands.
+And an echo proves the platform took an attempt whose send outcome was
+unknown (issue 31, item 2): it times out instead of being resent."""
+
+from __future__ import annotations
+
+from shared.room import (
+    Enqueue,
+    Policy,
+    RecipientReceipt,
+    RoomState,
+    SendOutcome,
+    SendReturned,
+    TimerFired,
+    acceptance_key,
+    decide,
+    room_from_doc,
+    room_to_doc,
+)
+
+T0 = 1_700_000_000_000_000
+MS = 1000
+POLICY = Policy(ack_timeout_ms=3000, watermark_margin_ms=0)
+STAMP = T0 + 20 * MS  # the platform stamped the message 20 ms after our decision
+RETURNED = T0 + 60 * MS  # and our send call returned 40 ms later
+
+
+def messenger_room(echo: bool, outcome: SendOutcome = SendOutcome.ACCEPTED) -> RoomState:
+    state = decide(RoomState("r"), Enqueue("m1", "messenger", "2400000001", "hi", T0, T0), POLICY, "t").state
+    state = decide(state, SendReturned(state.incarnation, 1, 1, outcome, RETURNED, "c",
+                                       provider_message_id="mid.1" if outcome is SendOutcome.ACCEPTED else None),
+                   POLICY, "t").state
+    doc = room_to_doc(state)
+    if echo:  # RoomStore.record_echo's blind write, folded by the next read
+        doc["echoes"] = {acceptance_key(state.incarnation, 1, 1): {"ts": STAMP, "mid": "mid.1"}}
+    return room_from_doc("r", doc)
+
+
+def receipt(watermark_us: int) -> RecipientReceipt:
+    return RecipientReceipt("messenger", "2400000001", "delivered", watermark_us, (), RETURNED + 500 * MS)
+
+
+def outcome_of(state: RoomState, event) -> list[str]:
+    return [str(e.event) for e in decide(state, event, POLICY, "t").events]
+
+
+def test_a_watermark_one_ms_before_the_echo_stamp_acks_nothing():
+    assert outcome_of(messenger_room(echo=True), receipt(STAMP - MS)) == ["status_ignored"]
+
+
+def test_a_watermark_at_the_echo_stamp_acks_the_message():
+    assert outcome_of(messenger_room(echo=True), receipt(STAMP)) == ["acked"]
+
+
+def test_with_no_echo_a_watermark_before_the_send_returned_acks_nothing_and_one_after_does():
+    state = messenger_room(echo=False)
+    assert outcome_of(state, receipt(STAMP)) == ["status_ignored"]
+    assert outcome_of(state, receipt(RETURNED)) == ["acked"]
+
+
+def test_an_echo_turns_an_unknown_send_outcome_into_a_timeout_not_a_resend():
+    state = messenger_room(echo=True, outcome=SendOutcome.UNKNOWN)
+    flight = state.in_flight
+    assert str(flight.phase) == "sent"
+    late = flight.deadline_us + MS
+    assert outcome_of(state, TimerFired(state.incarnation, 1, 1, flight.due_at_us, late)) == ["timed_out"]
+    unproven = messenger_room(echo=False, outcome=SendOutcome.UNKNOWN)
+    assert outcome_of(unproven, TimerFired(unproven.incarnation, 1, 1, flight.due_at_us, late)) == ["resent"]
