@@ -289,6 +289,16 @@ class FakeRoomStore:
         if fault == "after_write":
             raise gexc.DeadlineExceeded("injected: the acceptance landed, its answer was lost")
 
+    def record_echo(self, room_id: str, incarnation: int, seq: int, attempt: int, platform_ts_us: int,
+                    provider_message_id: str | None) -> None:
+        """One blind write of the room's `echoes` map (no read, no transaction)."""
+        doc = self.docs.get(room_id)
+        if doc is None:
+            return
+        doc.setdefault("echoes", {})[acceptance_key(incarnation, seq, attempt)] = {
+            "ts": platform_ts_us, "mid": provider_message_id}
+        self.versions[room_id] = self.versions.get(room_id, 0) + 1
+
     def keep_rejected(self, key: str, reason: str, record: dict[str, Any]) -> None:
         self.rejected[key] = {**record, "reason": reason}
 
