@@ -88,6 +88,7 @@ locals {
     SEND_TIMEOUT_MS            = tostring(var.send_timeout_ms)
     SEND_START_DEADLINE_MS     = tostring(var.send_start_deadline_ms)
     FIRST_TIMER_SLACK_MS       = tostring(var.first_timer_slack_ms)
+    QUIET_EVENTS               = var.quiet_events
     MAX_SEND_ATTEMPTS          = tostring(var.max_send_attempts)
     SEND_RETRY_BASE_MS         = tostring(var.send_retry_base_ms)
     DEDUP_RETENTION            = tostring(var.dedup_retention)

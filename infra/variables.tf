@@ -171,6 +171,12 @@ variable "send_timeout_ms" {
   }
 }
 
+variable "quiet_events" {
+  description = "QUIET_EVENTS: event lines not written, as `event` or `event:reason`, comma-separated (e.g. \"status_ignored:sent_status,timeout_ignored\": about one line per message less, docs/event-log.md). Empty: every line."
+  type        = string
+  default     = ""
+}
+
 variable "first_timer_slack_ms" {
   description = "FIRST_TIMER_SLACK_MS: ms added to an attempt's first timer past decision + ACK_TIMEOUT_MS. 0: due at the earliest possible deadline (a send that returned later re-arms it); a slack saves those second timers and adds its length to every timeout."
   type        = number

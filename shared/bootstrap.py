@@ -9,7 +9,7 @@ from __future__ import annotations
 from google.cloud import firestore
 
 from shared import config
-from shared.events import EventLog
+from shared.events import EventLog, quiet_rules
 from shared.prepare import PrepareScheduler
 from shared.providers import make_preparers, make_senders
 from shared.room import policy_from_settings
@@ -33,7 +33,7 @@ def bootstrap(settings: config.Settings | None = None) -> DeliveryService:
     tasks = make_client(settings)
     timers = TimerScheduler(tasks, settings)
     return DeliveryService(settings, policy_from_settings(settings), store, timers, make_senders(settings),
-                           EventLog(settings.event_log_path),
+                           EventLog(settings.event_log_path, quiet=quiet_rules(settings.quiet_events)),
                            status_queue=lambda: StatusQueue(settings.project, settings.status_topic,
                                                             settings.status_error_topic, db, settings.retention_hours),
                            scheduled=ScheduledHold(tasks, settings),

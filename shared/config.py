@@ -15,6 +15,8 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, fields
 
+from shared.events import quiet_rules
+
 # Names of every environment variable the code reads, with its default and what
 # it means. infra/ and docs/configuration.md are checked against it.
 ENV_VARS: dict[str, tuple[str, str]] = {
@@ -90,6 +92,7 @@ ENV_VARS: dict[str, tuple[str, str]] = {
     "SEQUENCE_GAP_TIMEOUT_MS": ("30000", "ms a message with a producer `sequence` attribute waits for a missing "
                                 "predecessor before the gap is logged and given up (the room moves on)"),
     "EVENT_LOG_PATH": ("", "file the delivery event lines are appended to as well as stdout; empty: stdout only"),
+    "QUIET_EVENTS": ("", "event lines not written, as `event` or `event:reason`, comma-separated (e.g. status_ignored:sent_status,timeout_ignored); empty: all"),
     "METRICS_LOG_PATH": ("", "file the per-invocation operation counts are appended to (benchmarks); empty: not written"),
     "PUBSUB_TOPIC": ("baton-outbound", "topic producers publish outbound messages to"),
     "WEBHOOK_MODE": ("direct", "`direct`: webhook applies the statuses itself. `queued`: webhook verifies, publishes them "
@@ -181,6 +184,7 @@ class Settings:
     media_timeout_ms: int
     sequence_gap_timeout_ms: int
     event_log_path: str
+    quiet_events: str
     metrics_log_path: str
     pubsub_topic: str
     webhook_mode: str
@@ -223,7 +227,8 @@ def load() -> Settings:
             SEND_TIMEOUT_MS is not below ACK_TIMEOUT_MS; MAX_ROOM_BYTES is over
             1 MiB; WEBHOOK_MODE is neither `queued` nor `direct`; an ACK_LEVEL_*
             is not `delivered`, `read` or `accepted`; PROVIDERS names an unknown
-            platform or none; PREPARE_POISON is neither `dead_letter` nor `park`.
+            platform or none; PREPARE_POISON is neither `dead_letter` nor `park`;
+            QUIET_EVENTS names an unknown event type.
     """
     values: dict[str, object] = {}
     for f in fields(Settings):
@@ -252,6 +257,7 @@ def load() -> Settings:
             raise ValueError(f"ACK_LEVEL_{provider.upper()}={level!r} must be one of delivered, read, accepted")
     if settings.prepare_poison not in PREPARE_POISON_POLICIES:
         raise ValueError(f"PREPARE_POISON={settings.prepare_poison!r} must be one of {', '.join(PREPARE_POISON_POLICIES)}")
+    quiet_rules(settings.quiet_events)  # raises ValueError for an unknown event type
     if settings.max_room_bytes > 1_048_576:
         raise ValueError("MAX_ROOM_BYTES must not exceed Firestore's 1 MiB document limit (1048576)")
     return settings

@@ -228,15 +228,38 @@ class JsonLineWriter:
                 os.write(self._fd, line.encode())
 
 
-class EventLog:
-    """Sink for delivery events; `events` keeps them when `keep=True` (tests)."""
+def quiet_rules(setting: str) -> frozenset[str]:
+    """The QUIET_EVENTS setting as a set of `event` or `event:reason` names.
 
-    def __init__(self, path: str = "", keep: bool = False) -> None:
+    Raises:
+        ValueError: a name that is not an event type of `EventType`.
+    """
+    rules = frozenset(part.strip() for part in setting.split(",") if part.strip())
+    known = {str(e) for e in EventType}
+    unknown = sorted(r for r in rules if r.split(":", 1)[0] not in known)
+    if unknown:
+        raise ValueError(f"QUIET_EVENTS names unknown event types: {', '.join(unknown)}")
+    return rules
+
+
+class EventLog:
+    """Sink for delivery events; `events` keeps them when `keep=True` (tests).
+
+    `quiet`: `event` or `event:reason` names (`quiet_rules`) that are not
+    written: the chattiest lines, which change nothing in a room (for example
+    `status_ignored:sent_status`, about one per message, and
+    `timeout_ignored`), may be left out to save Cloud Logging ingestion
+    (docs/event-log.md says what the analytics lose)."""
+
+    def __init__(self, path: str = "", keep: bool = False, quiet: frozenset[str] = frozenset()) -> None:
         self._writer = JsonLineWriter(path)
         self._keep = keep
+        self._quiet = quiet
         self.events: list[DeliveryEvent] = []
 
     def emit(self, event: DeliveryEvent) -> None:
+        if self._quiet and (str(event.event) in self._quiet or f"{event.event}:{event.reason}" in self._quiet):
+            return
         if self._keep:
             self.events.append(event)
         self._writer.write(event.to_record())
