@@ -9,7 +9,7 @@ MESSAGES ?= 5
 PROVIDERS ?= whatsapp
 RUN_DIR ?= run/local
 
-.PHONY: help venv up down demo test test-unit test-integration test-e2e lint bench-core bench-hot-room bench-prepare chaos clean \
+.PHONY: help venv up down demo test test-unit test-integration test-e2e lint bench-core bench-hot-room bench-prepare bench-sweep chaos clean \
 	statuses-list statuses-replay
 .DEFAULT_GOAL := help
 
@@ -92,6 +92,12 @@ statuses-list: venv
 
 statuses-replay: venv
 	$(VENV)/bin/baton --stack $(RUN_DIR) statuses replay
+
+# The watchdog's rescue rate: 5,000 rooms made overdue at once (tools/bench_sweep.py;
+# e.g. SWEEP_ARGS="--rooms 1000 --concurrency 8").
+SWEEP_ARGS ?=
+bench-sweep: venv
+	$(PY) -m tools.bench_sweep $(SWEEP_ARGS)
 
 # One full room refusing pushes beside 300 cold rooms: does it slow them?
 bench-hot-room: venv

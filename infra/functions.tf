@@ -67,6 +67,12 @@ resource "google_cloudfunctions2_function" "fn" {
       condition     = var.send_timeout_ms < var.function_timeout_seconds * 1000
       error_message = "send_timeout_ms must be below function_timeout_seconds: a send call runs inside one request."
     }
+    # The sweep stops taking up rooms at its budget; the rooms under way then
+    # finish (one transaction and one send each) inside the function's timeout.
+    precondition {
+      condition     = var.sweep_budget_s * 1000 + var.send_timeout_ms + 10000 <= var.function_timeout_seconds * 1000
+      error_message = "sweep_budget_s * 1000 + send_timeout_ms + 10000 must not exceed function_timeout_seconds * 1000."
+    }
     # A preparation's fetch and upload (media_timeout_ms) runs inside one
     # `prepare` request, between reading the room and the transaction that
     # stores its result: 10 s are left for those (a Firestore transaction

@@ -96,6 +96,8 @@ locals {
     MAX_ROOM_BYTES             = tostring(var.max_room_bytes)
     WATCHDOG_GRACE_MS          = tostring(var.watchdog_grace_ms)
     SWEEP_BATCH_SIZE           = tostring(var.sweep_batch_size)
+    SWEEP_CONCURRENCY          = tostring(var.sweep_concurrency)
+    SWEEP_BUDGET_S             = tostring(var.sweep_budget_s)
     RETENTION_HOURS            = tostring(var.retention_hours)
     WHATSAPP_API_BASE          = var.whatsapp_api_base
     WHATSAPP_API_VERSION       = var.whatsapp_api_version

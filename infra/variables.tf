@@ -265,8 +265,30 @@ variable "watchdog_grace_ms" {
   }
 }
 
+variable "sweep_concurrency" {
+  description = "SWEEP_CONCURRENCY: rooms one watchdog sweep re-drives at a time (threads of the sweep function)."
+  type        = number
+  default     = 16
+
+  validation {
+    condition     = var.sweep_concurrency >= 1 && var.sweep_concurrency <= 64
+    error_message = "sweep_concurrency must be from 1 to 64."
+  }
+}
+
+variable "sweep_budget_s" {
+  description = "SWEEP_BUDGET_S: s one watchdog sweep works before it leaves the rest for the next minute's; below function_timeout_seconds."
+  type        = number
+  default     = 45
+
+  validation {
+    condition     = var.sweep_budget_s >= 1
+    error_message = "sweep_budget_s must be at least 1."
+  }
+}
+
 variable "sweep_batch_size" {
-  description = "SWEEP_BATCH_SIZE: overdue rooms one watchdog sweep re-drives at most, oldest first; the rest wait for the next minute's sweep."
+  description = "SWEEP_BATCH_SIZE: overdue rooms one query of the watchdog sweep takes up, oldest first; it queries again until none is left or sweep_budget_s is spent."
   type        = number
   default     = 500
 

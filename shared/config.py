@@ -38,7 +38,9 @@ ENV_VARS: dict[str, tuple[str, str]] = {
     "MAX_QUEUED_MESSAGES": ("1000", "messages a room may hold before enqueue pushes back (503)"),
     "MAX_ROOM_BYTES": ("900000", "Firestore storage size (bytes) of a room document before enqueue pushes back; limit 1 MiB"),
     "WATCHDOG_GRACE_MS": ("60000", "ms a room's wake-up may be overdue before the watchdog sweep re-drives it"),
-    "SWEEP_BATCH_SIZE": ("500", "overdue rooms one watchdog sweep re-drives at most"),
+    "SWEEP_BATCH_SIZE": ("500", "overdue rooms one query of the watchdog sweep takes up (oldest first); it queries again until none is left or its budget is spent"),
+    "SWEEP_CONCURRENCY": ("16", "rooms one watchdog sweep re-drives at a time"),
+    "SWEEP_BUDGET_S": ("45", "s a watchdog sweep works before it leaves the rest for the next one (below the function timeout)"),
     "RETENTION_HOURS": ("48", "hours after its last change that a document's TTL field points to"),
     "WHATSAPP_API_BASE": ("http://127.0.0.1:8090", "base URL of the WhatsApp Cloud API (https://graph.facebook.com)"),
     "WHATSAPP_API_VERSION": ("v21.0", "Graph API version in the send path"),
@@ -146,6 +148,8 @@ class Settings:
     max_room_bytes: int
     watchdog_grace_ms: int
     sweep_batch_size: int
+    sweep_concurrency: int
+    sweep_budget_s: int
     retention_hours: int
     whatsapp_api_base: str
     whatsapp_api_version: str

@@ -27,10 +27,12 @@ from __future__ import annotations
 
 import base64
 import binascii
+import contextvars
 import json
 import time
 from collections import deque
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
@@ -543,21 +545,49 @@ class DeliveryService:
 
     def handle_sweep(self) -> Reply:
         """The watchdog: re-drive every room whose wake-up is overdue by more
-        than WATCHDOG_GRACE_MS (at most SWEEP_BATCH_SIZE a call, oldest first).
-        A room that fails is left for the next sweep; the answer counts them."""
-        arrived = now_us()
-        overdue = self.store.overdue_rooms(arrived - self.policy.watchdog_grace_ms * 1000,
-                                           self.settings.sweep_batch_size)
-        rescued = failed = 0
-        for room_id in overdue:
+        than WATCHDOG_GRACE_MS, oldest first, SWEEP_CONCURRENCY rooms at a
+        time, in batches of SWEEP_BATCH_SIZE, until none is left or
+        SWEEP_BUDGET_S (s) is spent; the rest wait for the next sweep. A room
+        that fails is left for the next sweep; the answer counts them
+        (`overdue`: rooms taken up; `left`: taken up but not reached in the
+        budget)."""
+        started = time.monotonic()
+        budget_end = started + self.settings.sweep_budget_s
+        seen: set[str] = set()
+        counts = {"overdue": 0, "rescued": 0, "failed": 0, "left": 0}
+
+        def rescue(room_id: str) -> str:
+            if time.monotonic() >= budget_end:
+                return "left"
             try:
                 decision = self.apply(room_id, WatchdogSweep(now_us()), "sweep")
             except (gexc.GoogleAPICallError, gexc.RetryError, TimerArmFailed, RuntimeError) as exc:
-                failed += 1
                 print(json.dumps({"severity": "ERROR", "message": f"sweep: room {room_id}: {exc!r}"}), flush=True)
-                continue
-            rescued += any(e.event == EventType.WATCHDOG_RESCUED for e in decision.events)
-        return Reply(200, {"overdue": len(overdue), "rescued": rescued, "failed": failed})
+                return "failed"
+            return "rescued" if any(e.event == EventType.WATCHDOG_RESCUED for e in decision.events) else "ok"
+
+        pool = ThreadPoolExecutor(max_workers=self.settings.sweep_concurrency) \
+            if self.settings.sweep_concurrency > 1 else None
+        try:
+            while time.monotonic() < budget_end:
+                before = now_us() - self.policy.watchdog_grace_ms * 1000
+                batch = [r for r in self.store.overdue_rooms(before, self.settings.sweep_batch_size) if r not in seen]
+                if not batch:
+                    break
+                seen.update(batch)
+                counts["overdue"] += len(batch)
+                if pool is None:
+                    results = [rescue(r) for r in batch]
+                else:
+                    # Each rescue in a copy of this request's context: its operations count for the request.
+                    results = list(pool.map(lambda r: contextvars.copy_context().run(rescue, r), batch))
+                for result in results:
+                    if result in counts:
+                        counts[result] += 1
+        finally:
+            if pool is not None:
+                pool.shutdown(wait=True, cancel_futures=True)  # an error stops the rooms not yet started
+        return Reply(200, {**counts, "seconds": round(time.monotonic() - started, 3)})
 
     # ------------------------------------------------------------ operators
 

@@ -138,7 +138,7 @@ class World:
             send_start_deadline_ms=SEND_START_DEADLINE_MS, max_send_attempts=knobs.max_send_attempts,
             send_retry_base_ms=1000, dedup_retention=knobs.dedup_retention,
             max_queued_messages=knobs.max_queued_messages, watchdog_grace_ms=WATCHDOG_GRACE_MS,
-            sweep_batch_size=knobs.sweep_batch_size, whatsapp_app_secret=SECRET, metrics_log_path="",
+            sweep_batch_size=knobs.sweep_batch_size, sweep_concurrency=1, whatsapp_app_secret=SECRET, metrics_log_path="",
             event_log_path="", webhook_mode="direct")  # the queued mode: tests/unit/test_status_queue.py
         self.policy: Policy = policy_from_settings(self.settings)
         self.store = FakeRoomStore(self.clock, retention_ms=TTL_RETENTION_MS,
