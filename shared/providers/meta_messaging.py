@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from shared.providers.base import Media, PrepareResult, SendOutcome, SendResult
-from shared.providers.whatsapp import WhatsAppClient
+from shared.providers.graph import GraphApiClient
 
 # Graph API error codes of the Send API after which the same message cannot
 # succeed: 100 invalid parameter, 10 and 200 permission (e.g. outside the
@@ -54,9 +54,9 @@ MEDIA_REFUSAL = "media messages are sent to WhatsApp only"
 WEBHOOK_OBJECTS = {"whatsapp_business_account": "whatsapp", "page": "messenger", "instagram": "instagram"}
 
 
-class MessengerClient(WhatsAppClient):
-    """Sends text messages through the Messenger Send API, with the same
-    budget and outcome rules as `WhatsAppClient` (its docstring); `delivery_id`
+class MessengerClient(GraphApiClient):
+    """Sends text messages through the Messenger Send API, with the budget and
+    outcome rules of the Graph API (`GraphApiClient`); `delivery_id`
     travels as `message.metadata`. Media messages are WhatsApp's only: `send`
     with `media` is REFUSED (permanent, nothing is called) and `prepare_media`
     fails for good.
@@ -93,7 +93,7 @@ class MessengerClient(WhatsAppClient):
                 "message": {"text": text, "metadata": delivery_id}}
 
     def send(self, recipient: str, text: str, delivery_id: str, media: Media | None = None) -> SendResult:
-        """Send one text message (`WhatsAppClient.send`'s outcomes); with
+        """Send one text message (`GraphApiClient.send`'s outcomes); with
         `media`: REFUSED, permanent, `error_title` `MEDIA_REFUSAL`, no call made."""
         if media is not None:
             return SendResult(SendOutcome.REFUSED, permanent=True, error_title=MEDIA_REFUSAL)
