@@ -63,7 +63,7 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-import shared.service as service_module
+import shared.service.core as service_module
 from shared import config
 from shared.events import EventType, utc_iso
 from shared.providers.whatsapp import sign

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from unittest import mock
 
-from shared import service as service_module
+from shared.service import core as service_module
 from shared.room import Enqueue, decide
 from shared.status_queue import QueuedStatus, RoomStatuses
 from tests.unit.test_status_queue import World

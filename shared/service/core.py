@@ -1,0 +1,241 @@
+"""The core every handler shares: apply one event to a room and run its
+effects after the commit, and the clock, the error classes and the answer.
+
+Handlers read the clock (`now_us`), the rules (`decide`) and the timer arm
+retry (`_arm_retry`) through this module, so tests patch them here once.
+Must not hold any entry point's parsing (the handler modules do).
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from google.api_core import exceptions as gexc
+from tenacity import retry, retry_if_exception_type, stop_after_attempt, wait_exponential
+
+from shared.config import Settings
+from shared.events import METRICS_LOG_TYPE, DeliveryEvent, EventLog, EventType, JsonLineWriter, utc_iso
+from shared.providers import Sender, SendOutcome, SendResult
+from shared.providers.base import Media, Preparer
+from shared.room import (
+    CancelTimer,
+    Decision,
+    Effect,
+    Policy,
+    Prepare,
+    RoomEvent,
+    ScheduleTimer,
+    Send,
+    SendReturned,
+    ack_deadline_us,
+    decide,
+)
+from shared.room import SendOutcome as RoomSendOutcome
+from shared.status_queue import (
+    StatusPublishFailed,
+    StatusQueue,
+)
+from shared.store import ContentionError, RoomStore, begin_request, op_counts
+from shared.tasks import TimerScheduler
+
+# Pub/Sub adds this attribute to a message it forwards to a dead-letter topic
+# (https://cloud.google.com/pubsub/docs/handling-failures#track-delivery-attempts).
+DEAD_LETTER_COUNT_ATTRIBUTE = "CloudPubSubDeadLetterSourceDeliveryCount"
+
+def now_us() -> int:
+    """Wall-clock time, epoch microseconds."""
+    return time.time_ns() // 1000
+
+class TimerArmFailed(RuntimeError):
+    """Cloud Tasks refused a timer after the room's commit: the request must be
+    retried by its caller (its redelivery re-arms the timer)."""
+
+# Failures that mean "try again later": Firestore or Cloud Tasks unreachable or
+# overloaded, a room that kept changing under the request, a timer that could
+# not be armed, a status Pub/Sub did not take. The entry points answer 503 and
+# the caller's redelivery (Pub/Sub, Meta, Cloud Tasks, Cloud Scheduler) retries.
+TRANSIENT_ERRORS: tuple[type[BaseException], ...] = (
+    gexc.GoogleAPICallError, gexc.RetryError, ContentionError, TimerArmFailed, StatusPublishFailed, ConnectionError,
+    TimeoutError)
+
+@dataclass(frozen=True)
+class Reply:
+    """An HTTP answer: status code and a short JSON-able body."""
+
+    status: int
+    body: dict[str, Any]
+
+_arm_retry = retry(retry=retry_if_exception_type((gexc.GoogleAPICallError, gexc.RetryError)),
+                   stop=stop_after_attempt(3), wait=wait_exponential(multiplier=0.05, max=0.4), reraise=True)
+
+
+class ServiceCore:
+    """What every handler shares: apply an event to a room, then run what it
+    decided (log the events, arm timers, send, follow the send's outcome).
+
+    Args: as `DeliveryService` (shared/service/__init__.py).
+    """
+
+    def __init__(self, settings: Settings, policy: Policy, store: RoomStore, timers: TimerScheduler,
+                 senders: dict[str, Sender], events: EventLog,
+                 status_queue: Callable[[], StatusQueue] | None = None, scheduled: Any = None,
+                 prepare_tasks: Any = None, preparers: dict[str, Preparer] | None = None) -> None:
+        self.scheduled = scheduled
+        self.prepare_tasks = prepare_tasks
+        self.preparers = preparers or {}
+        self._status_queue_factory = status_queue
+        self._status_queue: StatusQueue | None = None
+        self.settings = settings
+        self.policy = policy
+        self.store = store
+        self.timers = timers
+        self.senders = senders
+        self.events = events
+        self._metrics = JsonLineWriter(settings.metrics_log_path, stdout=False) if settings.metrics_log_path else None
+
+    def status_queue(self) -> StatusQueue:
+        """The status-queue publisher, built on first use.
+
+        Raises:
+            RuntimeError: the service was built without one.
+        """
+        if self._status_queue is None:
+            if self._status_queue_factory is None:
+                raise RuntimeError("no status queue configured (WEBHOOK_MODE=queued needs one)")
+            self._status_queue = self._status_queue_factory()
+        return self._status_queue
+
+    def apply(self, room_id: str, event: RoomEvent, component: str) -> Decision:
+        """Apply one event to a room and run what it decided. Raises what the
+        store raises, and `TimerArmFailed` after running every other effect."""
+        decision = self.store.apply(room_id, lambda s: decide(s, event, self.policy, component))
+        self._after_commit(room_id, decision, component)
+        return decision
+
+    def _after_commit(self, room_id: str, decision: Decision, component: str) -> None:
+        """Log a committed decision's events and run its effects, following
+        send outcomes into further room transactions. Raises `TimerArmFailed`
+        at the end if a timer could not be armed."""
+        work: deque[Decision] = deque([decision])
+        arm_failures: list[str] = []
+        cancels: list[CancelTimer] = []
+        prepares: list[Prepare] = []
+        while work:
+            d = work.popleft()
+            for ev in d.events:
+                self.events.emit(ev)
+            for effect in d.effects:
+                if isinstance(effect, CancelTimer):
+                    cancels.append(effect)  # last: the next message's send does not wait for it
+                    continue
+                if isinstance(effect, Prepare):
+                    prepares.append(effect)  # after the sends: the head's hand-over does not wait for them
+                    continue
+                follow_up = self._run_effect(room_id, effect, component, arm_failures)
+                if follow_up is not None:
+                    work.append(follow_up)
+        for prepare in prepares:
+            self._request_preparation(room_id, prepare, component, arm_failures)
+        for cancel in cancels:
+            self.timers.cancel(cancel)
+        if arm_failures:
+            raise TimerArmFailed("; ".join(arm_failures))
+
+    def _request_preparation(self, room_id: str, prepare: Prepare, component: str, arm_failures: list[str]) -> None:
+        """Create a prepare task. A failure is logged and, like a timer that
+        cannot be armed, makes the request answer 503 so its redelivery asks
+        again; the head's PREPARE_TIMEOUT_MS backs that up."""
+        try:
+            if self.prepare_tasks is None:
+                raise RuntimeError("no prepare task queue configured")
+            _arm_retry(self.prepare_tasks.request)(prepare)
+        except (gexc.GoogleAPICallError, gexc.RetryError, RuntimeError) as exc:
+            arm_failures.append(f"prepare task: {type(exc).__name__}: {exc}"[:200])
+            self.events.emit(DeliveryEvent(EventType.PREPARE_REQUEST_FAILED, utc_iso(now_us()), component, room_id,
+                                           seq=prepare.seq, attempt=prepare.attempt, reason=str(exc)[:200]))
+
+    def _run_effect(self, room_id: str, effect: Effect, component: str, arm_failures: list[str]) -> Decision | None:
+        if isinstance(effect, ScheduleTimer):
+            try:
+                _arm_retry(self.timers.schedule)(effect)
+            except (gexc.GoogleAPICallError, gexc.RetryError) as exc:
+                arm_failures.append(f"{type(exc).__name__}: {exc}"[:200])
+                self.events.emit(DeliveryEvent(EventType.TIMER_ARM_FAILED, utc_iso(now_us()), component, room_id,
+                                               seq=effect.seq, attempt=effect.attempt, reason=str(exc)[:200]))
+            return None
+        assert isinstance(effect, Send)
+        return self._send(room_id, effect, component)
+
+    def _send(self, room_id: str, send: Send, component: str) -> Decision | None:
+        msg = send.message
+        assert msg.text is not None, "a parked placeholder is never sent"
+        started = now_us()
+        if started > send.start_by_us:
+            # Too late to start: the room's send window assumes no call starts
+            # after this. Provably not sent, so a retry is safe.
+            result = SendResult(SendOutcome.REFUSED, error_title="send not started within SEND_START_DEADLINE_MS")
+        else:
+            op_counts().send_calls += 1
+            sender = self.senders[msg.provider]
+            if msg.media_kind is None:
+                result = sender.send(msg.recipient, msg.text, send.delivery_id)
+            else:
+                # Prepared: by the platform's media id; else by link (the platform fetches it).
+                media = Media(msg.media_kind, media_id=msg.prepared, link=None if msg.prepared else msg.media_link)
+                result = sender.send(msg.recipient, msg.text, send.delivery_id, media=media)
+        returned = now_us()
+        common: dict[str, Any] = dict(seq=msg.seq, attempt=send.attempt, message_id=msg.message_id,
+                                      provider=msg.provider, delivery_id=send.delivery_id, trigger=str(send.trigger))
+        if result.outcome is SendOutcome.ACCEPTED:
+            self.events.emit(DeliveryEvent(
+                EventType.SENT, utc_iso(started), component, room_id,
+                provider_message_id=result.provider_message_id,
+                published_at=utc_iso(msg.published_at_us),
+                publish_to_send_ms=(started - msg.published_at_us) / 1000,
+                trigger_to_send_ms=(started - send.trigger_at_us) / 1000,
+                **common))
+        elif result.outcome is SendOutcome.UNKNOWN:
+            self.events.emit(DeliveryEvent(EventType.SEND_UNKNOWN, utc_iso(started), component, room_id,
+                                           error_code=result.error_code, error_title=result.error_title,
+                                           reason="possibly sent: held until its ack deadline, then resent",
+                                           **common))
+        else:
+            kind = "permanent" if result.permanent else "rate_limited" if result.rate_limited else "transient"
+            self.events.emit(DeliveryEvent(EventType.SEND_FAILED, utc_iso(started), component, room_id,
+                                           error_code=result.error_code, error_title=result.error_title,
+                                           reason=kind, **common))
+        if result.outcome is SendOutcome.ACCEPTED and msg.provider == "whatsapp" \
+                and self.policy.ack_level("whatsapp") != "accepted":
+            # The common case costs one blind write instead of a transaction.
+            # (Messenger and Instagram record the platform's message id in a
+            # transaction: their receipts name it, not our delivery id.)
+            self.store.record_accepted(room_id, send.incarnation, msg.seq, send.attempt,
+                                       ack_deadline_us(self.policy, returned))
+            return None
+        returned_event = SendReturned(send.incarnation, msg.seq, send.attempt, RoomSendOutcome(str(result.outcome)),
+                                      returned, send.cause, result.permanent, result.rate_limited,
+                                      result.error_code, result.error_title, result.provider_message_id)
+        return self.store.apply(room_id, lambda s: decide(s, returned_event, self.policy, component))
+
+    def record_invocation(self, function: str, started_us: int, status: int) -> None:
+        """Append this request's operation counts to METRICS_LOG_PATH (if set):
+        the benchmark's and the cost estimate's source."""
+        if self._metrics is None:
+            return
+        c = op_counts()
+        self._metrics.write({
+            "log_type": METRICS_LOG_TYPE, "function": function, "ts": utc_iso(started_us),
+            "duration_ms": (now_us() - started_us) / 1000, "http_status": status,
+            "firestore_reads": c.firestore_reads, "firestore_writes": c.firestore_writes,
+            "tasks_created": c.tasks_created, "send_calls": c.send_calls, "status_publishes": c.status_publishes,
+        })
+
+
+def start_request() -> int:
+    """Reset the per-request operation counters; returns the start time (epoch us)."""
+    begin_request()
+    return now_us()

@@ -1,0 +1,92 @@
+"""Timer handlers: a Cloud Tasks ack-timeout timer, and the watchdog's sweep.
+
+Wakes rooms; must not parse pushes or statuses.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import json
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+from google.api_core import exceptions as gexc
+
+from shared.events import EventType
+from shared.push import ROOM_ID
+from shared.room import (
+    TimerFired,
+    WatchdogSweep,
+)
+from shared.service import core
+from shared.service.core import Reply, ServiceCore, TimerArmFailed
+
+
+class TimerHandlers(ServiceCore):
+    """Timers and the watchdog."""
+
+    def handle_timer(self, body: bytes) -> Reply:
+        """A Cloud Tasks timer. 5xx makes Cloud Tasks retry (its queues retry
+        without limit, infra/tasks.tf). A body that is not a timer can never
+        become one, so it is answered 200 (`result: dropped`, with the reason)
+        and logged as an error rather than retried forever; if it was meant
+        for a real room, that room's stored wake-up brings the watchdog."""
+        arrived = core.now_us()
+        try:
+            t = json.loads(body)
+            room_id = str(t["room_id"])
+            event = TimerFired(int(t["incarnation"]), int(t["seq"]), int(t["attempt"]), int(t["due_at_us"]), arrived)
+            if not ROOM_ID.fullmatch(room_id):
+                raise ValueError(f"bad room id {room_id[:80]!r}")
+        except (ValueError, KeyError, TypeError, AttributeError, OverflowError) as exc:
+            reason = f"not a baton timer: {type(exc).__name__}: {exc}"[:300]
+            print(json.dumps({"severity": "ERROR", "message": f"timeout: dropped a task: {reason}"}), flush=True)
+            return Reply(200, {"result": "dropped", "error": reason})
+        self.apply(room_id, event, "timeout")
+        return Reply(200, {"result": "ok"})
+
+    def handle_sweep(self) -> Reply:
+        """The watchdog: re-drive every room whose wake-up is overdue by more
+        than WATCHDOG_GRACE_MS, oldest first, SWEEP_CONCURRENCY rooms at a
+        time, in batches of SWEEP_BATCH_SIZE, until none is left or
+        SWEEP_BUDGET_S (s) is spent; the rest wait for the next sweep. A room
+        that fails is left for the next sweep; the answer counts them
+        (`overdue`: rooms taken up; `left`: taken up but not reached in the
+        budget)."""
+        started = time.monotonic()
+        budget_end = started + self.settings.sweep_budget_s
+        seen: set[str] = set()
+        counts = {"overdue": 0, "rescued": 0, "failed": 0, "left": 0}
+
+        def rescue(room_id: str) -> str:
+            if time.monotonic() >= budget_end:
+                return "left"
+            try:
+                decision = self.apply(room_id, WatchdogSweep(core.now_us()), "sweep")
+            except (gexc.GoogleAPICallError, gexc.RetryError, TimerArmFailed, RuntimeError) as exc:
+                print(json.dumps({"severity": "ERROR", "message": f"sweep: room {room_id}: {exc!r}"}), flush=True)
+                return "failed"
+            return "rescued" if any(e.event == EventType.WATCHDOG_RESCUED for e in decision.events) else "ok"
+
+        pool = ThreadPoolExecutor(max_workers=self.settings.sweep_concurrency) \
+            if self.settings.sweep_concurrency > 1 else None
+        try:
+            while time.monotonic() < budget_end:
+                before = core.now_us() - self.policy.watchdog_grace_ms * 1000
+                batch = [r for r in self.store.overdue_rooms(before, self.settings.sweep_batch_size) if r not in seen]
+                if not batch:
+                    break
+                seen.update(batch)
+                counts["overdue"] += len(batch)
+                if pool is None:
+                    results = [rescue(r) for r in batch]
+                else:
+                    # Each rescue in a copy of this request's context: its operations count for the request.
+                    results = list(pool.map(lambda r: contextvars.copy_context().run(rescue, r), batch))
+                for result in results:
+                    if result in counts:
+                        counts[result] += 1
+        finally:
+            if pool is not None:
+                pool.shutdown(wait=True, cancel_futures=True)  # an error stops the rooms not yet started
+        return Reply(200, {**counts, "seconds": round(time.monotonic() - started, 3)})
