@@ -26,13 +26,10 @@ side effect runs inside it, since it may run several times.
 
 from __future__ import annotations
 
-import hashlib
 import random
 import time
 import uuid
 from collections.abc import Callable
-from contextvars import ContextVar
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -41,71 +38,34 @@ from google.api_core.retry import Retry, if_transient_error
 from google.cloud import firestore
 from google.cloud.firestore_v1.base_query import FieldFilter
 
+from shared.opcounts import OpCounts, begin_request, op_counts
+from shared.records import DEAD_LETTERS, REJECTED, SCHEDULED_CANCELS, KeptRecords
 from shared.room import (
     ROOMS,
     Decision,
-    KeepDeadLetter,
     RoomState,
     acceptance_key,
-    message_to_doc,
     room_from_doc,
     room_to_doc,
 )
 
-REJECTED = "rejected_messages"
-DEAD_LETTERS = "dead_letters"
 # A fresh id in every room write: after a commit whose answer was lost, the
 # next read shows whether the write that landed was this request's own.
 WRITE_ID = "write_id"
 
-
-SCHEDULED_CANCELS = "scheduled_cancels"
-
-
-def _doc_id(message_id: str) -> str:
-    """A Firestore document id for any message id (ids may hold `/`)."""
-    return hashlib.sha256(message_id.encode()).hexdigest()
+# Named here too, where the rest of the code and the tests import them from.
+__all__ = ["DEAD_LETTERS", "REJECTED", "SCHEDULED_CANCELS", "WRITE_ID", "ContentionError", "OpCounts", "RoomStore",
+           "begin_request", "op_counts"]
 
 
 class ContentionError(RuntimeError):
     """A room's document kept changing while a request tried to update it."""
 
 
-@dataclass
-class OpCounts:
-    """Billable operations made while handling one request."""
-
-    firestore_reads: int = 0
-    firestore_writes: int = 0
-    tasks_created: int = 0
-    tasks_deleted: int = 0  # DeleteTask calls for timers whose attempt ended first
-    send_calls: int = 0
-    status_publishes: int = 0  # messages published to the status queue or its error queue
-
-
-_current: ContextVar[OpCounts | None] = ContextVar("baton_op_counts", default=None)
-
-
-def op_counts() -> OpCounts:
-    """The counters of the request being handled (a throwaway one outside a request)."""
-    counts = _current.get()
-    if counts is None:
-        counts = OpCounts()
-        _current.set(counts)
-    return counts
-
-
-def begin_request() -> OpCounts:
-    """Start counting a new request's operations; returns its counters."""
-    counts = OpCounts()
-    _current.set(counts)
-    return counts
-
-
 # ---------------------------------------------------------------- the store
 
 
-class RoomStore:
+class RoomStore(KeptRecords):
     """Rooms and their records in Firestore.
 
     Args:
@@ -252,45 +212,9 @@ class RoomStore:
 
     # -- kept records
 
-    def _dead_letter_ref(self, effect: KeepDeadLetter) -> firestore.DocumentReference:
-        return self._db.collection(DEAD_LETTERS).document(f"{effect.room_id}:{effect.incarnation}:{effect.message.seq}")
-
-    @staticmethod
-    def _dead_letter_doc(effect: KeepDeadLetter, expire_at: datetime) -> dict[str, Any]:
-        return {
-            "room_id": effect.room_id,
-            "incarnation": effect.incarnation,
-            "message": message_to_doc(effect.message),
-            "attempts": effect.attempts,
-            "reason": effect.reason,
-            "dead_lettered_at": datetime.now(UTC),
-            "expire_at": expire_at,
-        }
-
-    def keep_rejected(self, key: str, reason: str, record: dict[str, Any]) -> None:
-        """Keep a push that can never be valid, under `rejected_messages/{key}`."""
-        self._db.collection(REJECTED).document(key).set(
-            {**record, "reason": reason, "rejected_at": datetime.now(UTC), "expire_at": self._expire_at()},
-            **self._call,
-        )
-        op_counts().firestore_writes += 1
 
     # -- scheduled messages cancelled before their time
 
-    def cancel_scheduled(self, message_id: str, actor: str, reason: str) -> None:
-        """Write the tombstone that makes a scheduled message's task drop it
-        (`scheduled_cancels/{message_id}`, kept RETENTION_HOURS past the
-        longest hop by TTL: 29 days)."""
-        self._db.collection(SCHEDULED_CANCELS).document(_doc_id(message_id)).set(
-            {"message_id": message_id, "actor": actor, "reason": reason, "at": datetime.now(UTC),
-             "expire_at": self._expire_at() + timedelta(days=29)}, **self._call)
-        op_counts().firestore_writes += 1
-
-    def scheduled_cancelled(self, message_id: str) -> dict[str, Any] | None:
-        """The tombstone of a cancelled scheduled message (`actor`, `reason`), or None."""
-        snap = self._db.collection(SCHEDULED_CANCELS).document(_doc_id(message_id)).get(**self._call)
-        op_counts().firestore_reads += 1
-        return snap.to_dict() if snap.exists else None
 
     # -- the watchdog's query
 
@@ -374,56 +298,4 @@ class RoomStore:
         next_cursor = f"{rows[-1][1][name]}:{rows[-1][0]}" if len(rows) == limit else None
         return rows, next_cursor
 
-    def dead_letters(self, room_id: str | None = None, limit: int = 100) -> list[tuple[str, dict[str, Any]]]:
-        """Kept dead letters (`dead_letters/`), newest first: [(id, document)].
-        With `room_id`, only that room's (an equality filter, sorted here: a
-        room has few, and no composite index is needed)."""
-        col = self._db.collection(DEAD_LETTERS)
-        if room_id is not None:
-            rows = [(s.id, s.to_dict()) for s in col.where(filter=FieldFilter("room_id", "==", room_id))
-                    .limit(limit).stream(**self._call)]
-            rows.sort(key=lambda r: r[1]["dead_lettered_at"], reverse=True)
-        else:
-            query = col.order_by("dead_lettered_at", direction=firestore.Query.DESCENDING).limit(limit)
-            rows = [(s.id, s.to_dict()) for s in query.stream(**self._call)]
-        op_counts().firestore_reads += max(1, len(rows))
-        return rows
 
-    def dead_letter(self, dead_letter_id: str) -> dict[str, Any] | None:
-        """One kept dead letter, or None."""
-        snap = self._db.collection(DEAD_LETTERS).document(dead_letter_id).get(**self._call)
-        return snap.to_dict() if snap.exists else None
-
-    def rejected(self, limit: int = 100) -> list[tuple[str, dict[str, Any]]]:
-        """Kept rejected pushes (`rejected_messages/`), newest first: [(id, document)]."""
-        query = (self._db.collection(REJECTED).order_by("rejected_at", direction=firestore.Query.DESCENDING)
-                 .limit(limit))
-        return [(s.id, s.to_dict()) for s in query.stream(**self._call)]
-
-    def rejected_one(self, key: str) -> dict[str, Any] | None:
-        snap = self._db.collection(REJECTED).document(key).get(**self._call)
-        return snap.to_dict() if snap.exists else None
-
-    def claim_replay(self, key: str, actor: str) -> bool:
-        """Mark a rejected push as being published again, once: a conditional
-        write, so of two replays racing only one wins. Returns False if it is
-        missing or already marked (nothing written)."""
-        ref = self._db.collection(REJECTED).document(key)
-        snap = ref.get(**self._call)
-        if not snap.exists or (snap.to_dict() or {}).get("replayed_at") is not None:
-            return False
-        try:
-            ref.update({"replayed_at": datetime.now(UTC), "replayed_by": actor},
-                       option=self._db.write_option(last_update_time=snap.update_time), **self._call)
-        except gexc.FailedPrecondition:
-            return False
-        return True
-
-    def finish_replay(self, key: str, pubsub_message_id: str | None) -> None:
-        """Record the id the replayed push was published under, or (None: the
-        publish failed) lift the claim so the replay can be tried again."""
-        ref = self._db.collection(REJECTED).document(key)
-        if pubsub_message_id is None:
-            ref.update({"replayed_at": None, "replayed_by": None}, **self._call)
-        else:
-            ref.update({"replayed_as": pubsub_message_id}, **self._call)

@@ -145,12 +145,14 @@ def string_constants(module: str) -> dict[str, str]:
 
 
 def store_collections() -> set[str]:
-    """Every collection the Firestore adapters (shared/store.py, and the
-    status queue's failure counts in shared/status_queue.py) name in a
+    """Every collection the Firestore adapters (shared/store.py and
+    shared/records.py, and the status queue's failure counts in
+    shared/status_queue.py) name in a
     `.collection(X)` or `.collection_group(X)` call, X a string or a constant
     of those modules or shared/room/codec.py."""
-    constants = {**string_constants("room/codec"), **string_constants("store"), **string_constants("status_queue")}
-    nodes = [n for module in ("store", "status_queue")
+    constants = {**string_constants("room/codec"), **string_constants("store"), **string_constants("records"),
+                 **string_constants("status_queue")}
+    nodes = [n for module in ("store", "records", "status_queue")
              for n in ast.walk(ast.parse((ROOT / "shared" / f"{module}.py").read_text()))]
     found = set()
     for node in nodes:
