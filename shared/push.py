@@ -84,7 +84,7 @@ def _parse_time_us(value: Any) -> int | None:
         if not 1970 <= dt.year <= 9998:  # a time baton could not log back (utc_iso) is no publish time
             return None
         return int(dt.timestamp()) * 1_000_000 + int((frac + "000000")[:6])
-    except ValueError:
+    except (ValueError, OverflowError):
         return None
 
 
@@ -99,7 +99,12 @@ def parse_time_us(text: str) -> int:
     dt = datetime.fromisoformat(text.replace("Z", "+00:00"))
     if dt.tzinfo is None:
         raise ValueError(f"an RFC 3339 time needs a zone (Z or +hh:mm): {text!r:.60}")
-    if not 1970 <= dt.astimezone(UTC).year <= 9998:
+    try:
+        # Converting to UTC overflows near years 1 and 9999 (datetime's range).
+        in_utc = dt.astimezone(UTC)
+    except OverflowError:
+        raise ValueError(f"time out of range: {text!r:.60}") from None
+    if not 1970 <= in_utc.year <= 9998:
         raise ValueError(f"time out of range: {text!r:.60}")
     return int(dt.timestamp() * 1_000_000)
 
@@ -176,8 +181,20 @@ def parse_push(body: bytes, now_us: int, providers: frozenset[str] = KNOWN_PROVI
     sends to (PROVIDERS).
 
     Returns `Accepted` with the `Enqueue` event, or `Rejected` with the reason
-    (never raises: every bad input is kept, see `Rejected`).
+    (never raises: every bad input is kept, see `Rejected`; should a check
+    below ever raise on an input nobody foresaw, the push is kept as rejected
+    with that error as its reason rather than answered 500, which would hold
+    its ordering key for Pub/Sub's whole retry budget).
     """
+    try:
+        return _parse_push(body, now_us, providers)
+    except Exception as exc:  # noqa: BLE001 - a parsing bug must not become a 500 that blocks the room
+        return Rejected("body-" + hashlib.sha256(body).hexdigest()[:32],
+                        f"push could not be parsed: {type(exc).__name__}: {exc}"[:500],
+                        {"raw": body[:65536].decode(errors="replace")})
+
+
+def _parse_push(body: bytes, now_us: int, providers: frozenset[str]) -> Accepted | Rejected:
     body_key = "body-" + hashlib.sha256(body).hexdigest()[:32]
     try:
         envelope = json.loads(body)

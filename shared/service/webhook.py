@@ -44,24 +44,41 @@ class WebhookHandlers(ServiceCore):
         publishes the statuses to the status queue and answers 200 without
         touching Firestore (`StatusPublishFailed` if Pub/Sub does not take
         them: the entry point answers 503); `direct` applies every status
-        here (raises what the store raises, after applying the other rooms')."""
+        here (raises what the store raises, after applying the other rooms').
+
+        Which app signed it: the payload's `object` names the platform
+        (`WEBHOOK_OBJECTS`), and only that platform's app secret is tried, so
+        one Meta app serving WhatsApp and Messenger with one secret works. A
+        payload that names no enabled platform (no JSON, no `object`, a list
+        there) is checked against every enabled app's secret: 401 if none
+        signed it, else 400 (a body without `object` is read in the signing
+        app's own format)."""
         arrived = core.now_us()
-        app = self._signing_app(raw, signature)
-        if app is None:
-            return Reply(401, {"error": "bad or missing X-Hub-Signature-256"})
         try:
             payload = json.loads(raw)
-            # No `object` at all: read it as the signing app's own format (its parser then judges it).
-            provider = (WEBHOOK_OBJECTS.get(payload.get("object"), None if "object" in payload else app)
-                        if isinstance(payload, dict) else None)
-            if provider != app:
-                raise ValueError(f"`object` {payload.get('object') if isinstance(payload, dict) else None!r} is not "
-                                 f"a webhook of the {app} app that signed it")
+        except (ValueError, UnicodeDecodeError):
+            payload = None
+        claimed = payload.get("object") if isinstance(payload, dict) else None
+        named = WEBHOOK_OBJECTS.get(claimed) if isinstance(claimed, str) else None
+        if named is not None and named in self.settings.enabled_providers:
+            if not self._signed_by(named, raw, signature):
+                return Reply(401, {"error": f"bad or missing X-Hub-Signature-256 for the {named} app"})
+            provider = named
+        else:
+            app = self._signing_app(raw, signature)
+            if app is None:
+                return Reply(401, {"error": "bad or missing X-Hub-Signature-256"})
+            if not isinstance(payload, dict) or "object" in payload:
+                shown = claimed if isinstance(payload, dict) else None
+                return Reply(400, {"error": f"not a status webhook: `object` {str(shown)[:80]!r} names no "
+                                            f"platform enabled here (PROVIDERS)"})
+            provider = app  # no `object`: read it as the signing app's own format (its parser then judges it)
+        try:
             if provider != "whatsapp":
                 return self._apply_receipts(parse_messaging(payload), arrived)
             statuses = parse_statuses(payload)
-        except (ValueError, UnicodeDecodeError) as exc:
-            return Reply(400, {"error": f"not a status webhook: {exc}"})
+        except (ValueError, TypeError, AttributeError, KeyError, UnicodeDecodeError) as exc:
+            return Reply(400, {"error": f"not a status webhook: {type(exc).__name__}: {exc}"[:300]})
         queued = [QueuedStatus(st.callback_data or "", st.status, "whatsapp", st.provider_message_id, st.error_code,
                                st.error_title) for st in statuses]
         if self.settings.webhook_mode == "queued":
@@ -69,13 +86,19 @@ class WebhookHandlers(ServiceCore):
         applied = self._apply_statuses(queued, None, arrived, "webhook")
         return Reply(200, {"statuses": len(statuses), "applied": applied})
 
+    def _app_secret(self, provider: str) -> str:
+        return {"whatsapp": self.settings.whatsapp_app_secret, "messenger": self.settings.messenger_app_secret,
+                "instagram": self.settings.instagram_app_secret}.get(provider, "")
+
+    def _signed_by(self, provider: str, raw: bytes, signature: str | None) -> bool:
+        """Whether `provider`'s app secret signed `raw` (X-Hub-Signature-256)."""
+        secret = self._app_secret(provider)
+        return bool(secret) and signature_valid(raw, signature, secret)
+
     def _signing_app(self, raw: bytes, signature: str | None) -> str | None:
-        """The provider whose app secret signed `raw` (X-Hub-Signature-256), or
-        None. Each Meta app has its own secret; one webhook URL serves all."""
-        secrets = {"whatsapp": self.settings.whatsapp_app_secret, "messenger": self.settings.messenger_app_secret,
-                   "instagram": self.settings.instagram_app_secret}
-        for provider, secret in secrets.items():
-            if provider in self.settings.enabled_providers and secret and signature_valid(raw, signature, secret):
+        """The first enabled provider whose app secret signed `raw`, or None."""
+        for provider in ("whatsapp", "messenger", "instagram"):
+            if provider in self.settings.enabled_providers and self._signed_by(provider, raw, signature):
                 return provider
         return None
 

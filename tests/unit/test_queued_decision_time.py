@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from unittest import mock
 
-from shared.service import core as service_module
 from shared.room import Enqueue, decide
+from shared.service import core as service_module
 from shared.status_queue import QueuedStatus, RoomStatuses
 from tests.unit.test_status_queue import World
 
