@@ -11,7 +11,9 @@ the topic STATUS_TOPIC-dead-letter; it keeps messages for 7 days
 - `list` pulls without consuming: every message pulled is released again
   (ack deadline 0) at the end.
 - `replay` publishes each room's statuses again to STATUS_TOPIC (ordering key
-  = room id) and then acks it in the error queue. A status applied twice
+  = room id), and each recipient's receipts (Messenger, Instagram: ordering
+  key `recipient:{provider}:{id}`, as the webhook published them), and then
+  acks it in the error queue. A status applied twice
   changes its room once (shared/room.py de-duplicates and fences statuses),
   so a replay interrupted between the publish and the ack is safe to repeat.
   Unroutable records are never replayed (there is no room to send them to);
@@ -28,7 +30,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from shared.status_queue import KIND_ROOM_STATUSES, KIND_UNROUTABLE, RoomStatuses
+from shared.status_queue import (
+    KIND_RECIPIENT_RECEIPTS,
+    KIND_ROOM_STATUSES,
+    KIND_UNROUTABLE,
+    RecipientReceipts,
+    RoomStatuses,
+)
 
 ERROR_QUEUE_SUFFIX = "-error-queue"
 # Pub/Sub's attribute on a message it forwarded to a dead-letter topic
@@ -40,8 +48,10 @@ PULL_BATCH = 100
 @dataclass(frozen=True)
 class ErrorRecord:
     """One message of the error queue. `room_id` is None for unroutable
-    records; `delivery_attempts` is how often the `status` function failed
-    on it (None when it was put there directly); `published` is RFC 3339."""
+    records and for receipts by recipient, which name `recipient_key`
+    (`{provider}:{recipient}`) instead; `delivery_attempts` is how often the
+    `status` function failed on it (None when it was put there directly);
+    `published` is RFC 3339."""
 
     message_id: str
     kind: str
@@ -51,6 +61,12 @@ class ErrorRecord:
     delivery_attempts: int | None
     published: str
     data: str
+    recipient_key: str | None = None
+
+    @property
+    def target(self) -> str | None:
+        """What it is for: its room, or its recipient (`{provider}:{recipient}`)."""
+        return self.room_id or self.recipient_key
 
 
 def _record(received: Any) -> ErrorRecord:
@@ -58,8 +74,15 @@ def _record(received: Any) -> ErrorRecord:
     attrs = dict(msg.attributes)
     kind = attrs.get("kind", KIND_ROOM_STATUSES)
     room_id: str | None = None
+    recipient: str | None = None
     count = 0
-    if kind != KIND_UNROUTABLE:
+    if kind == KIND_RECIPIENT_RECEIPTS:
+        try:
+            receipts = RecipientReceipts.decode(msg.data)
+            recipient, count = receipts.recipient_key, len(receipts.receipts)
+        except ValueError as exc:
+            kind, attrs["reason"] = KIND_UNROUTABLE, f"does not parse: {exc}"
+    elif kind != KIND_UNROUTABLE:
         try:
             batch = RoomStatuses.decode(msg.data)
             room_id, count = batch.room_id, len(batch.statuses)
@@ -68,7 +91,8 @@ def _record(received: Any) -> ErrorRecord:
     attempts = attrs.get("attempts") or attrs.get(DELIVERY_COUNT_ATTRIBUTE)
     reason = attrs.get("reason") or (f"Pub/Sub could not deliver it in {attempts} attempts" if attempts else "")
     return ErrorRecord(msg.message_id, kind, room_id, count, reason, int(attempts) if attempts else None,
-                       msg.publish_time.isoformat() if msg.publish_time else "", msg.data.decode("utf-8", "replace"))
+                       msg.publish_time.isoformat() if msg.publish_time else "", msg.data.decode("utf-8", "replace"),
+                       recipient)
 
 
 class ErrorQueue:
@@ -111,19 +135,20 @@ class ErrorQueue:
                                                           "ack_ids": ack_ids[i:i + PULL_BATCH], "ack_deadline_seconds": 0})
 
     def list(self, room: str | None = None, limit: int = 1000) -> list[ErrorRecord]:
-        """What the error queue holds (at most `limit`, optionally one room's),
-        oldest first; nothing is consumed."""
+        """What the error queue holds (at most `limit`, optionally one room's
+        or one recipient's), oldest first; nothing is consumed."""
         received = self._pull_all(limit)
         try:
             records = [_record(m) for m in received]
         finally:
             self._release([m.ack_id for m in received])
-        return sorted((r for r in records if room is None or r.room_id == room), key=lambda r: r.published)
+        return sorted((r for r in records if room is None or r.target == room), key=lambda r: r.published)
 
     def replay(self, room: str | None = None, limit: int = 1000) -> dict[str, int]:
-        """Publish each room's statuses again to STATUS_TOPIC, oldest first,
-        then remove them from the error queue. Returns counts: `replayed`,
-        `unroutable` (kept), `other_rooms` (kept: `room` was given).
+        """Publish each room's statuses and each recipient's receipts again to
+        STATUS_TOPIC, oldest first, then remove them from the error queue.
+        Returns counts: `replayed`, `unroutable` (kept), `other_rooms` (kept:
+        `room`, a room id or a recipient key, was given).
 
         Raises:
             google.api_core.exceptions.GoogleAPICallError: a publish failed (what
@@ -135,17 +160,22 @@ class ErrorQueue:
         try:
             for m in sorted(received, key=lambda m: (m.message.publish_time, m.message.message_id)):
                 record = _record(m)
-                if record.room_id is None:
+                if record.target is None:
                     counts["unroutable"] += 1
                     keep.append(m.ack_id)
                     continue
-                if room is not None and record.room_id != room:
+                if room is not None and record.target != room:
                     counts["other_rooms"] += 1
                     keep.append(m.ack_id)
                     continue
-                self._publisher.publish(self._topic, m.message.data, ordering_key=record.room_id,
-                                        room_id=record.room_id, kind=KIND_ROOM_STATUSES,
-                                        replayed_from=record.message_id).result(timeout=30)
+                if record.recipient_key is not None:
+                    # As the webhook published them: ordered per recipient (shared/status_queue.py).
+                    attrs = {"ordering_key": f"recipient:{record.recipient_key}", "kind": KIND_RECIPIENT_RECEIPTS,
+                             "recipient_key": record.recipient_key}
+                else:
+                    attrs = {"ordering_key": record.room_id, "room_id": record.room_id, "kind": KIND_ROOM_STATUSES}
+                self._publisher.publish(self._topic, m.message.data, replayed_from=record.message_id,
+                                        **attrs).result(timeout=30)
                 self._subscriber.acknowledge(request={"subscription": self.subscription, "ack_ids": [m.ack_id]})
                 counts["replayed"] += 1
         except BaseException:

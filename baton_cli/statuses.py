@@ -23,7 +23,7 @@ def statuses() -> None:
 
 
 @command(statuses, "list")
-@click.option("--room", help="only this room's statuses")
+@click.option("--room", help="only this room's statuses (or a recipient's receipts: provider:recipient)")
 @click.option("--limit", default=1000, show_default=True, type=click.IntRange(1, 100_000))
 @pass_env
 def list_statuses(env: Env, room: str | None, limit: int, as_json: bool) -> None:
@@ -33,13 +33,13 @@ def list_statuses(env: Env, room: str | None, limit: int, as_json: bool) -> None
         emit_json([asdict(r) for r in records])
         return
     env.console.print(table(f"{len(records)} message(s) in the status error queue",
-                            ["published", "kind", "room", "statuses", "attempts", "reason"],
-                            [[r.published, r.kind, r.room_id or "-", r.statuses, r.delivery_attempts or "-", r.reason]
+                            ["published", "kind", "room or recipient", "statuses", "attempts", "reason"],
+                            [[r.published, r.kind, r.target or "-", r.statuses, r.delivery_attempts or "-", r.reason]
                              for r in records]))
 
 
 @command(statuses, "replay")
-@click.option("--room", help="only this room's statuses")
+@click.option("--room", help="only this room's statuses (or a recipient's receipts: provider:recipient)")
 @click.option("--limit", default=1000, show_default=True, type=click.IntRange(1, 100_000))
 @pass_env
 def replay(env: Env, room: str | None, limit: int, as_json: bool) -> None:

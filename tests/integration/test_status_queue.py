@@ -201,3 +201,31 @@ def test_a_messenger_receipt_by_recipient_acks_the_room_in_both_modes(stack, sto
     assert len(acked) == 1 and acked[0]["provider_message_id"] == "m_ours"
     ignored = [e for e in room_events(stack, room_id) if e["event"] == "status_ignored"]
     assert [e["reason"] for e in ignored] == ["receipt_covers_nothing_in_flight"]
+
+
+def test_receipts_by_recipient_moved_to_the_error_queue_are_replayed_and_ack_their_room(stack, store, room_id,
+                                                                                         error_queue):
+    """A Messenger recipient's receipts that the `status` function kept
+    failing on land in the error queue (as `StatusQueue.dead_letter` moves
+    them); `baton statuses replay` publishes them again as receipts of that
+    recipient, and the room they prove delivered is acked (issue 28, item 8)."""
+    from shared.room import RecipientReceipt, SendOutcome, SendReturned, recipient_key
+    from shared.status_queue import KIND_RECIPIENT_RECEIPTS, RecipientReceipts, StatusQueue
+    from tools.stack import STATUS_ERROR_TOPIC
+
+    recipient = str(int(time.time() * 1000))[-12:]  # a recipient of this test's room only
+    now = time.time_ns() // 1000
+    store.apply(room_id, lambda s: decide(s, Enqueue("m1", "messenger", recipient, "hi", now, now), FAR, "test"))
+    inc = store.load_room(room_id).incarnation
+    store.apply(room_id, lambda s: decide(s, SendReturned(inc, 1, 1, SendOutcome.ACCEPTED, now + 50_000, "c",
+                                                          provider_message_id="mid.R1"), FAR, "test"))
+    key = recipient_key("messenger", recipient)
+    batch = RecipientReceipts.of(key, now + 100_000,
+                                 [RecipientReceipt("messenger", recipient, "delivered", None, ("mid.R1",), now)])
+    StatusQueue(PROJECT, STATUS_TOPIC, STATUS_ERROR_TOPIC).dead_letter(
+        batch.encode(), key, "RuntimeError: a bug, fixed since", 5, kind=KIND_RECIPIENT_RECEIPTS)
+    kept = wait_for(lambda: error_queue.list(room=key), 30, "the receipts in the error queue")
+    assert [(x.kind, x.recipient_key, x.statuses) for x in kept] == [(KIND_RECIPIENT_RECEIPTS, key, 1)]
+    assert baton(stack, "statuses", "replay", "--room", key)["replayed"] == 1
+    wait_for(lambda: counts(store, room_id).get("acked"), 30, "the replayed receipt applied")
+    assert error_queue.list(room=key) == []
