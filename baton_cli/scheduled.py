@@ -44,18 +44,21 @@ def list_scheduled(env: Env, room: str | None, limit: int, as_json: bool) -> Non
 @pass_env
 def cancel(env: Env, message_id: str, reason: str, as_json: bool) -> None:
     """Cancel a scheduled message: when its time comes it ends as `skipped` instead of entering its room.
-    Its task is deleted too where Cloud Tasks allows it."""
+    Its task is deleted too, by the name its hold recorded, where Cloud Tasks allows it."""
+    import time
+
     from google.cloud import firestore
 
     from shared.store import RoomStore
 
     s = env.settings
     store = RoomStore(firestore.Client(project=s.project, database=s.firestore_database), s.retention_hours)
-    hold = _hold(env)
-    waiting = [m for m in hold.list() if m.message_id == message_id]
-    store.cancel_scheduled(message_id, env.who, reason)
-    deleted = hold.delete(waiting)
-    result = {"message_id": message_id, "was_waiting": bool(waiting), "tasks_deleted": deleted, "actor": env.who}
+    recorded = store.cancel_scheduled(message_id, env.who, reason)
+    task = (recorded or {}).get("task")
+    deleted = _hold(env).delete(task) if task else False
+    waiting = bool(recorded) and (recorded.get("deliver_at_us") or 0) > time.time_ns() // 1000
+    result = {"message_id": message_id, "was_waiting": waiting, "task": task, "task_deleted": deleted,
+              "actor": env.who}
     if as_json:
         emit_json(result)
     else:

@@ -8,7 +8,7 @@ shared/store.py's.
 from __future__ import annotations
 
 import hashlib
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any
 
 from google.api_core import exceptions as gexc
@@ -64,20 +64,68 @@ class KeptRecords:
         )
         op_counts().firestore_writes += 1
 
-    def cancel_scheduled(self, message_id: str, actor: str, reason: str) -> None:
-        """Write the tombstone that makes a scheduled message's task drop it
-        (`scheduled_cancels/{message_id}`, kept RETENTION_HOURS past the
-        longest hop by TTL: 29 days)."""
-        self._db.collection(SCHEDULED_CANCELS).document(_doc_id(message_id)).set(
-            {"message_id": message_id, "actor": actor, "reason": reason, "at": datetime.now(UTC),
-             "expire_at": self._expire_at() + timedelta(days=29)}, **self._call)
+    # -- scheduled messages (`scheduled_cancels/{hash of the message id}`): the
+    # record of a message waiting for its time, and of its cancellation
+
+    def _scheduled_ref(self, message_id: str) -> firestore.DocumentReference:
+        return self._db.collection(SCHEDULED_CANCELS).document(_doc_id(message_id))
+
+    def record_scheduled(self, message_id: str, room_id: str, deliver_at_us: int, hop_due_us: int, task: str) -> None:
+        """Record that a message waits for its time (epoch us) as the Cloud
+        Tasks task `task` (its id), due at `hop_due_us`: what a cancel deletes
+        by name. Merged into the document, so a cancellation written before
+        stays; kept by TTL until RETENTION_HOURS past the message's time.
+        One write per scheduled message and hop, none for other messages."""
+        at = datetime.fromtimestamp(deliver_at_us / 1_000_000, UTC)
+        self._scheduled_ref(message_id).set(
+            {"message_id": message_id, "room_id": room_id, "deliver_at_us": deliver_at_us, "hop_due_us": hop_due_us,
+             "task": task, "expire_at": max(at, datetime.now(UTC)) + (self._expire_at() - datetime.now(UTC))},
+            merge=True, **self._call)
         op_counts().firestore_writes += 1
 
-    def scheduled_cancelled(self, message_id: str) -> dict[str, Any] | None:
-        """The tombstone of a cancelled scheduled message (`actor`, `reason`), or None."""
-        snap = self._db.collection(SCHEDULED_CANCELS).document(_doc_id(message_id)).get(**self._call)
+    def cancel_scheduled(self, message_id: str, actor: str, reason: str) -> dict[str, Any] | None:
+        """Mark a scheduled message cancelled (`actor`, `reason`, `at`);
+        returns what was recorded of it before (its `task` and times), or None
+        when nothing was (published before this record existed, or not
+        scheduled at all). The cancellation is kept at least until the
+        message's time plus RETENTION_HOURS; with no recorded time, until the
+        message comes (`claim_cancelled_end` then sets its expiry)."""
+        ref = self._scheduled_ref(message_id)
+        snap = ref.get(**self._call)
+        before = snap.to_dict() if snap.exists else None
+        fields: dict[str, Any] = {"message_id": message_id, "actor": actor, "reason": reason, "at": datetime.now(UTC)}
+        if not before or before.get("expire_at") is None:
+            fields["expire_at"] = None  # never deleted before the message has come and ended
+        ref.set(fields, merge=True, **self._call)
         op_counts().firestore_reads += 1
-        return snap.to_dict() if snap.exists else None
+        op_counts().firestore_writes += 1
+        return before
+
+    def claim_cancelled_end(self, message_id: str) -> tuple[str, dict[str, Any] | None]:
+        """Whether a scheduled message that has come was cancelled, and if so
+        whether this call is the one that ends it: (`not_cancelled`, None),
+        (`ended_now`, the cancellation) or (`ended_before`, the cancellation).
+        The first caller writes `ended_at` with a precondition on the
+        document's update time, so of a task and a redelivered push racing,
+        one ends the message (one `skipped`). One read, plus one write when
+        the message is cancelled."""
+        ref = self._scheduled_ref(message_id)
+        for _ in range(5):  # the document changed between the read and the write: read it again
+            snap = ref.get(**self._call)
+            op_counts().firestore_reads += 1
+            doc = snap.to_dict() if snap.exists else None
+            if not doc or "actor" not in doc:
+                return "not_cancelled", None
+            if doc.get("ended_at") is not None:
+                return "ended_before", doc
+            try:
+                ref.update({"ended_at": datetime.now(UTC), "expire_at": self._expire_at()},
+                           option=self._db.write_option(last_update_time=snap.update_time), **self._call)
+            except gexc.FailedPrecondition:
+                continue
+            op_counts().firestore_writes += 1
+            return "ended_now", doc
+        raise gexc.Aborted(f"scheduled message {message_id!r}: its record kept changing")
 
     def dead_letters(self, room_id: str | None = None, limit: int = 100) -> list[tuple[str, dict[str, Any]]]:
         """Kept dead letters (`dead_letters/`), newest first: [(id, document)].

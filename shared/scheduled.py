@@ -15,10 +15,18 @@ is, and the message takes its place behind what the room holds then.
 - A task can be scheduled at most 30 days ahead
   (https://cloud.google.com/tasks/docs/quotas): a later time is reached in
   hops of `MAX_HOP_S`; a hop that comes early is held again.
-- Cancel (`baton scheduled cancel`) writes a tombstone
-  (`scheduled_cancels/{message id}`), which `enqueue` checks when the task
-  comes, and deletes the task where the service allows it (the emulator does
-  not implement DeleteTask; the tombstone alone suffices).
+- Each hold is recorded (`scheduled_cancels/{hash of the message id}`: room,
+  time, hop, task name; one write per scheduled message and hop). Cancel
+  (`baton scheduled cancel`) marks that record cancelled and deletes the task
+  by its recorded name, with no listing (the emulator does not implement
+  DeleteTask; the mark alone suffices). Whatever brings a scheduled message
+  in at its time (its task, or Pub/Sub redelivering the original push)
+  checks the mark first, and the first to find it ends the message as
+  `skipped`, once.
+- A hop task that comes early (Cloud Tasks' clock ahead of the function's)
+  is held again under a name of its own (`-r{arrival ms}`): under the
+  running task's name, the real service would refuse it as ALREADY_EXISTS,
+  `create_named` would take that as done, and the message would be lost.
 
 Scale: the messages wait in Cloud Tasks, not in memory or in Firestore: a
 queue holds any number of tasks, and dispatches at most 500 a second
@@ -47,10 +55,12 @@ MAX_HOP_S = 29 * 24 * 3600
 ENTER_AT_ONCE_MS = 1000
 
 
-def scheduled_task_id(message_id: str, due_at_us: int) -> str:
-    """`sched-{hash24}-{due_ms}`: the same message and hop always name the same task."""
+def scheduled_task_id(message_id: str, due_at_us: int, again_at_us: int | None = None) -> str:
+    """`sched-{hash24}-{due_ms}`: the same message and hop always name the same
+    task; a hop held again because its task came early (`again_at_us`, when
+    it came) adds `-r{ms}`, so its name differs from the running task's."""
     digest = hashlib.sha256(message_id.encode()).hexdigest()[:24]
-    return f"sched-{digest}-{due_at_us // 1000}"
+    return f"sched-{digest}-{due_at_us // 1000}" + ("" if again_at_us is None else f"-r{again_at_us // 1000}")
 
 
 @dataclass(frozen=True)
@@ -82,20 +92,24 @@ class ScheduledHold:
     def queue_path(self) -> str:
         return self._client.queue_path(self._s.project, self._s.tasks_location, self._s.scheduled_queue)
 
-    def hold(self, message_id: str, push_body: bytes, deliver_at_us: int, now_us: int) -> int:
+    def hold(self, message_id: str, push_body: bytes, deliver_at_us: int, now_us: int,
+             again: bool = False) -> tuple[int, str]:
         """Create the task that brings `push_body` back to `enqueue` at
         `deliver_at_us` (or, beyond 29 days, at the end of this hop); returns
-        the hop's due time (epoch us). An existing task of that name is fine.
+        the hop's due time (epoch us) and the task's id. An existing task of
+        that name is fine. `again`: a hop task that came early holds it again
+        (a name of its own, `scheduled_task_id`).
 
         Raises:
             google.api_core.exceptions.GoogleAPICallError: Cloud Tasks refused
                 or was unreachable (`enqueue` answers 5xx; Pub/Sub redelivers).
         """
         hop_due = min(deliver_at_us, now_us + MAX_HOP_S * 1_000_000)
+        task = scheduled_task_id(message_id, hop_due, now_us if again else None)
         create_named(self._client, self.queue_path, http_task(
-            f"{self.queue_path}/tasks/{scheduled_task_id(message_id, hop_due)}", self._s.enqueue_url, push_body,
+            f"{self.queue_path}/tasks/{task}", self._s.enqueue_url, push_body,
             hop_due, self._s.tasks_service_account, {SCHEDULED_HEADER: "1"}))
-        return hop_due
+        return hop_due, task
 
     def list(self, room_id: str | None = None, limit: int = 1000) -> list[ScheduledMessage]:
         """The messages waiting (this hop's tasks), earliest first; `room_id` narrows them."""
@@ -117,17 +131,15 @@ class ScheduledHold:
                 break
         return sorted(out, key=lambda m: m.deliver_at_us)
 
-    def delete(self, waiting: list[ScheduledMessage]) -> int:
-        """Delete these waiting tasks (from `list`) where the service allows;
-        returns how many. Never raises for an emulator without DeleteTask."""
-        deleted = 0
-        for m in waiting:
-            try:
-                self._client.delete_task(name=f"{self.queue_path}/tasks/{m.task}", timeout=10.0)
-                deleted += 1
-            except (gexc.MethodNotImplemented, gexc.NotFound):
-                pass
-        return deleted
+    def delete(self, task: str) -> bool:
+        """Delete the waiting task `task` (its id, as recorded by the hold)
+        where the service allows; True if deleted. Never raises for a task
+        already gone or an emulator without DeleteTask."""
+        try:
+            self._client.delete_task(name=f"{self.queue_path}/tasks/{task}", timeout=10.0)
+            return True
+        except (gexc.MethodNotImplemented, gexc.NotFound):
+            return False
 
     def ensure_queue(self) -> None:
         """Create the queue if missing (local stack only; Terraform owns it in the cloud)."""

@@ -229,14 +229,16 @@ class RoomStore(KeptRecords):
         op_counts().firestore_reads += max(1, len(ids))
         return ids
 
-    def rooms_sending_to(self, recipient_key: str, limit: int = 50) -> list[str]:
-        """Ids of rooms whose in-flight message goes to `recipient_key`
+    def rooms_sending_to(self, recipient_key: str) -> list[str]:
+        """Ids of every room whose in-flight message goes to `recipient_key`
         (`{provider}:{recipient}`, the room document's `in_flight_to`): where a
         receipt that names only the recipient (Messenger, Instagram) may
-        belong. An equality query on Firestore's automatic single-field index;
-        one read at least, even when nothing matches."""
-        query = self._db.collection(ROOMS).where(filter=FieldFilter("in_flight_to", "==", recipient_key)).limit(limit)
-        ids = [snap.id for snap in query.stream(**self._call)]
+        belong. An equality query on Firestore's automatic single-field index,
+        streamed to the end (no cap: a receipt left unapplied to a room would
+        hold it to its ack timeout); one read at least, even when nothing
+        matches, and one per room found."""
+        query = self._db.collection(ROOMS).where(filter=FieldFilter("in_flight_to", "==", recipient_key))
+        ids = [snap.id for snap in query.select([]).stream(**self._call)]
         op_counts().firestore_reads += max(1, len(ids))
         return ids
 

@@ -168,6 +168,7 @@ class FakeRoomStore:
         self.versions: dict[str, int] = {}
         self.dead_letters: dict[str, KeepDeadLetter] = {}
         self.rejected: dict[str, dict[str, Any]] = {}
+        self.scheduled: dict[str, dict[str, Any]] = {}  # message id -> its scheduled record
         self.commits = 0
         self._write_ids = 0
         self.probe: Callable[[], Any] | None = None
@@ -299,6 +300,27 @@ class FakeRoomStore:
             "ts": platform_ts_us, "mid": provider_message_id}
         self.versions[room_id] = self.versions.get(room_id, 0) + 1
 
+    # -- scheduled messages (shared/records.py's, in memory)
+
+    def record_scheduled(self, message_id: str, room_id: str, deliver_at_us: int, hop_due_us: int, task: str) -> None:
+        self.scheduled.setdefault(message_id, {}).update(
+            {"message_id": message_id, "room_id": room_id, "deliver_at_us": deliver_at_us, "hop_due_us": hop_due_us,
+             "task": task})
+
+    def cancel_scheduled(self, message_id: str, actor: str, reason: str) -> dict[str, Any] | None:
+        before = dict(self.scheduled[message_id]) if message_id in self.scheduled else None
+        self.scheduled.setdefault(message_id, {}).update({"message_id": message_id, "actor": actor, "reason": reason})
+        return before
+
+    def claim_cancelled_end(self, message_id: str) -> tuple[str, dict[str, Any] | None]:
+        doc = self.scheduled.get(message_id)
+        if not doc or "actor" not in doc:
+            return "not_cancelled", None
+        if doc.get("ended"):
+            return "ended_before", doc
+        doc["ended"] = True
+        return "ended_now", doc
+
     def keep_rejected(self, key: str, reason: str, record: dict[str, Any]) -> None:
         self.rejected[key] = {**record, "reason": reason}
 
@@ -308,9 +330,9 @@ class FakeRoomStore:
                        if d.get("wake_at_us") is not None and d["wake_at_us"] < before_us)
         return [room_id for _, room_id in found[:limit]]
 
-    def rooms_sending_to(self, recipient_key: str, limit: int = 50) -> list[str]:
-        """Rooms whose `in_flight_to` is `recipient_key`."""
-        return sorted(r for r, d in self.docs.items() if d.get("in_flight_to") == recipient_key)[:limit]
+    def rooms_sending_to(self, recipient_key: str) -> list[str]:
+        """Every room whose `in_flight_to` is `recipient_key`."""
+        return sorted(r for r, d in self.docs.items() if d.get("in_flight_to") == recipient_key)
 
     # -- TTL and reading
 

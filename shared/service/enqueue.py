@@ -10,15 +10,13 @@ import json
 
 from shared.events import DeliveryEvent, EventType, utc_iso
 from shared.push import Rejected, parse_push
-from shared.room import (
-    Park,
-)
-from shared.scheduled import ENTER_AT_ONCE_MS
+from shared.room import Park
 from shared.service import core
-from shared.service.core import DEAD_LETTER_COUNT_ATTRIBUTE, Reply, ServiceCore
+from shared.service.core import DEAD_LETTER_COUNT_ATTRIBUTE, Reply
+from shared.service.scheduled_entry import ScheduledEntryHandlers
 
 
-class EnqueueHandlers(ServiceCore):
+class EnqueueHandlers(ScheduledEntryHandlers):
     """Pushes and dead-letter copies."""
 
     def handle_push(self, body: bytes, scheduled_entry: bool = False) -> Reply:
@@ -27,32 +25,17 @@ class EnqueueHandlers(ServiceCore):
         full) makes Pub/Sub (or Cloud Tasks) deliver it again later; the room
         remembers it at its place meanwhile. A message due later than
         ENTER_AT_ONCE_MS from now waits as a task (`scheduled`); one whose
-        scheduled time has come enters unless an operator cancelled it."""
+        scheduled time has come enters unless an operator cancelled it
+        (scheduled_entry.py)."""
         arrived = core.now_us()
         parsed = parse_push(body, arrived, self.settings.enabled_providers)
         if isinstance(parsed, Rejected):
             self._keep_rejected(parsed, arrived, "enqueue")
             return Reply(200, {"result": "rejected", "reason": parsed.reason})
-        e = parsed.event
-        due = parsed.deliver_at_us
-        if due is not None and self.scheduled is not None:
-            if due > arrived + ENTER_AT_ONCE_MS * 1000:
-                hop = self.scheduled.hold(e.message_id, body, due, arrived)
-                self.events.emit(DeliveryEvent(EventType.SCHEDULED, utc_iso(arrived), "enqueue", parsed.room_id,
-                                               message_id=e.message_id, provider=e.provider,
-                                               reason=f"enters its room at {utc_iso(due)}"
-                                                      + (f" (next hop {utc_iso(hop)})" if hop < due else "")))
-                return Reply(200, {"result": "scheduled", "deliver_at": utc_iso(due)})
-            if scheduled_entry:
-                cancel = self.store.scheduled_cancelled(e.message_id)
-                if cancel is not None:
-                    # Ends unsent, as an operator's skip does.
-                    self.events.emit(DeliveryEvent(EventType.SKIPPED, utc_iso(arrived), "enqueue", parsed.room_id,
-                                                   message_id=e.message_id, provider=e.provider,
-                                                   actor=cancel.get("actor"),
-                                                   reason=f"scheduled message cancelled before its time: "
-                                                          f"{cancel.get('reason')}"[:300]))
-                    return Reply(200, {"result": "cancelled"})
+        if parsed.deliver_at_us is not None and self.scheduled is not None:
+            held_or_dropped = self._scheduled(parsed, body, arrived, scheduled_entry)
+            if held_or_dropped is not None:
+                return held_or_dropped
         decision = self.apply(parsed.room_id, parsed.event, "enqueue")
         if decision.refused:
             return Reply(503, {"result": "backpressure", "reason": decision.refused})

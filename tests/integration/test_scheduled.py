@@ -88,3 +88,26 @@ def test_deliver_at_is_an_rfc_3339_time_with_a_zone():
         except ValueError:
             continue
         raise AssertionError(f"accepted {attrs}")
+
+
+def test_a_cancellation_is_kept_until_the_messages_time_plus_the_retention_and_its_task_deleted_by_name(stack,
+                                                                                                        room_id):
+    """A message due in 40 days (two hops): its record, and so its
+    cancellation, is kept by TTL at least until its time plus RETENTION_HOURS
+    (it used to expire after about 31 days); cancel names its task without
+    listing the queue (issue 28, item 7)."""
+    from google.cloud import firestore
+
+    from shared import config
+    from shared.records import SCHEDULED_CANCELS, _doc_id
+
+    published = publish(room_id, "far-away", delay_s=str(40 * 24 * 3600))
+    ref = firestore.Client(project=PROJECT).collection(SCHEDULED_CANCELS).document(_doc_id("far-away"))
+    doc = wait_for(lambda: (ref.get().to_dict() or {}).get("task") and ref.get().to_dict(), 30, "the hold recorded")
+    due = published + 40 * 24 * 3600
+    retention_s = config.load().retention_hours * 3600
+    assert doc["expire_at"].timestamp() >= due + retention_s - 60
+    result = baton(stack, "scheduled", "cancel", "far-away", "--reason", "withdrawn")
+    assert result["was_waiting"] and result["task"] == doc["task"]
+    kept = ref.get().to_dict()
+    assert kept["actor"] == "tester" and kept["expire_at"].timestamp() >= due + retention_s - 60

@@ -236,3 +236,15 @@ def test_a_commit_that_landed_but_answered_deadline_exceeded_keeps_its_decision(
     monkeypatch.undo()
     assert [e.event for e in d.events] == ["acked"]
     assert [(e.message.seq, e.attempt) for e in d.effects if isinstance(e, Send)] == [(2, 1)]
+
+
+def test_a_receipt_finds_every_room_sending_to_its_recipient_not_only_the_first_fifty(store, room_id):
+    """A Messenger recipient with 60 rooms each holding a message in flight to
+    them: all 60 are found (the query used to stop at 50, and the rest never
+    saw the receipt: issue 28, item 9)."""
+    recipient = str(time.time_ns())[-12:]
+    now = time.time_ns() // 1000
+    rooms = [f"{room_id}-{i:02d}" for i in range(60)]
+    for room in rooms:
+        store.apply(room, lambda s: decide(s, Enqueue("m1", "messenger", recipient, "hi", now, now), Policy(), "t"))
+    assert sorted(store.rooms_sending_to(f"messenger:{recipient}")) == rooms

@@ -1,0 +1,57 @@
+"""Scheduled entry: a push whose message has a later time (`deliver_at`,
+`delay_s`) waits as a Cloud Tasks task; when its time comes, by its task or by
+a redelivery of the original push, a cancelled one ends once as `skipped`.
+
+Holds and drops scheduled messages; must not touch a room (enqueue.py does,
+for a message that enters).
+"""
+
+from __future__ import annotations
+
+from shared.events import DeliveryEvent, EventType, utc_iso
+from shared.push import Accepted
+from shared.scheduled import ENTER_AT_ONCE_MS
+from shared.service.core import Reply, ServiceCore
+
+
+class ScheduledEntryHandlers(ServiceCore):
+    """The scheduled part of the `enqueue` function."""
+
+    def _scheduled(self, parsed: Accepted, body: bytes, arrived: int, scheduled_entry: bool) -> Reply | None:
+        """What becomes of a push with a `deliver_at_us`: its reply when it is
+        held (its time is more than ENTER_AT_ONCE_MS away) or dropped (an
+        operator cancelled it), or None when it enters its room now.
+
+        - Held: a task brings it back (shared/scheduled.py), recorded for a
+          cancel (one write). A hop task that came early holds it again under
+          a name of its own.
+        - Its time has come: the cancellation is checked whatever brought it
+          (its task, or Pub/Sub redelivering the original push): one read.
+          The first to find it cancelled ends it (`skipped`, with the
+          operator and reason); any later copy is answered `cancelled` and
+          logged as a duplicate.
+        """
+        e, due = parsed.event, parsed.deliver_at_us
+        assert due is not None and self.scheduled is not None
+        if due > arrived + ENTER_AT_ONCE_MS * 1000:
+            hop, task = self.scheduled.hold(e.message_id, body, due, arrived, again=scheduled_entry)
+            self.store.record_scheduled(e.message_id, parsed.room_id, due, hop, task)
+            self.events.emit(DeliveryEvent(EventType.SCHEDULED, utc_iso(arrived), "enqueue", parsed.room_id,
+                                           message_id=e.message_id, provider=e.provider,
+                                           reason=f"enters its room at {utc_iso(due)}"
+                                                  + (f" (next hop {utc_iso(hop)})" if hop < due else "")))
+            return Reply(200, {"result": "scheduled", "deliver_at": utc_iso(due)})
+        verdict, cancel = self.store.claim_cancelled_end(e.message_id)
+        if verdict == "not_cancelled" or cancel is None:
+            return None
+        if verdict == "ended_now":
+            # Ends unsent, as an operator's skip does.
+            self.events.emit(DeliveryEvent(EventType.SKIPPED, utc_iso(arrived), "enqueue", parsed.room_id,
+                                           message_id=e.message_id, provider=e.provider, actor=cancel.get("actor"),
+                                           reason=f"scheduled message cancelled before its time: "
+                                                  f"{cancel.get('reason')}"[:300]))
+        else:
+            self.events.emit(DeliveryEvent(EventType.DUPLICATE_IGNORED, utc_iso(arrived), "enqueue", parsed.room_id,
+                                           message_id=e.message_id, provider=e.provider,
+                                           reason="a cancelled scheduled message that has ended already"))
+        return Reply(200, {"result": "cancelled"})
