@@ -131,6 +131,10 @@ class MessagingItem:
       incoming message, `recipient.id` of an echo.
     - `watermark_ms`: Messenger receipts only (epoch ms).
     - `mids`: the message ids named (`delivery.mids`, `read.mid`, the echo's `mid`).
+    - `metadata`: an echo's `message.metadata` (Messenger echoes the string a
+      send put there: baton's delivery id), else None.
+    - `timestamp_ms`: the item's `timestamp` (epoch ms, the platform's
+      clock; for an echo, when the platform stamped our message), or None.
     """
 
     provider: str
@@ -138,6 +142,8 @@ class MessagingItem:
     user_id: str
     watermark_ms: int | None
     mids: tuple[str, ...]
+    metadata: str | None = None
+    timestamp_ms: int | None = None
 
 
 def _str_id(party: Any) -> str:
@@ -196,7 +202,10 @@ def parse_messaging(payload: Any) -> list[MessagingItem]:
                 mid = m.get("mid")
                 mids = (mid,) if isinstance(mid, str) else ()
                 if m.get("is_echo"):
-                    out.append(MessagingItem(provider, "echo", recipient, None, mids))
+                    metadata = m.get("metadata") if isinstance(m.get("metadata"), str) else None
+                    ts = item.get("timestamp")
+                    stamp = ts if isinstance(ts, int) and not isinstance(ts, bool) and ts >= 0 else None
+                    out.append(MessagingItem(provider, "echo", recipient, None, mids, metadata, stamp))
                 else:
                     out.append(MessagingItem(provider, "incoming", sender, None, mids))
             else:

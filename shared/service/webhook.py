@@ -13,9 +13,11 @@ from dataclasses import asdict
 from shared.events import DeliveryEvent, EventType, utc_iso
 from shared.providers.meta_messaging import WEBHOOK_OBJECTS, MessagingItem, parse_messaging
 from shared.providers.whatsapp import handshake_challenge, parse_statuses, signature_valid
+from shared.push import ROOM_ID
 from shared.room import (
     RecipientReceipt,
     RoomState,
+    parse_delivery_id,
     recipient_key,
 )
 from shared.service import core
@@ -86,6 +88,24 @@ class WebhookHandlers(ServiceCore):
         applied = self._apply_statuses(queued, None, arrived, "webhook")
         return Reply(200, {"statuses": len(statuses), "applied": applied})
 
+    def _record_echo(self, item: MessagingItem) -> None:
+        """Record an echo's platform stamp for the attempt its metadata names
+        (nothing for an echo without baton's delivery id or stamp).
+
+        Raises:
+            google.api_core.exceptions.GoogleAPICallError: the blind write
+                failed (the entry point answers 503 and Meta sends it again).
+        """
+        if item.metadata is None or item.timestamp_ms is None:
+            return
+        try:
+            room_id, incarnation, seq, attempt, _ = parse_delivery_id(item.metadata)
+        except ValueError:
+            return
+        if ROOM_ID.fullmatch(room_id):
+            self.store.record_echo(room_id, incarnation, seq, attempt, item.timestamp_ms * 1000,
+                                   item.mids[0] if item.mids else None)
+
     def _app_secret(self, provider: str) -> str:
         return {"whatsapp": self.settings.whatsapp_app_secret, "messenger": self.settings.messenger_app_secret,
                 "instagram": self.settings.instagram_app_secret}.get(provider, "")
@@ -103,13 +123,19 @@ class WebhookHandlers(ServiceCore):
         return None
 
     def _apply_receipts(self, items: list[MessagingItem], arrived: int) -> Reply:
-        """Messenger and Instagram webhooks: echoes of our own sends and
-        messages people wrote are logged and ignored; each receipt goes to the
-        rooms whose in-flight message is for its recipient. `direct` applies
-        them here; `queued` publishes one status-queue message per recipient
-        (ordering key `recipient:{provider}:{id}`) for the `status` function."""
+        """Messenger and Instagram webhooks: an echo of our own send that
+        names its attempt (Messenger's `metadata`, our delivery id) records
+        the platform's stamp of it in its room (`RoomStore.record_echo`, one
+        blind write, in both modes: what a watermark is judged against);
+        other echoes and messages people wrote are logged and ignored; each
+        receipt goes to the rooms whose in-flight message is for its
+        recipient. `direct` applies them here; `queued` publishes one
+        status-queue message per recipient (ordering key
+        `recipient:{provider}:{id}`) for the `status` function."""
         receipts: list[RecipientReceipt] = []
         for item in items:
+            if item.kind == "echo":
+                self._record_echo(item)
             if item.kind not in ("delivery", "read"):
                 self.events.emit(DeliveryEvent(EventType.STATUS_IGNORED, utc_iso(arrived), "webhook", None,
                                                provider=item.provider, reason=f"{item.kind}_webhook",
