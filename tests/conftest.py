@@ -91,7 +91,7 @@ def room_events(stack: Any, room: str) -> list[dict[str, Any]]:
 
 @contextmanager
 def fake_platform_process(log_dir: Path, access_token: str, config: dict[str, Any]) -> Iterator[int]:
-    """Run the fake platform (tools/fake_whatsapp.py) alone on a free port,
+    """Run the fake platform (tools/fake_platform/) alone on a free port,
     its webhooks aimed at a closed port; yields the port. Stopped by its
     process group at the end, and its port checked free."""
     from tools.stack import ROOT, free_port, port_open
@@ -99,7 +99,7 @@ def fake_platform_process(log_dir: Path, access_token: str, config: dict[str, An
     port, nobody = free_port(), free_port()
     with open(log_dir / "fake.log", "wb") as log:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "tools.fake_whatsapp", "--port", str(port), "--webhook-url",
+            [sys.executable, "-m", "tools.fake_platform", "--port", str(port), "--webhook-url",
              f"http://127.0.0.1:{nobody}/", "--access-token", access_token, "--config", json.dumps(config)],
             cwd=ROOT, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         try:

@@ -6,7 +6,7 @@ groups, on free ports chosen at start (so parallel runs never collide):
 - the Firestore emulator and the Pub/Sub emulator (gcloud, Java 17);
 - gcloud-tasks-emulator, from its own virtualenv `.venv-tasks` (it pins
   protobuf<5, which the current Google clients cannot share);
-- the fake WhatsApp platform (tools/fake_whatsapp.py);
+- the fake WhatsApp platform (tools/fake_platform/);
 - `enqueue`, `deadletter`, `webhook`, `status`, `timeout`, `sweep` and
   `prepare` under functions-framework;
 - the sweeper (tools/sweeper.py), which calls `sweep` every
@@ -212,7 +212,7 @@ class Stack:
         tasks_bin = ROOT / ".venv-tasks" / "bin" / "gcloud-tasks-emulator"
         self._spawn("tasks", [str(tasks_bin), "start", "-p", str(p["tasks"]), "-q"])
         py = sys.executable
-        self._spawn("fake", [py, "-m", "tools.fake_whatsapp", "--port", str(p["fake"]),
+        self._spawn("fake", [py, "-m", "tools.fake_platform", "--port", str(p["fake"]),
                              "--webhook-url", f"http://127.0.0.1:{p['webhook']}/",
                              "--config", json.dumps(self.fake_config)])
         ff = str(Path(py).parent / "functions-framework")

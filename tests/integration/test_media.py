@@ -1,6 +1,6 @@
 """Media preparation and image sends: the WhatsApp adapter against the fake platform.
 
-The fake platform (tools/fake_whatsapp.py) runs as a subprocess on a free
+The fake platform (tools/fake_platform/) runs as a subprocess on a free
 port, in its own process group, stopped by its pid; its webhook URL has no
 listener (its webhooks fail and are retried in the background). It serves the
 files to fetch too (`/assets/...`). Each test uses its own recipients and

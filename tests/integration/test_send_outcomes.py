@@ -1,6 +1,6 @@
 """The WhatsApp adapter's send outcomes against the fake platform's faults.
 
-The fake platform (tools/fake_whatsapp.py) runs as a subprocess on a free
+The fake platform (tools/fake_platform/) runs as a subprocess on a free
 port, in its own process group, with a webhook URL nobody listens on (its
 webhooks fail and are retried in the background; nothing here reads them).
 Each test uses its own recipients, so per-recipient faults never leak.

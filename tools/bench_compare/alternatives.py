@@ -1,5 +1,5 @@
 """The process of one alternative to baton, (a), (b) or (c), all in one
-asyncio event loop, against the fake platform (tools/fake_whatsapp.py):
+asyncio event loop, against the fake platform (tools/fake_platform/):
 
 - `fire` (a): every message is sent the moment it is published, concurrently;
 - `delay` (b): per room, the next send starts `--delay-ms` after the previous

@@ -1,5 +1,5 @@
 """Every figure of the comparison, computed from the fake platform's own
-record of a run (`GET /_fake/stats` of tools/fake_whatsapp.py: `sends`,
+record of a run (`GET /_fake/stats` of tools/fake_platform/: `sends`,
 `device`, `acked_wamids`), never from what the system under test claims.
 
 Pure: no I/O. Times in the fake's records are epoch seconds; every `*_ms`
@@ -215,7 +215,7 @@ def compute(plan: list[Planned], stats: dict[str, Any], ack_timeout_ms: float, s
 
 def lognormal_capped_mean(median_ms: float, sigma: float, cap_ms: float) -> float:
     """E[min(L, cap)] in ms for L log-normal with the given median (ms) and
-    shape `sigma` (the fake platform's ack latency, tools/fake_whatsapp.py)."""
+    shape `sigma` (the fake platform's ack latency, tools/fake_platform/)."""
     if sigma <= 0:
         return min(median_ms, cap_ms)
     mu = math.log(median_ms)

@@ -140,7 +140,7 @@ class Processes:
 
 
 def fake_stats(url: str) -> dict[str, Any]:
-    """The fake platform's record (`GET /_fake/stats`, tools/fake_whatsapp.py)."""
+    """The fake platform's record (`GET /_fake/stats`, tools/fake_platform/)."""
     return requests.get(f"{url}/_fake/stats", timeout=60).json()
 
 
@@ -178,7 +178,7 @@ def run_alternative(system: str, point: Point, args: argparse.Namespace, procs: 
     fake_url = f"http://127.0.0.1:{fake_port}"
     py = sys.executable
     try:
-        procs.spawn(f"fake-{tag}", [py, "-m", "tools.fake_whatsapp", "--port", str(fake_port),
+        procs.spawn(f"fake-{tag}", [py, "-m", "tools.fake_platform", "--port", str(fake_port),
                                     "--webhook-url", f"http://127.0.0.1:{port}/",
                                     "--config", json.dumps(fake_config(args, point.latency_ms))])
         wait_until(lambda: port_open(fake_port), 30, f"fake platform of {tag}")

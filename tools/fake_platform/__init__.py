@@ -61,7 +61,7 @@ extension (`.png` a real 1x1 PNG whose colour comes from the name, `.jpg` /
 starting `missing-` are 404, `unavailable-` 503. `GET /_fake/stats` counts
 them all under `media`.
 
-Run: `python -m tools.fake_whatsapp --port 8090 --webhook-url http://127.0.0.1:8081/`.
+Run: `python -m tools.fake_platform --port 8090 --webhook-url http://127.0.0.1:8081/`.
 Change behaviour at run time: `POST /_fake/config` with a JSON subset of
 `FakeConfig` (checked against its types); `POST /_fake/reset` clears the
 records.
