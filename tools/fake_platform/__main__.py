@@ -1,5 +1,5 @@
 """`python -m tools.fake_platform`: run the fake platform (see the package's docstring)."""
 
-from tools.fake_platform import main
+from tools.fake_platform.server import main
 
 main()

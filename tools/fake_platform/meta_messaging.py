@@ -1,0 +1,135 @@
+"""The Messenger Send API and Instagram messaging: the send call, Messenger's
+delivery and read receipts (watermarks), Instagram's `messaging_seen` and echoes.
+
+Messenger and Instagram (`POST /{version}/{PAGE-ID or IG-ID}/messages`, told
+apart by the id in the path; shared/providers/meta_messaging.py has the
+shapes and their sources): the answer is `{"recipient_id", "message_id"}`;
+no asynchronous failure. Messenger posts `message_deliveries` receipts (with
+`mids` for a share `messenger_mids_prob`, the watermark always) and
+`message_reads` for read messages; each watermark is what Meta documents:
+every message to that person stamped before it has been delivered (read).
+Instagram posts no delivery receipt: `messaging_seen` naming one message, for
+read messages only, and an echo (`is_echo`) of every send. Each app signs
+with its own secret.
+
+Decides each Messenger/Instagram message's fate (`_meta_plan`) and every
+body of theirs; must not touch WhatsApp (whatsapp.py) nor draw faults (faults.py).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import time
+from typing import Any
+
+from tools.fake_platform.core import MetaApp, SendRecord, _error
+from tools.fake_platform.faults import FaultInjection, TrickledAnswer
+
+
+class MetaMessagingWire(FaultInjection):
+    """Messenger and Instagram: sends, receipts, reads and echoes."""
+
+    def handle_meta_send(self, app: MetaApp, auth: str | None,
+                         body: dict[str, Any]) -> tuple[int | None, dict[str, Any] | TrickledAnswer]:
+        """A Messenger or Instagram send call: `{"recipient": {"id"}, "message": {"text"}}`
+        (Messenger also `messaging_type`), answered `{"recipient_id", "message_id"}`."""
+        if auth != f"Bearer {app.access_token}":
+            return 401, _error(190, "Invalid OAuth access token.", "OAuthException")
+        recipient = (body.get("recipient") or {}).get("id") if isinstance(body.get("recipient"), dict) else None
+        message = body.get("message") if isinstance(body.get("message"), dict) else {}
+        text = message.get("text")
+        if not isinstance(recipient, str) or not isinstance(text, str) or not text:
+            return 400, _error(100, "(#100) The parameter recipient or message is required", "OAuthException")
+        if app.provider == "messenger" and body.get("messaging_type") not in ("RESPONSE", "UPDATE", "MESSAGE_TAG"):
+            return 400, _error(100, "(#100) messaging_type is required", "OAuthException")
+        with self.lock:
+            refusal = self._refusal(recipient)
+            if refusal is not None:
+                return refusal
+            drop, slow_ms = self._after_send_faults(recipient)
+        if self.config.send_latency_ms:
+            time.sleep(self.config.send_latency_ms / 1000)
+        now = time.time()
+        mid = ("m_" if app.provider == "messenger" else "aWdf") + \
+            hashlib.sha1(f"{now}{next(self.counter)}".encode()).hexdigest()[:24]
+        callback = message.get("metadata") if app.provider == "messenger" else ""
+        record = SendRecord(recipient, mid, str(callback or ""), now, app.provider)
+        with self.lock:
+            self.sends.append(record)
+            self.conversations.setdefault((app.provider, recipient), []).append([now, False, False])
+            plan = self._meta_plan(app, record)
+        for when, action in plan:
+            self.at(when, action)
+        if slow_ms:
+            time.sleep(slow_ms / 1000)
+        if drop:
+            return None, {}
+        return 200, {"recipient_id": recipient, "message_id": mid}
+
+    def _meta_plan(self, app: MetaApp, rec: SendRecord) -> list[tuple[float, Any]]:
+        """A Messenger or Instagram message's fate. Lock held."""
+        cfg, rng = self.config, self.rng
+        fixed = cfg.slow_recipients.get(rec.recipient)
+        latency_ms = fixed if fixed is not None else cfg.ack_median_ms * math.exp(cfg.ack_sigma * rng.gauss(0, 1))
+        t_delivered = rec.at + latency_ms / 1000
+        plan: list[tuple[float, Any]] = [(t_delivered, lambda: self.receive(rec))]
+        if app.provider == "instagram":
+            plan.append((rec.at + 0.005, lambda: self.post_meta(app, rec, "echo")))
+        if rec.recipient in cfg.silent_recipients or rng.random() >= cfg.ack_prob:
+            return plan
+        read = rng.random() < cfg.read_prob
+        t_read = t_delivered + cfg.read_delay_ms * math.exp(0.5 * rng.gauss(0, 1)) / 1000
+        if app.provider == "messenger":
+            with_mids = rng.random() < cfg.messenger_mids_prob
+            plan.append((t_delivered, lambda: self.post_meta(app, rec, "delivery", with_mids)))
+            if read:
+                plan.append((t_read, lambda: self.post_meta(app, rec, "read")))
+            if rng.random() < cfg.duplicate_prob:
+                plan.append((t_delivered + 0.05, lambda: self.post_meta(app, rec, "delivery", with_mids)))
+        elif read:
+            plan.append((t_read, lambda: self.post_meta(app, rec, "seen")))
+        return plan
+
+    def _mark(self, rec: SendRecord, index: int) -> None:
+        """Mark `rec` delivered (index 1) or read (2, which implies delivered). Lock held."""
+        for m in self.conversations.get((rec.provider, rec.recipient), []):
+            if m[0] == rec.at:
+                m[index] = True
+                m[1] = True
+
+    def _watermark_ms(self, rec: SendRecord, index: int) -> int:
+        """The watermark of a delivery (index 1) or read (2) receipt to `rec`'s
+        person: every message to them stamped before it is delivered (read),
+        as Meta documents it. Lock held."""
+        pending = [m[0] for m in self.conversations.get((rec.provider, rec.recipient), []) if not m[index]]
+        return int((min(pending) if pending else time.time()) * 1000)
+
+    def post_meta(self, app: MetaApp, rec: SendRecord, kind: str, with_mids: bool = True, attempt: int = 1) -> None:
+        """Post one Messenger/Instagram webhook about `rec`, signed with the app's secret."""
+        page = {"id": app.account_id}
+        person = {"id": rec.recipient}
+        now_ms = int(time.time() * 1000)
+        with self.lock:
+            if kind == "delivery":
+                item = {"sender": person, "recipient": page, "timestamp": now_ms,
+                        "delivery": {"watermark": self._watermark_ms(rec, 1)}}
+                if with_mids:
+                    item["delivery"]["mids"] = [rec.wamid]
+            elif kind == "read":
+                self._mark(rec, 2)
+                item = {"sender": person, "recipient": page, "timestamp": now_ms,
+                        "read": {"watermark": self._watermark_ms(rec, 2)}}
+            elif kind == "seen":
+                self._mark(rec, 2)
+                item = {"sender": person, "recipient": page, "timestamp": now_ms, "read": {"mid": rec.wamid}}
+            else:  # echo of our own send
+                item = {"sender": page, "recipient": person, "timestamp": now_ms,
+                        "message": {"mid": rec.wamid, "is_echo": True, "text": "(echo)"}}
+            if kind in ("delivery", "read", "seen"):
+                self.acked.add(rec.wamid)
+        payload = {"object": "page" if app.provider == "messenger" else "instagram",
+                   "entry": [{"id": app.account_id, "time": now_ms, "messaging": [item]}]}
+        self._post_signed(json.dumps(payload).encode(), app.app_secret.encode(),
+                          lambda: self.post_meta(app, rec, kind, with_mids, attempt + 1), attempt)
