@@ -6,7 +6,8 @@ groups, on free ports chosen at start (so parallel runs never collide):
 - the Firestore emulator and the Pub/Sub emulator (gcloud, Java 17);
 - gcloud-tasks-emulator, from its own virtualenv `.venv-tasks` (it pins
   protobuf<5, which the current Google clients cannot share);
-- the fake WhatsApp platform (tools/fake_platform/);
+- the fake platform (tools/fake_platform/: the WhatsApp, Messenger and
+  Instagram wire formats, with injected faults);
 - `enqueue`, `deadletter`, `webhook`, `status`, `timeout`, `sweep` and
   `prepare` under functions-framework;
 - the sweeper (tools/sweeper.py), which calls `sweep` every

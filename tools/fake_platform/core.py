@@ -30,6 +30,8 @@ from tools.fake_platform.config import FakeConfig, _conforms
 
 @dataclass
 class SendRecord:
+    """One message the platform accepted and sent (shown by `GET /_fake/stats` under `sends`)."""
+
     recipient: str
     wamid: str  # the platform's message id (a wamid, or a Messenger/Instagram mid)
     callback: str  # our delivery id where the wire format carries it (not Instagram's)
@@ -71,6 +73,7 @@ class PlatformCore:
         threading.Thread(target=self._scheduler, daemon=True, name="fake-scheduler").start()
 
     def reset(self) -> None:
+        """Forget every record and counter (`POST /_fake/reset`); the config stays."""
         with self.lock:
             self.sends: list[SendRecord] = []
             self.device: dict[str, list[dict[str, Any]]] = {}
@@ -88,6 +91,7 @@ class PlatformCore:
     # ------------------------------------------------------------ timeline
 
     def at(self, when: float, action: Any) -> None:
+        """Run `action()` (on the webhook pool) at `when`, epoch s."""
         with self.lock:
             heapq.heappush(self.timeline, (when, next(self.counter), action))
             self.wake.notify()
@@ -104,6 +108,7 @@ class PlatformCore:
             self.pool.submit(action)
 
     def receive(self, rec: SendRecord) -> None:
+        """`rec`'s device receives it now (the device log judges ordering)."""
         with self.lock:
             if rec.provider != "whatsapp":
                 self._mark(rec, 1)  # on the device: covered by the next delivery watermark
@@ -187,6 +192,7 @@ FAULT_KINDS = ("send_error", "throughput_error", "pair_rate_limit", "http_5xx", 
 
 
 def _error(code: int, message: str, kind: str) -> dict[str, Any]:
+    """A Graph API error body (https://developers.facebook.com/docs/graph-api/guides/error-handling)."""
     return {"error": {"message": message, "type": kind, "code": code,
                       "error_data": {"messaging_product": "whatsapp", "details": message},
                       "fbtrace_id": "A" + hashlib.md5(message.encode()).hexdigest()[:22]}}

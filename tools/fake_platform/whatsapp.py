@@ -64,13 +64,11 @@ class WhatsAppWire(FaultInjection):
 
     # ------------------------------------------------------------ sends
 
-    def handle_send(self, phone_id: str, auth: str | None,
-                    body: dict[str, Any]) -> tuple[int | None, dict[str, Any] | TrickledAnswer]:
-        """Answer one send call: `(HTTP status, JSON body)` (a `TrickledAnswer`
-        to write it slowly), or `(None, {})` to close the connection without
-        any answer."""
-        if phone_id in self.meta_apps:
-            return self.handle_meta_send(self.meta_apps[phone_id], auth, body)
+    def handle_whatsapp_send(self, phone_id: str, auth: str | None,
+                             body: dict[str, Any]) -> tuple[int | None, dict[str, Any] | TrickledAnswer]:
+        """Answer one WhatsApp send call: `(HTTP status, JSON body)` (a
+        `TrickledAnswer` to write it slowly), or `(None, {})` to close the
+        connection without any answer."""
         if auth != f"Bearer {self.access_token}":
             return 401, _error(190, "Invalid OAuth access token.", "OAuthException")
         if body.get("messaging_product") != "whatsapp" or body.get("type") not in ("text", "image"):
