@@ -42,8 +42,10 @@ up: venv
 down:
 	$(PY) -m tools.stack down --run-dir $(RUN_DIR)
 
+# The fake platform's settings as JSON, e.g. FAKE='{"messenger_mids_prob": 0}' (tools/fake_platform/config.py).
+FAKE ?= {}
 demo: venv
-	$(PY) -m tools.demo --rooms $(ROOMS) --messages $(MESSAGES) --providers $(PROVIDERS)
+	$(PY) -m tools.demo --rooms $(ROOMS) --messages $(MESSAGES) --providers $(PROVIDERS) --fake '$(FAKE)'
 
 lint: venv
 	$(VENV)/bin/ruff check .

@@ -26,6 +26,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from shared.events import TERMINAL_EVENTS
+from tools.ack_share import acked_share
 from tools.audit import RECIPIENT_PREFIX, Summary, make_workload, read_events, summarize
 from tools.publisher import OutboundMessage, Publisher
 from tools.stack import PROJECT, ROOT, TOPIC, Stack
@@ -157,7 +158,10 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--providers", default="whatsapp",
                         help="comma-separated providers, rooms spread over them (whatsapp,messenger,instagram)")
+    parser.add_argument("--fake", default="{}",
+                        help='the fake platform\'s settings, JSON (e.g. \'{"messenger_mids_prob": 0}\')')
     args = parser.parse_args()
+    fake = json.loads(args.fake)
     providers = tuple(p.strip() for p in args.providers.split(",") if p.strip())
     if not providers or set(providers) - set(RECIPIENT_PREFIX):
         parser.error(f"--providers: each one of {', '.join(RECIPIENT_PREFIX)}")
@@ -176,7 +180,7 @@ def main() -> int:
     messages = make_workload(args.rooms, args.messages, seed=args.seed, providers=providers)
     console.print(f"[bold]baton demo[/]: {args.rooms:,} rooms x {args.messages} messages = {len(messages):,}"
                   f" ({', '.join(providers)})")
-    stack = Stack(Path(args.run_dir), event_log=event_log)
+    stack = Stack(Path(args.run_dir), event_log=event_log, fake_config=fake)
     with console.status("starting the local stack (emulators, functions, fake WhatsApp)..."):
         stack.start()
     try:
@@ -193,6 +197,10 @@ def main() -> int:
             stack.stop()
     summary = summarize(messages, read_events(event_log), stats, wall)
     print_summary(console, summary, f"baton demo: {args.rooms:,} rooms x {args.messages} messages")
+    ack_timeout_ms = int(os.environ.get("ACK_TIMEOUT_MS", "3000"))
+    for provider, (acked, eligible) in sorted(acked_share(read_events(event_log), stats, ack_timeout_ms).items()):
+        console.print(f"{provider}: acked {acked:,} of {eligible:,} messages the platform delivered and reported "
+                      f"within the ack timeout ({acked / max(eligible, 1):.1%})")
     (out / "summary.txt").write_text("\n".join(f"{k}: {v}" for k, v in summary.rows()) + "\n")
     console.print(f"event log: {event_log}")
     if not summary.ok:

@@ -44,6 +44,7 @@ class FakeConfig:
     pair_rate_interval_ms: float = 0.0  # enforce a pair rate per recipient: one token per this many ms (0: off)
     pair_rate_burst: int = 45  # tokens a recipient's bucket holds; a send with none gets 131056, not sent
     messenger_mids_prob: float = 0.7  # Messenger delivery receipts that carry `mids` (the watermark always comes)
+    watermark_after_ms: float = 1.0  # a watermark lies this far past the latest covered message's stamp
     media_latency_ms: float = 750.0  # time a media upload takes to answer
     media_max_bytes: int = 5 * 1024 * 1024  # largest file the media endpoint takes (WhatsApp's images: 5 MB)
     upload_http_5xx: int = 0  # the next this many uploads are answered HTTP 500, no media made

@@ -75,8 +75,10 @@ class MetaMessagingWire(FaultInjection):
         latency_ms = fixed if fixed is not None else cfg.ack_median_ms * math.exp(cfg.ack_sigma * rng.gauss(0, 1))
         t_delivered = rec.at + latency_ms / 1000
         plan: list[tuple[float, Any]] = [(t_delivered, lambda: self.receive(rec))]
-        if app.provider == "instagram":
-            plan.append((rec.at + 0.005, lambda: self.post_meta(app, rec, "echo")))
+        # Meta echoes every message a Page or account sends (Messenger's
+        # `message_echoes` carry the send's `metadata`), stamped with the
+        # message's own time.
+        plan.append((rec.at + 0.005, lambda: self.post_meta(app, rec, "echo")))
         if rec.recipient in cfg.silent_recipients or rng.random() >= cfg.ack_prob:
             return plan
         read = rng.random() < cfg.read_prob
@@ -101,10 +103,19 @@ class MetaMessagingWire(FaultInjection):
 
     def _watermark_ms(self, rec: SendRecord, index: int) -> int:
         """The watermark of a delivery (index 1) or read (2) receipt to `rec`'s
-        person: every message to them stamped before it is delivered (read),
-        as Meta documents it. Lock held."""
-        pending = [m[0] for m in self.conversations.get((rec.provider, rec.recipient), []) if not m[index]]
-        return int((min(pending) if pending else time.time()) * 1000)
+        person, as Meta documents it: every message to them stamped before it
+        is delivered (read). It lies just after the stamp of the latest such
+        message (`watermark_after_ms`, as in Meta's example payload: a mid
+        stamped at ...218 ms, the watermark at ...253 ms), and never past
+        the stamp of one that is not. Lock held."""
+        conversation = self.conversations.get((rec.provider, rec.recipient), [])
+        pending = [m[0] for m in conversation if not m[index]]
+        done = [m[0] for m in conversation if m[index]]
+        after = self.config.watermark_after_ms / 1000
+        mark = (max(done) + after) if done else time.time()
+        if pending:
+            mark = min(mark, min(pending))
+        return int(mark * 1000)
 
     def post_meta(self, app: MetaApp, rec: SendRecord, kind: str, with_mids: bool = True, attempt: int = 1) -> None:
         """Post one Messenger/Instagram webhook about `rec`, signed with the app's secret."""
@@ -124,9 +135,11 @@ class MetaMessagingWire(FaultInjection):
             elif kind == "seen":
                 self._mark(rec, 2)
                 item = {"sender": person, "recipient": page, "timestamp": now_ms, "read": {"mid": rec.wamid}}
-            else:  # echo of our own send
-                item = {"sender": page, "recipient": person, "timestamp": now_ms,
-                        "message": {"mid": rec.wamid, "is_echo": True, "text": "(echo)"}}
+            else:  # echo of our own send, stamped with the message's time
+                message = {"mid": rec.wamid, "is_echo": True, "text": "(echo)"}
+                if rec.callback:
+                    message["metadata"] = rec.callback
+                item = {"sender": page, "recipient": person, "timestamp": int(rec.at * 1000), "message": message}
             if kind in ("delivery", "read", "seen"):
                 self.acked.add(rec.wamid)
         payload = {"object": "page" if app.provider == "messenger" else "instagram",
