@@ -43,6 +43,10 @@ class FakeConfig:
     trickle_answer_ms: dict[str, list[float]] = field(default_factory=dict)  # recipient -> ms between answer bytes
     pair_rate_interval_ms: float = 0.0  # enforce a pair rate per recipient: one token per this many ms (0: off)
     pair_rate_burst: int = 45  # tokens a recipient's bucket holds; a send with none gets 131056, not sent
+    # A WhatsApp business number's throughput, messages/s (80 by default at Meta,
+    # https://developers.facebook.com/docs/whatsapp/throughput): a send past it in any
+    # one-second window gets 130429 and is not sent. 0: not enforced.
+    number_rate_per_s: int = 0
     messenger_mids_prob: float = 0.7  # Messenger delivery receipts that carry `mids` (the watermark always comes)
     watermark_after_ms: float = 1.0  # a watermark lies this far past the latest covered message's stamp
     media_latency_ms: float = 750.0  # time a media upload takes to answer

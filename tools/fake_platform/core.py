@@ -85,6 +85,7 @@ class PlatformCore:
             # Messenger/Instagram: per person, [stamp, delivered, read] of each message (watermarks).
             self.conversations: dict[tuple[str, str], list[list[Any]]] = {}
             self.pair_buckets: dict[str, tuple[float, float]] = {}  # recipient -> (tokens, at epoch s)
+            self.number_sends: dict[str, list[float]] = {}  # phone number id -> its sends' times in the last second
             self.media: dict[str, dict[str, dict[str, Any]]] = {}  # phone id -> media id -> {type, bytes, sha256}
             self.media_counts: Counter[str] = Counter()  # uploads, refusals, sends by id / link, asset fetches
 

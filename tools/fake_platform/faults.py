@@ -17,7 +17,9 @@ sends) or as a share of all sends (drawn from the seeded rng):
 `GET /_fake/stats` counts each fault injected, by kind (`faults`).
 With `pair_rate_interval_ms` set, the fake enforces a pair rate per
 recipient as Meta does (a token bucket of `pair_rate_burst`): a send to a
-person whose bucket is empty is answered 131056 and not sent.
+person whose bucket is empty is answered 131056 and not sent. With
+`number_rate_per_s` set, a WhatsApp number's sends past that many in any
+one-second window are answered 130429 (throughput) and not sent.
 
 Decides whether a send is refused or its answer spoiled; must not touch
 any wire format of a successful send (whatsapp.py, meta_messaging.py).
@@ -53,9 +55,20 @@ class FaultInjection(PlatformCore):
         other draws do not shift when no fault is asked for)."""
         return prob > 0 and self.rng.random() < prob
 
-    def _refusal(self, recipient: str) -> tuple[int, dict[str, Any]] | None:
-        """A fault answered instead of sending, if any. Lock held."""
+    def _refusal(self, recipient: str, sender: str = "") -> tuple[int, dict[str, Any]] | None:
+        """A fault answered instead of sending, if any; `sender` is the
+        sending number's id (WhatsApp; empty: no throughput limit). Lock held."""
         cfg = self.config
+        if sender and cfg.number_rate_per_s > 0:
+            now = time.time()
+            recent = [t for t in self.number_sends.get(sender, []) if now - t < 1.0]
+            if len(recent) >= cfg.number_rate_per_s:
+                self.number_sends[sender] = recent
+                kind, message = RANDOM_SEND_ERRORS[130429]
+                self.send_errors_returned += 1
+                self.faults[kind] += 1
+                return 400, _error(130429, message, "OAuthException")
+            self.number_sends[sender] = [*recent, now]
         queued_errors = cfg.send_errors.get(recipient)
         if queued_errors:
             code = queued_errors.pop(0)

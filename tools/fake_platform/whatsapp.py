@@ -84,7 +84,7 @@ class WhatsAppWire(FaultInjection):
                 return refusal
         cfg = self.config
         with self.lock:
-            refusal = self._refusal(recipient)
+            refusal = self._refusal(recipient, sender=phone_id)
             if refusal is not None:
                 return refusal
             drop, slow_ms = self._after_send_faults(recipient)
