@@ -216,5 +216,6 @@ class OperatorsAndLateStatuses(RuleBasedStateMachine):
 
 
 OperatorsAndLateStatuses.TestCase.settings = settings(
-    max_examples=150, stateful_step_count=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    max_examples=150, stateful_step_count=40, deadline=None, derandomize=True, database=None,
+    suppress_health_check=[HealthCheck.too_slow])
 test_operators_and_late_statuses = OperatorsAndLateStatuses.TestCase
