@@ -104,7 +104,8 @@ class Env:
         from shared.tasks import TimerScheduler, make_client
 
         s = self.settings
-        store = RoomStore(firestore.Client(project=s.project, database=s.firestore_database), s.retention_hours)
+        store = RoomStore(firestore.Client(project=s.project, database=s.firestore_database), s.retention_hours,
+                          index_shards=s.index_shards)
         forward = None if self.local else cloud_logging_forwarder(s.project)
         service = DeliveryService(s, policy_from_settings(s), store, TimerScheduler(make_client(s), s),
                                   make_senders(s), OperatorEventLog(s.event_log_path, forward))

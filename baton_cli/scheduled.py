@@ -52,7 +52,8 @@ def cancel(env: Env, message_id: str, reason: str, as_json: bool) -> None:
     from shared.store import RoomStore
 
     s = env.settings
-    store = RoomStore(firestore.Client(project=s.project, database=s.firestore_database), s.retention_hours)
+    store = RoomStore(firestore.Client(project=s.project, database=s.firestore_database), s.retention_hours,
+                      index_shards=s.index_shards)
     recorded = store.cancel_scheduled(message_id, env.who, reason)
     task = (recorded or {}).get("task")
     deleted = _hold(env).delete(task) if task else False

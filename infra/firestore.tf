@@ -59,20 +59,55 @@ resource "google_firestore_field" "ttl" {
 # stored by an older version keep it (the code updates a room field by
 # field) until TTL deletes them.
 #
-# Not exempt: `wake_at_us`, a top-level integer. The watchdog's query
-# (`wake_at_us < now - grace`, ordered by `wake_at_us`) is a single-field
-# range query that the automatic single-field index serves; no composite
-# index is needed. Nor `in_flight_to` (`{provider}:{recipient}` of the
-# message in flight, a short string): a Messenger or Instagram receipt names
-# only the recipient, and finds its rooms by an equality query on it.
+# Also exempt: every top-level scalar of a room that no query reads
+# (`incarnation` is the room's creation time, `gap_due_us` a due time,
+# `pace.at_us` a time: indexed, each would be a sequential index). And the
+# time-valued fields the queries do read (shared/shards.py: `wake_at_us`
+# for the watchdog, `head_since_us` and `paused_at_us` for the operators'
+# listings) lose their single-field index too: they are indexed only behind
+# the room's `shard`, by the composite indexes below. tests/infra holds this
+# list to the code: a room field written with near-sequential values must be
+# exempt or sharded.
+#
+# Indexed: `parked` (a small count: its writes spread over every room's id,
+# no sequential range) and `in_flight_to` (`{provider}:{recipient}` of the
+# message in flight: a Messenger or Instagram receipt names only the
+# recipient, and finds its rooms by an equality query on it).
 resource "google_firestore_field" "room_unindexed" {
-  for_each   = toset(["pending", "recent_ids", "ended", "counts", "in_flight", "awaiting", "accepted", "echoes", "held"])
+  for_each = toset([
+    "pending", "recent_ids", "ended", "counts", "in_flight", "awaiting", "accepted", "echoes", "held",
+    "incarnation", "next_seq", "blocked_reason", "paused_by", "paused_reason", "pace", "next_sequence",
+    "gap_due_us", "write_id", "shard", "wake_at_us", "head_since_us", "paused_at_us",
+  ])
   project    = var.project_id
   database   = google_firestore_database.main.name
   collection = "rooms"
   field      = each.value
 
   index_config {}
+}
+
+# The sharded indexes (shared/shards.py): (shard, field), each shard its own
+# index range with Firestore's 500 writes/s of a sequential index
+# (https://cloud.google.com/firestore/docs/solutions/shard-timestamp). A query
+# asks `shard == i` with a range on the field, ordered by the field and the
+# document id (which every index ends with:
+# https://cloud.google.com/firestore/docs/query-data/index-overview).
+resource "google_firestore_index" "room_sharded" {
+  for_each    = toset(["wake_at_us", "head_since_us", "paused_at_us"])
+  project     = var.project_id
+  database    = google_firestore_database.main.name
+  collection  = "rooms"
+  query_scope = "COLLECTION"
+
+  fields {
+    field_path = "shard"
+    order      = "ASCENDING"
+  }
+  fields {
+    field_path = each.value
+    order      = "ASCENDING"
+  }
 }
 
 # Client SDKs (web, mobile) get nothing: only the functions' service

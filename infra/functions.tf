@@ -34,7 +34,7 @@ resource "google_cloudfunctions2_function" "fn" {
     timeout_seconds                  = var.function_timeout_seconds
     max_instance_request_concurrency = var.function_threads
     min_instance_count               = var.min_instances[each.key]
-    max_instance_count               = var.max_instances[each.key]
+    max_instance_count               = local.max_instances[each.key]
     # Pub/Sub push, Cloud Tasks and Cloud Scheduler from the same project
     # count as internal traffic
     # (https://cloud.google.com/run/docs/securing/ingress), so only the

@@ -181,7 +181,7 @@ resource "google_project_iam_member" "function_firestore" {
 # 503 and retried until someone noticed. Retired queues (tasks.tf) get no
 # grant: nobody writes to them.
 resource "google_cloud_tasks_queue_iam_member" "function_enqueuer" {
-  for_each   = { for pair in setproduct(tolist(local.stateful_functions), range(var.tasks_queue_count)) : "${pair[0]}-${pair[1]}" => pair }
+  for_each   = { for pair in setproduct(tolist(local.stateful_functions), range(local.tasks_queue_count)) : "${pair[0]}-${pair[1]}" => pair }
   project    = var.project_id
   location   = var.region
   name       = google_cloud_tasks_queue.ack_timeouts[each.value[1]].name
@@ -201,7 +201,7 @@ resource "google_cloud_tasks_queue_iam_member" "function_enqueuer" {
 # task (a stale one is answered and dropped). Retired prepare queues get no
 # grant.
 resource "google_cloud_tasks_queue_iam_member" "function_prepare_enqueuer" {
-  for_each   = { for pair in setproduct(tolist(local.stateful_functions), range(var.prepare_queue_count)) : "${pair[0]}-${pair[1]}" => pair }
+  for_each   = { for pair in setproduct(tolist(local.stateful_functions), range(local.prepare_queue_count)) : "${pair[0]}-${pair[1]}" => pair }
   project    = var.project_id
   location   = var.region
   name       = google_cloud_tasks_queue.prepare[each.value[1]].name
@@ -228,7 +228,7 @@ resource "google_cloud_tasks_queue_iam_member" "enqueue_holds_scheduled" {
 # (docs/cost.md). Without the grant the delete is refused and the timer fires
 # and is ignored, as before: nothing breaks.
 resource "google_cloud_tasks_queue_iam_member" "function_task_deleter" {
-  for_each   = { for pair in setproduct(tolist(local.stateful_functions), range(var.tasks_queue_count)) : "${pair[0]}-${pair[1]}" => pair }
+  for_each   = { for pair in setproduct(tolist(local.stateful_functions), range(local.tasks_queue_count)) : "${pair[0]}-${pair[1]}" => pair }
   project    = var.project_id
   location   = var.region
   name       = google_cloud_tasks_queue.ack_timeouts[each.value[1]].name

@@ -79,7 +79,7 @@ locals {
     FIRESTORE_DATABASE         = google_firestore_database.main.name
     TASKS_LOCATION             = var.region
     TASKS_QUEUE_PREFIX         = local.tasks_queue_prefix
-    TASKS_QUEUE_COUNT          = tostring(var.tasks_queue_count)
+    TASKS_QUEUE_COUNT          = tostring(local.tasks_queue_count)
     TIMEOUT_URL                = local.timeout_url
     ENQUEUE_URL                = local.enqueue_url
     SCHEDULED_QUEUE            = google_cloud_tasks_queue.scheduled.name
@@ -98,6 +98,7 @@ locals {
     SWEEP_BATCH_SIZE           = tostring(var.sweep_batch_size)
     SWEEP_CONCURRENCY          = tostring(var.sweep_concurrency)
     SWEEP_BUDGET_S             = tostring(var.sweep_budget_s)
+    INDEX_SHARDS               = tostring(var.index_shards)
     RETENTION_HOURS            = tostring(var.retention_hours)
     WHATSAPP_API_BASE          = var.whatsapp_api_base
     WHATSAPP_API_VERSION       = var.whatsapp_api_version
@@ -125,7 +126,7 @@ locals {
     PREPARE_RETRY_BASE_MS      = tostring(var.prepare_retry_base_ms)
     PREPARE_POISON             = var.prepare_poison
     PREPARE_QUEUE_PREFIX       = local.prepare_queue_prefix
-    PREPARE_QUEUE_COUNT        = tostring(var.prepare_queue_count)
+    PREPARE_QUEUE_COUNT        = tostring(local.prepare_queue_count)
     PREPARE_URL                = local.prepare_url
     MEDIA_MAX_BYTES            = tostring(var.media_max_bytes)
     MEDIA_TIMEOUT_MS           = tostring(var.media_timeout_ms)

@@ -80,10 +80,10 @@ output "status_error_queue" {
 
 output "tasks_queues" {
   description = "Cloud Tasks queues: the active ones (TASKS_QUEUE_COUNT) first, then the retired ones still draining."
-  value       = { active = [for q in slice(google_cloud_tasks_queue.ack_timeouts, 0, var.tasks_queue_count) : q.name], retired = [for q in slice(google_cloud_tasks_queue.ack_timeouts, var.tasks_queue_count, length(google_cloud_tasks_queue.ack_timeouts)) : q.name] }
+  value       = { active = [for q in slice(google_cloud_tasks_queue.ack_timeouts, 0, local.tasks_queue_count) : q.name], retired = [for q in slice(google_cloud_tasks_queue.ack_timeouts, local.tasks_queue_count, length(google_cloud_tasks_queue.ack_timeouts)) : q.name] }
 }
 
 output "prepare_queues" {
   description = "Cloud Tasks queues of the prepare tasks: the active ones (PREPARE_QUEUE_COUNT) first, then the retired ones still draining."
-  value       = { active = [for q in slice(google_cloud_tasks_queue.prepare, 0, var.prepare_queue_count) : q.name], retired = [for q in slice(google_cloud_tasks_queue.prepare, var.prepare_queue_count, length(google_cloud_tasks_queue.prepare)) : q.name] }
+  value       = { active = [for q in slice(google_cloud_tasks_queue.prepare, 0, local.prepare_queue_count) : q.name], retired = [for q in slice(google_cloud_tasks_queue.prepare, local.prepare_queue_count, length(google_cloud_tasks_queue.prepare)) : q.name] }
 }

@@ -14,7 +14,7 @@
 # tasks is never deleted: the destroy-time check below fails the apply
 # instead, naming the queue (docs/deploy.md, "Fewer timer queues").
 resource "google_cloud_tasks_queue" "ack_timeouts" {
-  count    = var.tasks_queue_count + var.tasks_queues_retired
+  count    = local.tasks_queue_count + var.tasks_queues_retired
   name     = "${local.tasks_queue_prefix}-${count.index}"
   location = var.region
 
@@ -93,7 +93,7 @@ resource "google_cloud_tasks_queue" "scheduled" {
 # after PREPARE_TIMEOUT_MS), but it costs its room that wait and one of
 # MAX_PREPARE_ATTEMPTS, so a queue holding tasks is not deleted either.
 resource "google_cloud_tasks_queue" "prepare" {
-  count    = var.prepare_queue_count + var.prepare_queues_retired
+  count    = local.prepare_queue_count + var.prepare_queues_retired
   name     = "${local.prepare_queue_prefix}-${count.index}"
   location = var.region
 

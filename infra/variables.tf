@@ -132,17 +132,17 @@ variable "min_instances" {
 }
 
 variable "max_instances" {
-  description = "Maximum instances per function (keys enqueue, deadletter, webhook, status, timeout, sweep, prepare). sweep is called once a minute; deadletter only when Pub/Sub gives up on a push; prepare waits on uploads (~1 s each), so a prepare queue at its 500 dispatches/s keeps about 500 requests in flight: about 100 instances of function_threads = 8 at the autoscaler's 60%."
+  description = "Maximum instances per function (keys enqueue, deadletter, webhook, status, timeout, sweep, prepare). Unset (null): derived from target_peak_messages_per_s, the requests each function serves per message and their latency, at function_threads per instance and the autoscaler's 60% (scale.tf, docs/scale.md)."
   type        = map(number)
-  default     = { enqueue = 20, deadletter = 5, webhook = 40, status = 40, timeout = 20, sweep = 2, prepare = 100 }
+  default     = null
 
   validation {
-    condition     = length(setsubtract(["enqueue", "deadletter", "webhook", "status", "timeout", "sweep", "prepare"], keys(var.max_instances))) == 0
+    condition     = var.max_instances == null || length(setsubtract(["enqueue", "deadletter", "webhook", "status", "timeout", "sweep", "prepare"], keys(coalesce(var.max_instances, {})))) == 0
     error_message = "max_instances needs a value for each of enqueue, deadletter, webhook, status, timeout, sweep and prepare."
   }
 
   validation {
-    condition     = alltrue([for n in values(var.max_instances) : n >= 1 && n == floor(n)])
+    condition     = var.max_instances == null || alltrue([for n in values(coalesce(var.max_instances, {})) : n >= 1 && n == floor(n)])
     error_message = "max_instances values must be whole numbers, 1 or more."
   }
 }
@@ -435,12 +435,12 @@ variable "dead_letter_max_attempts" {
 }
 
 variable "tasks_queue_count" {
-  description = "Number of ack-timeout Cloud Tasks queues the functions write to (TASKS_QUEUE_COUNT). One queue dispatches at most 500 tasks/s; the code spreads rooms over the queues by a hash of the room id. To lower it, keep the old queues as tasks_queues_retired until they are empty (docs/deploy.md, \"Fewer timer queues\")."
+  description = "Number of ack-timeout Cloud Tasks queues the functions write to (TASKS_QUEUE_COUNT). One queue dispatches at most 500 tasks/s; the code spreads rooms over the queues by a hash of the room id. Unset (null): derived from target_peak_messages_per_s (scale.tf). To lower it, keep the old queues as tasks_queues_retired until they are empty (docs/deploy.md, \"Fewer timer queues\")."
   type        = number
-  default     = 2
+  default     = null
 
   validation {
-    condition     = var.tasks_queue_count >= 1 && var.tasks_queue_count <= 50 && var.tasks_queue_count == floor(var.tasks_queue_count)
+    condition     = var.tasks_queue_count == null || (coalesce(var.tasks_queue_count, 1) >= 1 && coalesce(var.tasks_queue_count, 1) <= 50 && coalesce(var.tasks_queue_count, 1) == floor(coalesce(var.tasks_queue_count, 1)))
     error_message = "tasks_queue_count must be a whole number 1..50."
   }
 }
@@ -619,12 +619,12 @@ variable "prepare_poison" {
 }
 
 variable "prepare_queue_count" {
-  description = "Number of prepare Cloud Tasks queues the functions write to (PREPARE_QUEUE_COUNT): 500 dispatches/s each; a room's consecutive messages go to consecutive queues. To lower it, keep the old queues as prepare_queues_retired until they are empty (docs/deploy.md, \"Fewer timer queues\")."
+  description = "Number of prepare Cloud Tasks queues the functions write to (PREPARE_QUEUE_COUNT): 500 dispatches/s each; a room's consecutive messages go to consecutive queues. Unset (null): derived from target_peak_messages_per_s and target_prepared_share (scale.tf). To lower it, keep the old queues as prepare_queues_retired until they are empty (docs/deploy.md, \"Fewer timer queues\")."
   type        = number
-  default     = 1
+  default     = null
 
   validation {
-    condition     = var.prepare_queue_count >= 1 && var.prepare_queue_count <= 50 && var.prepare_queue_count == floor(var.prepare_queue_count)
+    condition     = var.prepare_queue_count == null || (coalesce(var.prepare_queue_count, 1) >= 1 && coalesce(var.prepare_queue_count, 1) <= 50 && coalesce(var.prepare_queue_count, 1) == floor(coalesce(var.prepare_queue_count, 1)))
     error_message = "prepare_queue_count must be a whole number 1..50."
   }
 }

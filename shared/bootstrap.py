@@ -29,7 +29,7 @@ def bootstrap(settings: config.Settings | None = None) -> DeliveryService:
     """
     settings = settings or config.load()
     db = firestore.Client(project=settings.project, database=settings.firestore_database)
-    store = RoomStore(db, settings.retention_hours)
+    store = RoomStore(db, settings.retention_hours, index_shards=settings.index_shards)
     tasks = make_client(settings)
     timers = TimerScheduler(tasks, settings)
     return DeliveryService(settings, policy_from_settings(settings), store, timers, make_senders(settings),

@@ -40,6 +40,9 @@ ENV_VARS: dict[str, tuple[str, str]] = {
     "WATCHDOG_GRACE_MS": ("60000", "ms a room's wake-up may be overdue before the watchdog sweep re-drives it"),
     "SWEEP_BATCH_SIZE": ("500", "overdue rooms one query of the watchdog sweep takes up (oldest first); it queries again until none is left or its budget is spent"),
     "SWEEP_CONCURRENCY": ("16", "rooms one watchdog sweep re-drives at a time"),
+    "INDEX_SHARDS": ("16", "shards of the rooms' time-valued indexes (wake_at_us, head_since_us, paused_at_us): a room's "
+                     "`shard` is a hash of its id modulo this; each shard takes Firestore's 500 writes/s of a "
+                     "sequential index (shared/shards.py). Raise only"),
     "SWEEP_BUDGET_S": ("45", "s a watchdog sweep works before it leaves the rest for the next one (below the function timeout)"),
     "RETENTION_HOURS": ("48", "hours after its last change that a document's TTL field points to"),
     "WHATSAPP_API_BASE": ("http://127.0.0.1:8090", "base URL of the WhatsApp Cloud API (https://graph.facebook.com)"),
@@ -150,6 +153,7 @@ class Settings:
     sweep_batch_size: int
     sweep_concurrency: int
     sweep_budget_s: int
+    index_shards: int
     retention_hours: int
     whatsapp_api_base: str
     whatsapp_api_version: str

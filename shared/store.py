@@ -9,7 +9,8 @@ Layout:
   the queue lives beside the baton, so passing the baton and reading the next
   head are the same transaction. Its top-level `wake_at_us` (the in-flight
   attempt's timer due time, null when nothing waits) is what the watchdog
-  queries.
+  queries, shard by shard: every room write also stores the room's `shard`
+  (shared/shards.py), so no index range takes every room's writes.
 - `rejected_messages/{pubsub_message_id}`: pushes that can never be valid,
   with their reason and raw content.
 - `dead_letters/{room_id}:{incarnation}:{seq}`: messages baton gave up on, with their body.
@@ -30,6 +31,7 @@ import random
 import time
 import uuid
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -38,6 +40,7 @@ from google.api_core.retry import Retry, if_transient_error
 from google.cloud import firestore
 from google.cloud.firestore_v1.base_query import FieldFilter
 
+from shared.config import ENV_VARS
 from shared.opcounts import OpCounts, begin_request, op_counts
 from shared.records import DEAD_LETTERS, REJECTED, SCHEDULED_CANCELS, KeptRecords
 from shared.room import (
@@ -48,10 +51,14 @@ from shared.room import (
     room_from_doc,
     room_to_doc,
 )
+from shared.shards import SHARD_FIELD, SHARDED_FIELDS, index_shard, merge_by_value
 
 # A fresh id in every room write: after a commit whose answer was lost, the
 # next read shows whether the write that landed was this request's own.
 WRITE_ID = "write_id"
+DEFAULT_INDEX_SHARDS = int(ENV_VARS["INDEX_SHARDS"][0])
+# Shards one sharded query asks at a time (threads of one call).
+SHARD_QUERY_CONCURRENCY = 16
 
 # Named here too, where the rest of the code and the tests import them from.
 __all__ = ["DEAD_LETTERS", "REJECTED", "SCHEDULED_CANCELS", "WRITE_ID", "ContentionError", "OpCounts", "RoomStore",
@@ -75,11 +82,16 @@ class RoomStore(KeptRecords):
         max_attempts: read-decide-write attempts before `ContentionError`.
         deadline_s: how long one Firestore call may retry transient errors, in
             s, before it raises (the caller then answers 5xx and is redelivered).
+        index_shards: INDEX_SHARDS, the shards of the rooms' time-valued
+            indexes (shared/shards.py): every room write stores its `shard`,
+            and the watchdog's and the operators' queries ask every shard.
     """
 
     def __init__(self, client: firestore.Client, retention_hours: int, max_attempts: int = 10,
-                 deadline_s: float = 10.0) -> None:
+                 deadline_s: float = 10.0, index_shards: int = DEFAULT_INDEX_SHARDS) -> None:
+        index_shard("", index_shards)  # raises ValueError below 1
         self._db = client
+        self._shards = index_shards
         self._retention = timedelta(hours=retention_hours)
         self._max_attempts = max_attempts
         self._call = {"retry": Retry(initial=0.05, maximum=1.0, multiplier=2.0, timeout=deadline_s,
@@ -135,7 +147,7 @@ class RoomStore(KeptRecords):
                 return decision
             expire_at = self._expire_at()
             write_id = uuid.uuid4().hex
-            doc = {**room_to_doc(decision.state), WRITE_ID: write_id,
+            doc = {**room_to_doc(decision.state), WRITE_ID: write_id, SHARD_FIELD: index_shard(room_id, self._shards),
                    "expire_at": None if decision.state.holds_messages or decision.state.paused else expire_at}
             batch = self._db.batch()
             if snap.exists:
@@ -220,14 +232,36 @@ class RoomStore(KeptRecords):
 
     def overdue_rooms(self, before_us: int, limit: int) -> list[str]:
         """Ids of rooms whose wake-up (`wake_at_us`) is before `before_us`
-        (epoch us), oldest first, at most `limit`. A single-field range query
-        served by Firestore's automatic index on `wake_at_us`; rooms with
-        nothing waiting have null there and never match."""
-        query = (self._db.collection(ROOMS).where(filter=FieldFilter("wake_at_us", "<", before_us))
-                 .order_by("wake_at_us").limit(limit))
-        ids = [snap.id for snap in query.stream(**self._call)]
-        op_counts().firestore_reads += max(1, len(ids))
-        return ids
+        (epoch us), oldest first, at most `limit`. One range query per index
+        shard (`shard == i`, `wake_at_us < before_us`, composite index
+        (shard, wake_at_us) in infra/firestore.tf), asked in parallel and
+        merged; rooms with nothing waiting have null there and never match.
+        Costs one read per shard at least (a query that finds nothing is
+        billed one read), and one per room found."""
+        rows = self._ask_shards("wake_at_us", lambda q: q.where(filter=FieldFilter("wake_at_us", "<", before_us)),
+                                limit, None)
+        return [room_id for room_id, _ in rows]
+
+    def _ask_shards(self, name: str, narrow: Callable[[Any], Any], limit: int,
+                    after: tuple[int, str] | None) -> list[tuple[str, dict[str, Any]]]:
+        """The first `limit` rooms by (`name`, room id) over every index shard,
+        each shard asked with `narrow` (a range on `name`), ordered by `name`
+        and document id, resuming after `after` ((value, room id)) if given.
+        Returns [(room_id, document)] in that order."""
+        col = self._db.collection(ROOMS)
+
+        def ask(shard: int) -> list[tuple[str, dict[str, Any]]]:
+            query = narrow(col.where(filter=FieldFilter(SHARD_FIELD, "==", shard))).order_by(name).order_by("__name__")
+            if after is not None:
+                query = query.start_after({name: after[0], "__name__": self.room_ref(after[1])})
+            return [(snap.id, snap.to_dict()) for snap in query.limit(limit).stream(**self._call)]
+
+        with ThreadPoolExecutor(max_workers=min(self._shards, SHARD_QUERY_CONCURRENCY)) as pool:
+            pages = list(pool.map(ask, range(self._shards)))
+        docs = {room_id: doc for page in pages for room_id, doc in page}
+        order = merge_by_value([[(doc[name], room_id) for room_id, doc in page] for page in pages], limit)
+        op_counts().firestore_reads += sum(max(1, len(page)) for page in pages)
+        return [(room_id, docs[room_id]) for _, room_id in order]
 
     def rooms_sending_to(self, recipient_key: str) -> list[str]:
         """Ids of every room whose in-flight message goes to `recipient_key`
@@ -263,8 +297,10 @@ class RoomStore(KeptRecords):
 
     def list_rooms(self, kind: str, limit: int, cursor: str | None = None,
                    before_us: int | None = None) -> tuple[list[tuple[str, dict[str, Any]]], str | None]:
-        """One page of rooms, by a query on one top-level field (the single-field
-        index Firestore keeps automatically serves each: no scan, no composite index):
+        """One page of rooms, by a query on one top-level field: a field of
+        `SHARDED_FIELDS` is asked shard by shard and merged (composite indexes
+        (shard, field) in infra/firestore.tf), `parked` by its automatic
+        single-field index; no scan:
 
         - `stuck`: `wake_at_us < before_us` (epoch us), most overdue first;
         - `lag`: rooms holding a message, oldest head of line (`head_since_us`) first;
@@ -282,21 +318,23 @@ class RoomStore(KeptRecords):
         if kind not in fields:
             raise ValueError(f"unknown room listing {kind!r}: one of {sorted(fields)}")
         name = fields[kind]
-        col = self._db.collection(ROOMS)
-        if kind == "stuck":
-            if before_us is None:
-                raise ValueError("the stuck listing needs before_us")
-            flt = FieldFilter(name, "<", before_us)
-        else:
-            flt = FieldFilter(name, ">", 0)
-        query = col.where(filter=flt).order_by(name).order_by("__name__")
+        if kind == "stuck" and before_us is None:
+            raise ValueError("the stuck listing needs before_us")
+        after: tuple[int, str] | None = None
         if cursor:
             value, sep, after_id = cursor.partition(":")
             if not sep or not value.lstrip("-").isdigit() or not after_id:
                 raise ValueError(f"not a cursor of this listing: {cursor!r}")
-            query = query.start_after({name: int(value), "__name__": self.room_ref(after_id)})
-        rows = [(snap.id, snap.to_dict()) for snap in query.limit(limit).stream(**self._call)]
-        op_counts().firestore_reads += max(1, len(rows))
+            after = (int(value), after_id)
+        flt = FieldFilter(name, "<", before_us) if kind == "stuck" else FieldFilter(name, ">", 0)
+        if name in SHARDED_FIELDS:
+            rows = self._ask_shards(name, lambda q: q.where(filter=flt), limit, after)
+        else:
+            query = self._db.collection(ROOMS).where(filter=flt).order_by(name).order_by("__name__")
+            if after is not None:
+                query = query.start_after({name: after[0], "__name__": self.room_ref(after[1])})
+            rows = [(snap.id, snap.to_dict()) for snap in query.limit(limit).stream(**self._call)]
+            op_counts().firestore_reads += max(1, len(rows))
         next_cursor = f"{rows[-1][1][name]}:{rows[-1][0]}" if len(rows) == limit else None
         return rows, next_cursor
 

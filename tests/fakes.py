@@ -32,7 +32,8 @@ from shared.room import (
     room_from_doc,
     room_to_doc,
 )
-from shared.store import WRITE_ID, ContentionError
+from shared.shards import SHARD_FIELD, index_shard
+from shared.store import DEFAULT_INDEX_SHARDS, WRITE_ID, ContentionError
 from shared.tasks import task_id
 
 T0_US = 1_700_000_000_000_000  # the simulated clock's start: 2023-11-14T22:13:20Z
@@ -159,8 +160,9 @@ class FakeRoomStore:
     """
 
     def __init__(self, clock: SimClock, retention_ms: int = 48 * 3600 * 1000, max_attempts: int = 10,
-                 recognise_own_writes: bool = True) -> None:
+                 recognise_own_writes: bool = True, index_shards: int = DEFAULT_INDEX_SHARDS) -> None:
         self._clock = clock
+        self.index_shards = index_shards
         self.retention_ms = retention_ms
         self.max_attempts = max_attempts
         self.recognise_own_writes = recognise_own_writes
@@ -226,6 +228,7 @@ class FakeRoomStore:
         # As the real store: no expiry while the room holds a message or is paused.
         holds = decision.state.holds_messages or decision.state.paused
         self.docs[room_id] = _copy({**room_to_doc(decision.state), WRITE_ID: write_id,
+                                    SHARD_FIELD: index_shard(room_id, self.index_shards),
                                     "expire_at": None if holds else self._clock.now_us() + self.retention_ms * 1000})
         self.versions[room_id] = self.versions.get(room_id, 0) + 1
         for effect in decision.dead_letters:

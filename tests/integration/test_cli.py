@@ -18,7 +18,8 @@ from click.testing import CliRunner
 from google.cloud import firestore
 
 from shared.room import InFlight, Phase, QueuedMessage, RoomState, room_to_doc
-from shared.store import RoomStore
+from shared.shards import SHARD_FIELD, index_shard
+from shared.store import DEFAULT_INDEX_SHARDS, RoomStore
 from tests.conftest import room_events, wait_for
 from tests.integration.test_functions import post_push
 from tests.integration.test_guarantees import platform_sends, service
@@ -159,7 +160,9 @@ def test_stuck_and_lag_listings_page_through_a_few_hundred_rooms_in_order(stack)
     head_age = {r: (i + 1) * 10**6 for i, r in enumerate([*stuck, *waiting])}
     batch = db.batch()
     for r, wake in {**stuck, **waiting}.items():
-        batch.set(db.collection("rooms").document(r), {**_room(r, now, head_age[r], wake), "expire_at": None})
+        # Stored as RoomStore stores a room: with its index shard (shared/shards.py).
+        batch.set(db.collection("rooms").document(r), {**_room(r, now, head_age[r], wake), "expire_at": None,
+                                                       SHARD_FIELD: index_shard(r, DEFAULT_INDEX_SHARDS)})
     batch.commit()
     runner = CliRunner()
     saved = dict(os.environ)  # the CLI loads the stack's environment into its process

@@ -248,3 +248,21 @@ def test_a_receipt_finds_every_room_sending_to_its_recipient_not_only_the_first_
     for room in rooms:
         store.apply(room, lambda s: decide(s, Enqueue("m1", "messenger", recipient, "hi", now, now), Policy(), "t"))
     assert sorted(store.rooms_sending_to(f"messenger:{recipient}")) == rooms
+
+
+def test_the_watchdog_query_asks_every_index_shard_and_merges_oldest_first(stack, room_id):
+    """Rooms spread over 8 index shards (shared/shards.py): every write stores
+    the room's shard, and `overdue_rooms` answers the oldest wake-ups of all
+    shards together, in order, cut at the limit, as one unsharded index did."""
+    sharded = RoomStore(firestore.Client(project="baton-local"), retention_hours=1, index_shards=8)
+    long_ago = time.time_ns() // 1000 - 30 * 86400 * 10**6  # older than any other test's rooms
+    rooms = [f"{room_id}-shard-{i:02d}" for i in range(40)]
+    for i, room in enumerate(rooms):
+        at = long_ago + (i * 7919 % 40) * 1000  # wake-ups out of the rooms' order
+        sharded.apply(room, lambda s, at=at: decide(s, Enqueue("m1", "whatsapp", "15550001", "hi", at, at), POLICY, "t"))
+    docs = {room: sharded.room_doc(room) for room in rooms}
+    assert {doc["shard"] for doc in docs.values()} == set(range(8))  # every shard holds some of them
+    expected = sorted(rooms, key=lambda r: (docs[r]["wake_at_us"], r))[:15]
+    begin_request()
+    assert sharded.overdue_rooms(long_ago + 86400 * 10**6, 15) == expected
+    assert op_counts().firestore_reads >= 8  # one query per shard at least
