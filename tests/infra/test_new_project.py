@@ -49,6 +49,8 @@ HELPERS = {
     "keys": lambda m: list(m),
     "values": lambda m: list(m.values()),
     "alltrue": all,
+    "coalesce": lambda *items: next(item for item in items if item is not None),
+    "null": None,
 }
 
 
@@ -270,9 +272,9 @@ def test_fewer_queues_never_drops_their_tasks(tf, queue_name, count, retired, en
     queue = resource(tf, "google_cloud_tasks_queue", queue_name)
     env = tf["locals"]["function_env"]
     # The retired queues exist, but nobody writes to them or may.
-    assert queue["count"] == f"${{var.{count} + var.{retired}}}"
-    assert env[count.upper()] == f"${{tostring(var.{count})}}"
-    assert f"range(var.{count})" in resource(tf, "google_cloud_tasks_queue_iam_member", enqueuer)["for_each"]
+    assert queue["count"] == f"${{local.{count} + var.{retired}}}"  # local: var.{count} or derived (scale.tf)
+    assert env[count.upper()] == f"${{tostring(local.{count})}}"
+    assert f"range(local.{count})" in resource(tf, "google_cloud_tasks_queue_iam_member", enqueuer)["for_each"]
     assert tf["variable"][retired]["default"] == 0
     # A queue that still holds a task is not deleted: the destroy fails.
     check = queue["provisioner"]["local-exec"]
@@ -360,7 +362,10 @@ def test_numeric_settings_refuse_what_the_code_refuses(tf):
         assert accepts(tf, variable, 0) == (variable in ZERO_ALLOWED), variable
         assert not accepts(tf, variable, -1), variable
         checked.append(variable)
-    assert {"prepare_ahead", "prepare_queue_count", "media_max_bytes", "sequence_gap_timeout_ms"} <= set(checked)
+    assert {"prepare_ahead", "media_max_bytes", "sequence_gap_timeout_ms"} <= set(checked)
+    # Derived from the target peak unless set (scale.tf); when set, at least 1.
+    for derived in ("tasks_queue_count", "prepare_queue_count"):
+        assert accepts(tf, derived, None) and accepts(tf, derived, 1) and not accepts(tf, derived, 0), derived
     assert tf["variable"]["prepare_ahead"]["default"] == int(ENV_VARS["PREPARE_AHEAD"][0])
     assert tf["variable"]["prepare_poison"]["default"] == ENV_VARS["PREPARE_POISON"][0]
     assert env["PREPARE_POISON"] == "${var.prepare_poison}"

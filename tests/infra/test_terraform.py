@@ -42,7 +42,7 @@ INVOKERS = {
 DELIVERY_SETTINGS = {
     "ACK_TIMEOUT_MS", "SEND_TIMEOUT_MS", "SEND_START_DEADLINE_MS", "MAX_SEND_ATTEMPTS", "SEND_RETRY_BASE_MS",
     "DEDUP_RETENTION", "MAX_QUEUED_MESSAGES", "MAX_ROOM_BYTES", "WATCHDOG_GRACE_MS", "SWEEP_BATCH_SIZE",
-    "RETENTION_HOURS", "PREPARE_TIMEOUT_MS", "MAX_PREPARE_ATTEMPTS", "PREPARE_RETRY_BASE_MS", "PREPARE_QUEUE_COUNT",
+    "RETENTION_HOURS", "PREPARE_TIMEOUT_MS", "MAX_PREPARE_ATTEMPTS", "PREPARE_RETRY_BASE_MS",
     "MEDIA_MAX_BYTES", "MEDIA_TIMEOUT_MS", "SEQUENCE_GAP_TIMEOUT_MS",
 }
 # Firestore's document size limit (bytes).
@@ -291,13 +291,13 @@ def test_the_tasks_identity_is_usable_by_the_functions_that_create_tasks(tf):
     # that applies room events.
     assert "google_cloud_tasks_queue.ack_timeouts" in enqueuer["name"]
     assert "local.stateful_functions" in enqueuer["for_each"]
-    assert "range(var.tasks_queue_count)" in enqueuer["for_each"]
+    assert "range(local.tasks_queue_count)" in enqueuer["for_each"]
     # The same functions on the active prepare queues: the prepare tasks come
     # out of the same room rules.
     prepare = resource(tf, "google_cloud_tasks_queue_iam_member", "function_prepare_enqueuer")
     assert prepare["role"] == "roles/cloudtasks.enqueuer"
     assert prepare["name"] == "${google_cloud_tasks_queue.prepare[each.value[1]].name}"
-    assert prepare["for_each"] == enqueuer["for_each"].replace("range(var.tasks_queue_count)", "range(var.prepare_queue_count)")
+    assert prepare["for_each"] == enqueuer["for_each"].replace("range(local.tasks_queue_count)", "range(local.prepare_queue_count)")
     assert prepare["member"] == enqueuer["member"] and prepare["location"] == enqueuer["location"]
 
 
@@ -409,7 +409,7 @@ def test_threads_match_the_instance_concurrency(tf):
     assert env["THREADS"] == "${tostring(var.function_threads)}"
     assert config["max_instance_request_concurrency"] == "${var.function_threads}"
     assert config["min_instance_count"] == "${var.min_instances[each.key]}"
-    assert config["max_instance_count"] == "${var.max_instances[each.key]}"
+    assert config["max_instance_count"] == "${local.max_instances[each.key]}"
 
 
 def test_every_entry_point_exists_in_functions_main(tf):
@@ -446,10 +446,10 @@ def test_task_target_urls_are_deterministic_and_create_no_cycle(tf, function):
 def test_queues_match_what_the_code_expects(tf):
     queue = resource(tf, "google_cloud_tasks_queue", "ack_timeouts")
     env = tf["locals"]["function_env"]
-    assert queue["count"] == "${var.tasks_queue_count + var.tasks_queues_retired}"
+    assert queue["count"] == "${local.tasks_queue_count + var.tasks_queues_retired}"
     assert queue["name"] == "${local.tasks_queue_prefix}-${count.index}"
     assert env["TASKS_QUEUE_PREFIX"] == "${local.tasks_queue_prefix}"
-    assert env["TASKS_QUEUE_COUNT"] == "${tostring(var.tasks_queue_count)}"
+    assert env["TASKS_QUEUE_COUNT"] == "${tostring(local.tasks_queue_count)}"
     assert env["TASKS_LOCATION"] == queue["location"] == "${var.region}"
     assert env["TASKS_SERVICE_ACCOUNT"] == "${google_service_account.tasks_invoker.email}"
     assert queue["rate_limits"]["max_dispatches_per_second"] <= 500
@@ -474,16 +474,18 @@ MAX_CONCURRENT_DISPATCHES = 5000
 def test_prepare_queues_match_what_the_code_expects(tf):
     queue = resource(tf, "google_cloud_tasks_queue", "prepare")
     env = tf["locals"]["function_env"]
-    assert queue["count"] == "${var.prepare_queue_count + var.prepare_queues_retired}"
+    assert queue["count"] == "${local.prepare_queue_count + var.prepare_queues_retired}"
     assert queue["name"] == "${local.prepare_queue_prefix}-${count.index}"
     assert env["PREPARE_QUEUE_PREFIX"] == "${local.prepare_queue_prefix}"
-    assert env["PREPARE_QUEUE_COUNT"] == "${tostring(var.prepare_queue_count)}"
+    assert env["PREPARE_QUEUE_COUNT"] == "${tostring(local.prepare_queue_count)}"
     # shared/prepare.py looks the prepare queues up in TASKS_LOCATION.
     assert queue["location"] == env["TASKS_LOCATION"] == "${var.region}"
     # With the default prefix, the names the code defaults to.
     prefix = tf["locals"]["prepare_queue_prefix"].replace("${var.name_prefix}", tf["variable"]["name_prefix"]["default"])
     assert prefix == ENV_VARS["PREPARE_QUEUE_PREFIX"][0]
-    assert tf["variable"]["prepare_queue_count"]["default"] == int(ENV_VARS["PREPARE_QUEUE_COUNT"][0])
+    # Unset: derived from target_peak_messages_per_s (scale.tf), at least 1 queue.
+    assert tf["variable"]["prepare_queue_count"]["default"] is None
+    assert tf["locals"]["prepare_queue_count"] == "${coalesce(var.prepare_queue_count,local.derived_prepare_queue_count)}"
     # Not a prefix of the timer queues' names or the reverse: each queue is
     # listed, granted and drained as one kind only.
     timers = tf["locals"]["tasks_queue_prefix"].replace("${var.name_prefix}", tf["variable"]["name_prefix"]["default"])
@@ -497,9 +499,11 @@ def test_prepare_queues_dispatch_as_fast_and_as_wide_as_the_service_allows(tf):
     limits = resource(tf, "google_cloud_tasks_queue", "prepare")["rate_limits"]
     assert limits["max_dispatches_per_second"] == MAX_DISPATCHES_PER_SECOND
     assert limits["max_dispatches_per_second"] * 1 <= limits["max_concurrent_dispatches"] <= MAX_CONCURRENT_DISPATCHES
-    # ... and `prepare` may scale to roughly what a full queue keeps in flight.
-    threads = tf["variable"]["function_threads"]["default"]
-    assert tf["variable"]["max_instances"]["default"]["prepare"] * threads >= limits["max_dispatches_per_second"]
+    # ... and `prepare` may scale to what its queues keep in flight at the
+    # target peak: scale.tf refuses max_instances x threads below that.
+    check = resource(tf, "terraform_data", "scale_check")
+    conditions = [p["condition"] for p in blocks(check["lifecycle"], "precondition")]
+    assert any("local.max_instances[f] * var.function_threads >= load" in c for c in conditions)
 
 
 def test_prepare_tasks_are_retried_with_backoff_without_limit(tf):
@@ -551,7 +555,7 @@ def test_ttl_covers_every_collection_the_store_writes(tf):
 
 def test_the_room_documents_large_fields_are_not_indexed(tf):
     """Single-field index exemptions on every list and map of a room (and the
-    fields the brief names); the watchdog's field `wake_at_us` stays indexed."""
+    fields the brief names)."""
     exempt = resource(tf, "google_firestore_field", "room_unindexed")
     assert exempt["collection"] == "rooms"
     assert exempt["field"] == "${each.value}"
@@ -564,12 +568,9 @@ def test_the_room_documents_large_fields_are_not_indexed(tf):
     doc = room_to_doc(RoomState(room_id="r"))
     big = {name for name, value in doc.items() if isinstance(value, (list, dict))}
     assert big <= fields, f"lists and maps of a room document left indexed: {big - fields}"
-    assert "wake_at_us" in doc and "wake_at_us" not in fields
-    # Nothing else turns wake_at_us's index off, and no composite index is needed.
-    for name, body in tf["resource"]["google_firestore_field"].items():
-        if body.get("collection") == "rooms" or "rooms" in str(body.get("for_each", "")):
-            assert body["field"] != "wake_at_us", name
-    assert "google_firestore_index" not in tf["resource"]
+    # The watchdog's field is indexed behind the shard only (tests/infra/test_sequential_indexes.py).
+    assert "wake_at_us" in doc and "wake_at_us" in fields
+    assert "wake_at_us" in members(resource(tf, "google_firestore_index", "room_sharded")["for_each"])
 
 
 def test_firestore_is_native_and_rules_deny_every_client(tf):
@@ -640,9 +641,13 @@ def test_delivery_settings_default_to_the_codes_defaults_and_are_validated(tf):
 
 
 def test_every_function_has_instance_limits(tf):
+    # max_instances unset: derived per function from the target peak (scale.tf).
+    assert tf["variable"]["max_instances"]["default"] is None
+    assert set(members(str(list(tf["locals"]["seconds_per_request"])))) == FUNCTIONS
+    assert set(tf["locals"]["per_message"]) == FUNCTIONS
     for limit in ("min_instances", "max_instances"):
         body = tf["variable"][limit]
-        assert set(body["default"]) == FUNCTIONS, limit
+        assert limit == "max_instances" or set(body["default"]) == FUNCTIONS, limit
         conditions = [v["condition"] for v in blocks(body, "validation")]
         assert any(members(c) == FUNCTIONS for c in conditions), limit
         # and every value is a whole number of instances
