@@ -1,0 +1,160 @@
+"""The load and the platform's answers, as events in virtual time.
+
+`Traffic` publishes messages to rooms (Pub/Sub ordered push: one push per
+ordering key outstanding at a time, the next after the previous is
+answered 2xx; a 5xx push comes back after a backoff), posts WhatsApp status
+webhooks for every send the fake platform took (`sent` after 50 ms,
+`delivered` for `delivered_share` of them after a log-normal latency,
+`read` for half of those 2 s later), and runs each timer task at its due
+time. Everything goes through the real service's handlers.
+"""
+
+from __future__ import annotations
+
+import base64
+import heapq
+import json
+import random
+from collections import defaultdict, deque
+from dataclasses import dataclass
+
+from shared.events import utc_iso
+from shared.providers.whatsapp import sign
+from shared.tasks import queue_index, timer_body
+from tools.scale_model.world import ScaleWorld
+
+PUSH_LATENCY_US = 20_000  # Pub/Sub push to the function, one way
+PUSH_RETRY_US = 1_000_000  # Pub/Sub's minimum backoff after a refused push (the subscription's retry policy)
+
+
+@dataclass(frozen=True)
+class Load:
+    """What the producers publish: `rooms` rooms (the sample), a steady
+    `background_per_s` messages/s over `duration_s` s, and a burst of
+    `burst_per_s` on top from `burst_start_s` for `burst_s` s (all rates for
+    the sample). `delivered_share`: sends the platform reports delivered;
+    `ack_median_ms`: their median latency."""
+
+    rooms: int
+    background_per_s: float
+    burst_per_s: float
+    burst_start_s: float
+    burst_s: float
+    duration_s: float
+    delivered_share: float = 0.87
+    ack_median_ms: float = 400.0
+
+
+class Traffic:
+    """Runs a `Load` on a `ScaleWorld` until every event has happened."""
+
+    def __init__(self, world: ScaleWorld, load: Load, seed: int = 7) -> None:
+        self.world, self.load = world, load
+        self.rng = random.Random(seed)
+        self.heap: list[tuple[int, int, str, object]] = []
+        self._n = 0
+        self.backlog: dict[str, deque[str]] = defaultdict(deque)
+        self.outstanding: set[str] = set()
+        self.published = 0
+        self.sends_seen = 0
+        self.secret = world.settings.whatsapp_app_secret
+        self.t0 = world.clock.now_us()
+
+    def _at(self, at_us: int, kind: str, payload: object) -> None:
+        self._n += 1
+        heapq.heappush(self.heap, (at_us, self._n, kind, payload))
+
+    def plan(self) -> None:
+        """Every publish of the load, at Poisson times, to uniform rooms."""
+        load, t = self.load, 0.0
+        while t < load.duration_s:
+            burst = load.burst_start_s <= t < load.burst_start_s + load.burst_s
+            rate = load.background_per_s + (load.burst_per_s if burst else 0.0)
+            t += self.rng.expovariate(rate)
+            room = f"room-{self.rng.randrange(load.rooms):06d}"
+            self._at(self.t0 + int(t * 1e6), "publish", room)
+
+    def run(self) -> None:
+        """Process events in time order until none is left."""
+        clock = self.world.clock
+        while self.heap:
+            at_us, _, kind, payload = heapq.heappop(self.heap)
+            clock.advance_to_us(at_us)
+            getattr(self, f"_on_{kind}")(payload)
+            self._follow_up()
+
+    # -- events
+
+    def _on_publish(self, room: str) -> None:
+        self.published += 1
+        message_id = f"{room}-m{self.published}"
+        self.backlog[room].append(message_id)
+        self.world.meter.count("pubsub publish bytes per ordering key", room, 300, self.world.clock.now_us())
+        if room not in self.outstanding:
+            self.outstanding.add(room)
+            self._at(self.world.clock.now_us() + PUSH_LATENCY_US, "push", room)
+
+    def _on_push(self, room: str) -> None:
+        message_id = self.backlog[room][0]
+        now = self.world.clock.now_us()
+        self._invocation("enqueue")
+        reply = self.world.service.handle_push(_push_body(room, message_id, now))
+        if reply.status >= 300:
+            self._at(now + PUSH_RETRY_US, "push", room)
+            return
+        self.backlog[room].popleft()
+        if self.backlog[room]:
+            self._at(self.world.clock.now_us() + PUSH_LATENCY_US, "push", room)
+        else:
+            self.outstanding.discard(room)
+
+    def _on_status(self, item: tuple[str, str, str]) -> None:
+        raw = _status_body([item], self.world.clock.now_us())
+        self._invocation("webhook")
+        self.world.service.handle_status_webhook(raw, sign(raw, self.secret))
+
+    def _on_timer(self, task: object) -> None:
+        self._invocation("timeout")
+        queue = f"queue-{queue_index(task.timer.room_id, self.world.settings.tasks_queue_count)}"  # type: ignore[attr-defined]
+        self.world.meter.count("task dispatches per queue", queue, 1, self.world.clock.now_us())
+        self.world.service.handle_timer(json.dumps(timer_body(task.timer)).encode())  # type: ignore[attr-defined]
+
+    # -- what a handler left behind: sends to answer, timers to run
+
+    def _follow_up(self) -> None:
+        calls = self.world.platform.calls
+        for call in calls[self.sends_seen:]:
+            self.sends_seen += 1
+            if call.provider_message_id is None:
+                continue
+            at, item = call.returned_us or self.world.clock.now_us(), (call.delivery_id, call.provider_message_id)
+            self._at(at + 50_000, "status", (*item, "sent"))
+            if self.rng.random() < self.load.delivered_share:
+                delivered = at + int(self.rng.lognormvariate(0, 0.6) * self.load.ack_median_ms * 1000)
+                self._at(delivered, "status", (*item, "delivered"))
+                if self.rng.random() < 0.5:
+                    self._at(delivered + 2_000_000, "status", (*item, "read"))
+        timers = self.world.timers
+        for task in timers.new:
+            self._at(task.due_at_us, "timer", task)
+        timers.new.clear()
+
+    def _invocation(self, function: str) -> None:
+        self.world.meter.count("function invocations", function, 1, self.world.clock.now_us())
+
+
+def _push_body(room: str, message_id: str, now_us: int) -> bytes:
+    """A Pub/Sub push envelope of one text message (shared/push.py's contract)."""
+    attrs = {"room_id": room, "provider": "whatsapp", "recipient": "15550001", "message_id": message_id}
+    data = base64.b64encode(json.dumps({"type": "text", "text": "campaign text"}).encode()).decode()
+    return json.dumps({"message": {"data": data, "attributes": attrs, "messageId": message_id,
+                                   "publishTime": utc_iso(now_us)},
+                       "subscription": "projects/baton-local/subscriptions/outbound"}).encode()
+
+
+def _status_body(items: list[tuple[str, str, str]], at_us: int) -> bytes:
+    """A WhatsApp status webhook body (Cloud API `statuses` of the messages field)."""
+    statuses = [{"id": wamid, "status": status, "timestamp": str(at_us // 1_000_000), "recipient_id": "15550001",
+                 "biz_opaque_callback_data": delivery_id} for delivery_id, wamid, status in items]
+    return json.dumps({"object": "whatsapp_business_account", "entry": [{"id": "1", "changes": [
+        {"field": "messages", "value": {"messaging_product": "whatsapp", "statuses": statuses}}]}]}).encode()
