@@ -11,13 +11,14 @@
 # (log-based metrics) and https://cloud.google.com/monitoring/api/v3/filters
 # (time series). Metric types: https://cloud.google.com/monitoring/api/metrics_gcp
 #
-# Firestore indexes: none needed. Every query of the `baton` CLI is a range
-# or equality on one top-level field of a room (`wake_at_us`, `head_since_us`,
-# `paused_at_us`, `parked`) or of a kept record (`dead_letters.room_id`,
-# `dead_lettered_at`, `rejected_at`), ordered by that field and the document
-# id, which Firestore's automatic single-field indexes serve
-# (https://cloud.google.com/firestore/docs/query-data/index-overview); none of
-# these fields is exempted in firestore.tf.
+# Firestore indexes: the room listings of the `baton` CLI on `wake_at_us`,
+# `head_since_us` and `paused_at_us` ask each index shard and use the
+# composite indexes (shard, field) of firestore.tf; every other query is a
+# range or equality on one top-level field of a room (`parked`) or of a kept
+# record (`dead_letters.room_id`, `dead_lettered_at`, `rejected_at`), ordered
+# by that field and the document id, which Firestore's automatic
+# single-field indexes serve
+# (https://cloud.google.com/firestore/docs/query-data/index-overview).
 
 variable "alert_notification_channels" {
   description = "Notification channel ids (projects/P/notificationChannels/N) the alert policies notify; empty: alerts show in the console only."

@@ -31,14 +31,11 @@ import random
 import time
 import uuid
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
-from typing import Any
 
 from google.api_core import exceptions as gexc
 from google.api_core.retry import Retry, if_transient_error
 from google.cloud import firestore
-from google.cloud.firestore_v1.base_query import FieldFilter
 
 from shared.config import ENV_VARS
 from shared.opcounts import OpCounts, begin_request, op_counts
@@ -51,17 +48,16 @@ from shared.room import (
     room_from_doc,
     room_to_doc,
 )
-from shared.shards import SHARD_FIELD, SHARDED_FIELDS, index_shard, merge_by_value
+from shared.room_queries import SHARD_QUERY_CONCURRENCY, RoomQueries
+from shared.shards import SHARD_FIELD, index_shard
 
 # A fresh id in every room write: after a commit whose answer was lost, the
 # next read shows whether the write that landed was this request's own.
 WRITE_ID = "write_id"
 DEFAULT_INDEX_SHARDS = int(ENV_VARS["INDEX_SHARDS"][0])
-# Shards one sharded query asks at a time (threads of one call).
-SHARD_QUERY_CONCURRENCY = 16
 
 # Named here too, where the rest of the code and the tests import them from.
-__all__ = ["DEAD_LETTERS", "REJECTED", "SCHEDULED_CANCELS", "WRITE_ID", "ContentionError", "OpCounts", "RoomStore",
+__all__ = ["DEAD_LETTERS", "REJECTED", "SCHEDULED_CANCELS", "SHARD_QUERY_CONCURRENCY", "WRITE_ID", "ContentionError", "OpCounts", "RoomStore",
            "begin_request", "op_counts"]
 
 
@@ -72,7 +68,7 @@ class ContentionError(RuntimeError):
 # ---------------------------------------------------------------- the store
 
 
-class RoomStore(KeptRecords):
+class RoomStore(KeptRecords, RoomQueries):
     """Rooms and their records in Firestore.
 
     Args:
@@ -228,114 +224,9 @@ class RoomStore(KeptRecords):
     # -- scheduled messages cancelled before their time
 
 
-    # -- the watchdog's query
-
-    def overdue_rooms(self, before_us: int, limit: int) -> list[str]:
-        """Ids of rooms whose wake-up (`wake_at_us`) is before `before_us`
-        (epoch us), oldest first, at most `limit`. One range query per index
-        shard (`shard == i`, `wake_at_us < before_us`, composite index
-        (shard, wake_at_us) in infra/firestore.tf), asked in parallel and
-        merged; rooms with nothing waiting have null there and never match.
-        Costs one read per shard at least (a query that finds nothing is
-        billed one read), and one per room found."""
-        rows = self._ask_shards("wake_at_us", lambda q: q.where(filter=FieldFilter("wake_at_us", "<", before_us)),
-                                limit, None)
-        return [room_id for room_id, _ in rows]
-
-    def _ask_shards(self, name: str, narrow: Callable[[Any], Any], limit: int,
-                    after: tuple[int, str] | None) -> list[tuple[str, dict[str, Any]]]:
-        """The first `limit` rooms by (`name`, room id) over every index shard,
-        each shard asked with `narrow` (a range on `name`), ordered by `name`
-        and document id, resuming after `after` ((value, room id)) if given.
-        Returns [(room_id, document)] in that order."""
-        col = self._db.collection(ROOMS)
-
-        def ask(shard: int) -> list[tuple[str, dict[str, Any]]]:
-            query = narrow(col.where(filter=FieldFilter(SHARD_FIELD, "==", shard))).order_by(name).order_by("__name__")
-            if after is not None:
-                query = query.start_after({name: after[0], "__name__": self.room_ref(after[1])})
-            return [(snap.id, snap.to_dict()) for snap in query.limit(limit).stream(**self._call)]
-
-        with ThreadPoolExecutor(max_workers=min(self._shards, SHARD_QUERY_CONCURRENCY)) as pool:
-            pages = list(pool.map(ask, range(self._shards)))
-        docs = {room_id: doc for page in pages for room_id, doc in page}
-        order = merge_by_value([[(doc[name], room_id) for room_id, doc in page] for page in pages], limit)
-        op_counts().firestore_reads += sum(max(1, len(page)) for page in pages)
-        return [(room_id, docs[room_id]) for _, room_id in order]
-
-    def rooms_sending_to(self, recipient_key: str) -> list[str]:
-        """Ids of every room whose in-flight message goes to `recipient_key`
-        (`{provider}:{recipient}`, the room document's `in_flight_to`): where a
-        receipt that names only the recipient (Messenger, Instagram) may
-        belong. An equality query on Firestore's automatic single-field index,
-        streamed to the end (no cap: a receipt left unapplied to a room would
-        hold it to its ack timeout); one read at least, even when nothing
-        matches, and one per room found."""
-        query = self._db.collection(ROOMS).where(filter=FieldFilter("in_flight_to", "==", recipient_key))
-        ids = [snap.id for snap in query.select([]).stream(**self._call)]
-        op_counts().firestore_reads += max(1, len(ids))
-        return ids
-
     # -- reading (tests, tools)
 
     def load_room(self, room_id: str) -> RoomState | None:
         """The stored room, or None. Outside any transaction."""
         snap = self.room_ref(room_id).get()
         return room_from_doc(room_id, snap.to_dict()) if snap.exists else None
-
-    # -- the operators' queries (shared/operators.py, the `baton` CLI)
-
-    def room_doc(self, room_id: str) -> dict[str, Any] | None:
-        """The stored room document as Firestore has it (with `expire_at`), or None."""
-        snap = self.room_ref(room_id).get(**self._call)
-        return snap.to_dict() if snap.exists else None
-
-    def room_docs(self, room_ids: list[str]) -> dict[str, dict[str, Any]]:
-        """Several room documents in one batched read: room id -> document (missing ones left out)."""
-        refs = [self.room_ref(r) for r in room_ids]
-        return {s.id: s.to_dict() for s in self._db.get_all(refs, **self._call) if s.exists} if refs else {}
-
-    def list_rooms(self, kind: str, limit: int, cursor: str | None = None,
-                   before_us: int | None = None) -> tuple[list[tuple[str, dict[str, Any]]], str | None]:
-        """One page of rooms, by a query on one top-level field: a field of
-        `SHARDED_FIELDS` is asked shard by shard and merged (composite indexes
-        (shard, field) in infra/firestore.tf), `parked` by its automatic
-        single-field index; no scan:
-
-        - `stuck`: `wake_at_us < before_us` (epoch us), most overdue first;
-        - `lag`: rooms holding a message, oldest head of line (`head_since_us`) first;
-        - `paused`: paused rooms, longest paused first (`paused_at_us`);
-        - `parked`: rooms with parked messages (`parked > 0`), fewest first.
-
-        Ties are broken by document id. Returns ([(room_id, document)], the
-        cursor of the next page or None). `cursor` is what an earlier page
-        returned: `"{value}:{room_id}"`.
-
-        Raises:
-            ValueError: unknown `kind`, `stuck` without `before_us`, or a malformed cursor.
-        """
-        fields = {"stuck": "wake_at_us", "lag": "head_since_us", "paused": "paused_at_us", "parked": "parked"}
-        if kind not in fields:
-            raise ValueError(f"unknown room listing {kind!r}: one of {sorted(fields)}")
-        name = fields[kind]
-        if kind == "stuck" and before_us is None:
-            raise ValueError("the stuck listing needs before_us")
-        after: tuple[int, str] | None = None
-        if cursor:
-            value, sep, after_id = cursor.partition(":")
-            if not sep or not value.lstrip("-").isdigit() or not after_id:
-                raise ValueError(f"not a cursor of this listing: {cursor!r}")
-            after = (int(value), after_id)
-        flt = FieldFilter(name, "<", before_us) if kind == "stuck" else FieldFilter(name, ">", 0)
-        if name in SHARDED_FIELDS:
-            rows = self._ask_shards(name, lambda q: q.where(filter=flt), limit, after)
-        else:
-            query = self._db.collection(ROOMS).where(filter=flt).order_by(name).order_by("__name__")
-            if after is not None:
-                query = query.start_after({name: after[0], "__name__": self.room_ref(after[1])})
-            rows = [(snap.id, snap.to_dict()) for snap in query.limit(limit).stream(**self._call)]
-            op_counts().firestore_reads += max(1, len(rows))
-        next_cursor = f"{rows[-1][1][name]}:{rows[-1][0]}" if len(rows) == limit else None
-        return rows, next_cursor
-
-
