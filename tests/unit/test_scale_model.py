@@ -54,3 +54,23 @@ def test_rates_are_per_window_and_scaled_per_key():
     assert sorted(meter.rates("c", 10, 2.0)) == [2.0, 10.0]  # a: 50 in 10 s x 2; b: 10 in 10 s x 2
     assert sorted(meter.rates("c", 10, 2.0, {"b": 5.0})) == [5.0, 10.0]
     assert peak_and_p99([1.0, 3.0, 2.0]) == (3.0, 3.0)
+
+
+def test_the_model_passes_on_this_layout_and_fails_on_the_unsharded_one(tmp_path, capsys):
+    """The model itself, small (100 rooms for 40 s of virtual time; seeded, so
+    the same every run): today's infra/firestore.tf passes; the layout of
+    before the shards (wake_at_us with its single-field index, one shard)
+    fails on the sequential index range."""
+    from tools.scale_model.__main__ import ROOT, main
+
+    small = ["--sample", "0.004", "--duration-s", "40", "--burst-s", "20", "--tasks-queues", "100"]
+    assert main(small) == 0
+    assert "verdict: PASS" in capsys.readouterr().out
+    before = tmp_path / "firestore.tf"
+    text = (ROOT / "infra" / "firestore.tf").read_text()
+    before.write_text(text.replace('resource "google_firestore_index" "room_sharded"', 'resource "x" "unused"')
+                      .replace('"gap_due_us", "write_id", "shard", "wake_at_us", "head_since_us", "paused_at_us",',
+                               '"gap_due_us", "write_id", "shard",'))
+    assert main([*small, "--index-shards", "1", "--firestore-tf", str(before)]) == 1
+    out = capsys.readouterr().out
+    assert "index writes per sequential range (10 s) [wake_at_us]" in out and "OVER" in out
