@@ -67,6 +67,24 @@ def end_times(events: list[dict], prefix: str) -> list[float]:
                   if e["event"] in TERMINAL_EVENTS and (e["room_id"] or "").startswith(prefix))
 
 
+def phase_acks(events: list[dict], prefix: str) -> tuple[float | None, float | None, float | None]:
+    """For the rooms of one phase (`prefix`): the acked share of ended
+    messages, and how long an ack status waited between reaching the
+    webhook and being applied to its room, p50 and p99 (s). The status's
+    arrival is its send's `sent` event plus the event's `send_to_ack_ms`
+    (measured to the webhook's receive time); in direct mode the webhook
+    applies it at once, in queued mode it first goes through the status
+    topic's push subscription."""
+    mine = [e for e in events if (e["room_id"] or "").startswith(prefix)]
+    sent = {(e["room_id"], e["seq"], e["attempt"]): epoch_s(e["ts"]) for e in mine if e["event"] == "sent"}
+    waits = [epoch_s(e["ts"]) - (sent[key] + e["send_to_ack_ms"] / 1000) for e in mine
+             if (e["event"] == "acked" or e["reason"] == "late_ack") and e["send_to_ack_ms"] is not None
+             and (key := (e["room_id"], e["seq"], e["attempt"])) in sent]
+    ended = sum(1 for e in mine if e["event"] in TERMINAL_EVENTS)
+    acked = sum(1 for e in mine if e["event"] == "acked")
+    return (acked / ended if ended else None, percentile(waits, 0.5), percentile(waits, 0.99))
+
+
 def paced_workload(rooms: int, burst: int, rate: float, seconds: float, prefix: str, seed: int) -> list[tuple[float, OutboundMessage]]:
     """(offset s, message): bursts of `burst` back-to-back messages per room,
     bursts spread uniformly over `seconds`, `rate` messages/s overall."""
@@ -180,6 +198,9 @@ def run_mode(mode: str, args: argparse.Namespace, out: Path, console: Console) -
         "light_handover_p99_ms": percentile(light, 0.99),
         "ended_messages": ended,
         "acked_share": acked / ended if ended else None,
+        **{f"{phase}_{name}": value for phase in ("cap", "half", "light")
+           for name, value in zip(("acked_share", "status_wait_p50_s", "status_wait_p99_s"),
+                                  phase_acks(events, f"{phase}-"), strict=True)},
         **{f"{k}_per_message": v / ended for k, v in totals.items()},
     }
     (out / f"core-{mode}.json").write_text(json.dumps(result, indent=2))
@@ -242,6 +263,10 @@ def main() -> None:
     row("all function invocations per ended message",
         lambda r: f"{sum(v for k, v in r.items() if k.startswith('inv_')):.2f}")
     row("acked share", lambda r: f"{r['acked_share']:.3f}")
+    for phase, label in (("cap", "capacity run"), ("half", "half-capacity run"), ("light", "light load")):
+        row(f"{label}: acked share", lambda r, p=phase: f"{r.get(f'{p}_acked_share') or 0:.3f}")
+        row(f"{label}: ack status webhook -> applied p50 / p99",
+            lambda r, p=phase: f"{r.get(f'{p}_status_wait_p50_s') or 0:.2f} / {r.get(f'{p}_status_wait_p99_s') or 0:.2f} s")
     console.print(table)
     console.print(f"figures: {', '.join(str(out / f'core-{m}.json') for m in modes)}; default mode in {out / 'core.json'}")
 
