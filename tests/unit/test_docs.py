@@ -106,6 +106,14 @@ def test_no_page_documents_a_setting_of_an_earlier_design(path):
         assert name not in text(path), f"{path.relative_to(ROOT)} mentions {name}, which the code no longer reads"
 
 
+@pytest.mark.parametrize("path", markdown_pages(), ids=lambda p: p.relative_to(ROOT).as_posix())
+def test_no_page_names_a_path_of_a_developers_machine(path):
+    """A figure's command is quoted as anyone would run it from a clone: no
+    scratch directory or script of the machine it happened to run on."""
+    found = re.findall(r"(?<![\w.])/(?:work|tmp|home|root|Users)/[^\s`)]*", text(path))
+    assert not found, f"{path.relative_to(ROOT)} names paths of a machine: {found[:5]}"
+
+
 # ------------------------------------------------------------ the event log
 
 
