@@ -36,22 +36,29 @@ class RoomQueries:
     # -- the watchdog's query
 
     def overdue_rooms(self, before_us: int, limit: int) -> list[str]:
-        """Ids of rooms whose wake-up (`wake_at_us`) is before `before_us`
-        (epoch us), oldest first, at most `limit`. One range query per index
-        shard (`shard == i`, `wake_at_us < before_us`, composite index
-        (shard, wake_at_us) in infra/firestore.tf), asked in parallel and
-        merged; rooms with nothing waiting have null there and never match.
+        """Ids of at most `limit` rooms whose wake-up (`wake_at_us`) is before
+        `before_us` (epoch us): the most overdue of each index shard, about
+        `limit / INDEX_SHARDS` from each (one range query per shard, `shard ==
+        i`, `wake_at_us < before_us`, composite index (shard, wake_at_us) in
+        infra/firestore.tf, asked in parallel), merged oldest first. Not the
+        `limit` most overdue of all: the sweep rescues what it gets and asks
+        again until none is left, and asking each shard for `limit` rooms
+        would read up to INDEX_SHARDS x `limit` documents per batch after an
+        incident. Rooms with nothing waiting have null there and never match.
         Costs one read per shard at least (a query that finds nothing is
         billed one read), and one per room found."""
+        per_shard = max(1, -(-limit // self._shards))
         rows = self._ask_shards("wake_at_us", lambda q: q.where(filter=FieldFilter("wake_at_us", "<", before_us)),
-                                limit, None)
+                                limit, None, per_shard)
         return [room_id for room_id, _ in rows]
 
     def _ask_shards(self, name: str, narrow: Callable[[Any], Any], limit: int,
-                    after: tuple[int, str] | None) -> list[tuple[str, dict[str, Any]]]:
+                    after: tuple[int, str] | None, per_shard: int | None = None) -> list[tuple[str, dict[str, Any]]]:
         """The first `limit` rooms by (`name`, room id) over every index shard,
-        each shard asked with `narrow` (a range on `name`), ordered by `name`
-        and document id, resuming after `after` ((value, room id)) if given.
+        each shard asked with `narrow` (a range on `name`) for its first
+        `per_shard` (default `limit`: then the answer is exactly what one
+        unsharded index would give), ordered by `name` and document id,
+        resuming after `after` ((value, room id)) if given.
         Returns [(room_id, document)] in that order."""
         col = self._db.collection(ROOMS)
 
@@ -59,7 +66,7 @@ class RoomQueries:
             query = narrow(col.where(filter=FieldFilter(SHARD_FIELD, "==", shard))).order_by(name).order_by("__name__")
             if after is not None:
                 query = query.start_after({name: after[0], "__name__": self.room_ref(after[1])})
-            return [(snap.id, snap.to_dict()) for snap in query.limit(limit).stream(**self._call)]
+            return [(snap.id, snap.to_dict()) for snap in query.limit(per_shard or limit).stream(**self._call)]
 
         with ThreadPoolExecutor(max_workers=min(self._shards, SHARD_QUERY_CONCURRENCY)) as pool:
             pages = list(pool.map(ask, range(self._shards)))
