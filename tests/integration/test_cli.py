@@ -108,22 +108,23 @@ def test_a_redriven_dead_letter_goes_back_to_the_head_ahead_of_later_messages(st
     svc = service(stack, store, max_send_attempts=1)
     svc.handle_push(_push(room_id, "m1", refusing))
     assert [e.event for e in svc.events.events][-1] == "dead_lettered"
+    # Paused before the later messages come, so the queue shown below does not
+    # depend on how long the CLI takes against an ack timeout (1.5 s here) on
+    # a loaded machine: nothing starts meanwhile.
+    baton(stack, "rooms", "pause", room_id, "--reason", "hold while redriving")
     for mid in ("m2", "m3"):
         assert post_push(stack, room_id, mid, silent).status_code == 200
-    wait_for(lambda: sent_seqs(stack, room_id) == [2], what="m2 in flight")
-    # Paused, so the queue shown below does not depend on how long the CLI
-    # takes against m2's ack timeout (1.5 s here): nothing new starts meanwhile.
-    baton(stack, "rooms", "pause", room_id, "--reason", "hold while redriving")
+    wait_for(lambda: baton(stack, "rooms", "show", room_id)["next_ids"] == ["2 m2", "3 m3"], what="m2, m3 queued")
     [dl] = baton(stack, "dead-letters", "list", "--room", room_id)
     assert dl["kind"] == "kept" and dl["seq"] == 1 and dl["message_id"] == "m1" and dl["status"] == "waiting"
     [redriven] = baton(stack, "dead-letters", "redrive", dl["id"], "--reason", "platform back")
     assert redriven["changed"] and redriven["outcome"] == "redriven"
-    assert baton(stack, "rooms", "show", room_id)["next_ids"] == ["1 m1", "3 m3"]  # ahead of m3
+    assert baton(stack, "rooms", "show", room_id)["next_ids"] == ["1 m1", "2 m2", "3 m3"]  # ahead of both
     baton(stack, "rooms", "resume", room_id)
     [again] = baton(stack, "dead-letters", "redrive", "--room", room_id, "--reason", "platform back") or [None]
     assert again is None  # nothing waiting any more: not redriven twice
     wait_for(lambda: ended(stack, room_id, 3), timeout_s=20, what="m3 ended")
-    assert sent_seqs(stack, room_id) == [2, 1, 3]
+    assert sent_seqs(stack, room_id) == [1, 2, 3]  # the redriven m1 first, then the later ones in order
     assert ended(stack, room_id, 1) == ["acked"]  # (its `dead_lettered` line is in svc's own log)
     [dl] = baton(stack, "dead-letters", "list", "--room", room_id)
     assert dl["status"] == "redriven: acked"
