@@ -103,6 +103,8 @@ locals {
     WHATSAPP_API_BASE          = var.whatsapp_api_base
     WHATSAPP_API_VERSION       = var.whatsapp_api_version
     WHATSAPP_PHONE_NUMBER_ID   = var.whatsapp_phone_number_id
+    WHATSAPP_SENDERS           = var.whatsapp_senders
+    WHATSAPP_SENDER_RATE       = tostring(var.whatsapp_sender_rate)
     PROVIDERS                  = join(",", var.providers)
     MESSENGER_PAGE_ID          = var.messenger_page_id
     INSTAGRAM_ACCOUNT_ID       = var.instagram_account_id

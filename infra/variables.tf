@@ -336,6 +336,28 @@ variable "whatsapp_phone_number_id" {
   }
 }
 
+variable "whatsapp_senders" {
+  description = "WHATSAPP_SENDERS: the WhatsApp numbers to send from, comma-separated phone_number_id[:rate] (rate in messages/s, default whatsapp_sender_rate); rooms are spread over them by rendezvous hash. Empty: whatsapp_phone_number_id alone. Add a number at the end; a room keeps its number while it holds messages."
+  type        = string
+  default     = ""
+
+  validation {
+    condition     = can(regex("^([0-9]{1,20}(:[0-9]+)?(,[0-9]{1,20}(:[0-9]+)?)*)?$", replace(var.whatsapp_senders, " ", "")))
+    error_message = "whatsapp_senders is a comma-separated list of phone_number_id[:rate], e.g. 1000001:75,1000002:75."
+  }
+}
+
+variable "whatsapp_sender_rate" {
+  description = "WHATSAPP_SENDER_RATE: messages/s one WhatsApp number may send, shared by every instance (a little below the platform's 80/s default tier, or its upgraded 1,000/s tier); 0: not limited by baton."
+  type        = number
+  default     = 75
+
+  validation {
+    condition     = var.whatsapp_sender_rate >= 0 && floor(var.whatsapp_sender_rate) == var.whatsapp_sender_rate
+    error_message = "whatsapp_sender_rate is a whole number of messages/s, 0 or more."
+  }
+}
+
 variable "providers" {
   description = "PROVIDERS: the platforms this deployment sends to and takes webhooks from (whatsapp, messenger, instagram). Each one's secrets are created here and need a version before the functions deploy."
   type        = list(string)

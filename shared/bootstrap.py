@@ -14,6 +14,7 @@ from shared.prepare import PrepareScheduler
 from shared.providers import make_preparers, make_senders
 from shared.room import policy_from_settings
 from shared.scheduled import ScheduledHold
+from shared.sender_window import SenderWindow
 from shared.service import DeliveryService
 from shared.status_queue import StatusQueue
 from shared.store import RoomStore
@@ -37,4 +38,5 @@ def bootstrap(settings: config.Settings | None = None) -> DeliveryService:
                            status_queue=lambda: StatusQueue(settings.project, settings.status_topic,
                                                             settings.status_error_topic, db, settings.retention_hours),
                            scheduled=ScheduledHold(tasks, settings),
-                           prepare_tasks=PrepareScheduler(tasks, settings), preparers=make_preparers(settings))
+                           prepare_tasks=PrepareScheduler(tasks, settings), preparers=make_preparers(settings),
+                           sender_window=SenderWindow(db))

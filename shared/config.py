@@ -16,6 +16,7 @@ import os
 from dataclasses import dataclass, fields
 
 from shared.events import quiet_rules
+from shared.senders import SenderSpec, parse_senders
 
 # Names of every environment variable the code reads, with its default and what
 # it means. infra/ and docs/configuration.md are checked against it.
@@ -47,7 +48,13 @@ ENV_VARS: dict[str, tuple[str, str]] = {
     "RETENTION_HOURS": ("48", "hours after its last change that a document's TTL field points to"),
     "WHATSAPP_API_BASE": ("http://127.0.0.1:8090", "base URL of the WhatsApp Cloud API (https://graph.facebook.com)"),
     "WHATSAPP_API_VERSION": ("v21.0", "Graph API version in the send path"),
-    "WHATSAPP_PHONE_NUMBER_ID": ("100000000000001", "sending phone-number id"),
+    "WHATSAPP_PHONE_NUMBER_ID": ("100000000000001", "sending phone-number id when WHATSAPP_SENDERS is empty"),
+    "WHATSAPP_SENDERS": ("", "the WhatsApp business numbers this deployment sends from: comma-separated "
+                         "`phone_number_id[:rate]` (rate in messages/s, default WHATSAPP_SENDER_RATE); rooms are "
+                         "spread over them by rendezvous hash (shared/senders.py); empty: WHATSAPP_PHONE_NUMBER_ID"),
+    "WHATSAPP_SENDER_RATE": ("75", "messages/s one WhatsApp number may send, shared by every instance "
+                             "(shared/sender_window.py): a little below the platform's 80/s (130429 above it); "
+                             "0: not limited by baton"),
     "WHATSAPP_ACCESS_TOKEN": ("local-access-token", "secret: bearer token for the send call"),
     "WHATSAPP_APP_SECRET": ("local-app-secret", "secret: HMAC-SHA256 key of X-Hub-Signature-256"),
     "WHATSAPP_VERIFY_TOKEN": ("local-verify-token", "secret: token of the GET hub.verify_token handshake"),
@@ -115,7 +122,7 @@ SECRET_ENV_VARS = frozenset({"WHATSAPP_ACCESS_TOKEN", "WHATSAPP_APP_SECRET", "WH
                              "MESSENGER_ACCESS_TOKEN", "MESSENGER_APP_SECRET", "INSTAGRAM_ACCESS_TOKEN",
                              "INSTAGRAM_APP_SECRET"})
 # Whole numbers that may be 0 (every other numeric setting must be at least 1).
-ZERO_ALLOWED = frozenset({"prepare_ahead", "watermark_margin_ms", "first_timer_slack_ms", "pace_interval_ms_whatsapp", "pace_interval_ms_messenger",
+ZERO_ALLOWED = frozenset({"whatsapp_sender_rate", "prepare_ahead", "watermark_margin_ms", "first_timer_slack_ms", "pace_interval_ms_whatsapp", "pace_interval_ms_messenger",
                           "pace_interval_ms_instagram"})
 PROVIDERS = ("whatsapp", "messenger", "instagram")
 
@@ -158,6 +165,8 @@ class Settings:
     whatsapp_api_base: str
     whatsapp_api_version: str
     whatsapp_phone_number_id: str
+    whatsapp_senders: str
+    whatsapp_sender_rate: int
     whatsapp_access_token: str
     whatsapp_app_secret: str
     whatsapp_verify_token: str
@@ -205,6 +214,11 @@ class Settings:
         return frozenset(p.strip() for p in self.providers.split(",") if p.strip())
 
     @property
+    def whatsapp_sender_specs(self) -> tuple[SenderSpec, ...]:
+        """WHATSAPP_SENDERS parsed (shared/senders.py); load() has checked it."""
+        return parse_senders(self.whatsapp_senders, self.whatsapp_phone_number_id, self.whatsapp_sender_rate)
+
+    @property
     def pacing(self) -> dict[str, tuple[int, int]]:
         """provider -> (ms per token, burst) of a room's pair-rate bucket; 0 ms: off."""
         return {p: (getattr(self, f"pace_interval_ms_{p}"), getattr(self, f"pace_burst_{p}")) for p in PROVIDERS}
@@ -236,7 +250,8 @@ def load() -> Settings:
             1 MiB; WEBHOOK_MODE is neither `queued` nor `direct`; an ACK_LEVEL_*
             is not `delivered`, `read` or `accepted`; PROVIDERS names an unknown
             platform or none; PREPARE_POISON is neither `dead_letter` nor `park`;
-            QUIET_EVENTS names an unknown event type.
+            QUIET_EVENTS names an unknown event type; WHATSAPP_SENDERS is
+            not a list of `phone_number_id[:rate]`.
     """
     values: dict[str, object] = {}
     for f in fields(Settings):
@@ -265,6 +280,7 @@ def load() -> Settings:
             raise ValueError(f"ACK_LEVEL_{provider.upper()}={level!r} must be one of delivered, read, accepted")
     if settings.prepare_poison not in PREPARE_POISON_POLICIES:
         raise ValueError(f"PREPARE_POISON={settings.prepare_poison!r} must be one of {', '.join(PREPARE_POISON_POLICIES)}")
+    settings.whatsapp_sender_specs  # noqa: B018 (raises ValueError for a malformed WHATSAPP_SENDERS)
     quiet_rules(settings.quiet_events)  # raises ValueError for an unknown event type
     if settings.max_room_bytes > 1_048_576:
         raise ValueError("MAX_ROOM_BYTES must not exceed Firestore's 1 MiB document limit (1048576)")

@@ -15,7 +15,9 @@ WhatsApp `{"type": "image", "link": "https://...", "caption": "..."}`
 delivery, shared/scheduled.py), `prepare` (`media`: an image is uploaded to
 the platform before its turn and sent by media id; shared/prepare.py) and
 `sequence` (the producer's own order in the room, from 1: the room holds a
-message until its predecessors came or SEQUENCE_GAP_TIMEOUT_MS passed).
+message until its predecessors came or SEQUENCE_GAP_TIMEOUT_MS passed), and
+for WhatsApp `sender` (the phone-number id to send from, one of
+WHATSAPP_SENDERS; shared/senders.py).
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from typing import Any
 
 from shared.providers import KNOWN_PROVIDERS
 from shared.room import Enqueue
+from shared.senders import rendezvous_sender
 
 # Firestore document ids may not contain '/', and ids of the form __x__ are
 # reserved (https://firebase.google.com/docs/firestore/quotas#collections_documents_and_fields).
@@ -176,9 +179,13 @@ def _storable_attributes(attrs: Any) -> dict[str, str] | str | None:
     return storable(attrs)
 
 
-def parse_push(body: bytes, now_us: int, providers: frozenset[str] = KNOWN_PROVIDERS) -> Accepted | Rejected:
+def parse_push(body: bytes, now_us: int, providers: frozenset[str] = KNOWN_PROVIDERS,
+               senders: tuple[str, ...] = ()) -> Accepted | Rejected:
     """Validate one push request; `providers` are the ones this deployment
-    sends to (PROVIDERS).
+    sends to (PROVIDERS), `senders` its WhatsApp phone-number ids
+    (WHATSAPP_SENDERS): a WhatsApp message's room is mapped to one by
+    rendezvous hash (`Enqueue.default_sender`), and a `sender` attribute
+    must name one of them (empty: no mapping, the first number sends).
 
     Returns `Accepted` with the `Enqueue` event, or `Rejected` with the reason
     (never raises: every bad input is kept, see `Rejected`; should a check
@@ -187,14 +194,14 @@ def parse_push(body: bytes, now_us: int, providers: frozenset[str] = KNOWN_PROVI
     its ordering key for Pub/Sub's whole retry budget).
     """
     try:
-        return _parse_push(body, now_us, providers)
+        return _parse_push(body, now_us, providers, senders)
     except Exception as exc:  # noqa: BLE001 - a parsing bug must not become a 500 that blocks the room
         return Rejected("body-" + hashlib.sha256(body).hexdigest()[:32],
                         f"push could not be parsed: {type(exc).__name__}: {exc}"[:500],
                         {"raw": body[:65536].decode(errors="replace")})
 
 
-def _parse_push(body: bytes, now_us: int, providers: frozenset[str]) -> Accepted | Rejected:
+def _parse_push(body: bytes, now_us: int, providers: frozenset[str], senders: tuple[str, ...]) -> Accepted | Rejected:
     body_key = "body-" + hashlib.sha256(body).hexdigest()[:32]
     try:
         envelope = json.loads(body)
@@ -275,6 +282,14 @@ def _parse_push(body: bytes, now_us: int, providers: frozenset[str]) -> Accepted
                 and 1 <= int(sequence) <= MAX_SEQUENCE):
             return reject(f"`sequence` must be a whole number from 1 to {MAX_SEQUENCE}: {sequence!r:.40}")
         sequence = int(sequence)
+    sender = attrs.get("sender")
+    if sender is not None:
+        if provider != "whatsapp":
+            return reject(f"`sender` names a WhatsApp number; {provider!r} has one sender")
+        if sender not in senders:
+            return reject(f"`sender` {str(sender)[:40]!r} is not one of this deployment's WhatsApp numbers "
+                          f"(WHATSAPP_SENDERS)")
+    default_sender = rendezvous_sender(room_id, senders) if provider == "whatsapp" and senders else None
     try:
         deliver_at_us = deliver_at_of(attrs, message.get("publishTime"))
     except ValueError as exc:
@@ -282,4 +297,5 @@ def _parse_push(body: bytes, now_us: int, providers: frozenset[str]) -> Accepted
     published_at_us = _parse_time_us(message.get("publishTime")) or now_us
     return Accepted(room_id, Enqueue(message_id, provider, recipient, text, published_at_us, now_us,
                                      media_kind=media_kind, media_link=media_link, prepare=prepare,
-                                     sequence=sequence), deliver_at_us)
+                                     sequence=sequence, sender=sender, default_sender=default_sender),
+                    deliver_at_us)

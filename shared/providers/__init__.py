@@ -28,9 +28,10 @@ __all__ = ["KNOWN_PROVIDERS", "Media", "PrepareResult", "Preparer", "Sender", "S
 KNOWN_PROVIDERS = frozenset({"whatsapp", "messenger", "instagram"})
 
 
-def _whatsapp(settings: Settings) -> WhatsAppClient:
+def _whatsapp(settings: Settings, phone_number_id: str | None = None) -> WhatsAppClient:
     return WhatsAppClient(settings.whatsapp_api_base, settings.whatsapp_api_version,
-                          settings.whatsapp_phone_number_id, settings.whatsapp_access_token,
+                          phone_number_id or settings.whatsapp_sender_specs[0].phone_number_id,
+                          settings.whatsapp_access_token,
                           settings.send_timeout_ms, media_max_bytes=settings.media_max_bytes,
                           media_timeout_ms=settings.media_timeout_ms)
 
@@ -43,9 +44,18 @@ def make_senders(settings: Settings) -> dict[str, Sender]:
     reconnects included). All three speak the Graph API at `whatsapp_api_base`.
     WhatsApp's client also gets `media_max_bytes` (bytes) and
     `media_timeout_ms` (ms), though only `make_preparers`' clients use them;
-    Messenger's and Instagram's refuse media messages for good."""
+    Messenger's and Instagram's refuse media messages for good.
+
+    Every WhatsApp number of WHATSAPP_SENDERS has a client of its own under
+    `whatsapp:{phone_number_id}` (the send path names the number); plain
+    `whatsapp` is the first one. One access token serves them all: a system
+    user's token reaches every number of its WhatsApp Business Account
+    (https://developers.facebook.com/docs/whatsapp/business-management-api/get-started)."""
     base, version, budget = settings.whatsapp_api_base, settings.whatsapp_api_version, settings.send_timeout_ms
+    numbers: dict[str, Sender] = {f"whatsapp:{spec.phone_number_id}": _whatsapp(settings, spec.phone_number_id)
+                                  for spec in settings.whatsapp_sender_specs}
     return {
+        **numbers,
         "whatsapp": _whatsapp(settings),
         "messenger": MessengerClient(base, version, settings.messenger_page_id, settings.messenger_access_token,
                                      budget),
@@ -62,5 +72,9 @@ def make_preparers(settings: Settings) -> dict[str, Preparer]:
     within `media_timeout_ms` (ms), files up to `media_max_bytes` (bytes)
     (https://developers.facebook.com/docs/whatsapp/cloud-api/reference/media).
     A provider missing here prepares nothing: a `prepare` push for it is
-    rejected by the push parser."""
-    return {"whatsapp": _whatsapp(settings)}
+    rejected by the push parser. Each WhatsApp number has its own under
+    `whatsapp:{phone_number_id}` (media uploaded with a number can be sent by
+    it only)."""
+    numbers: dict[str, Preparer] = {f"whatsapp:{spec.phone_number_id}": _whatsapp(settings, spec.phone_number_id)
+                                    for spec in settings.whatsapp_sender_specs}
+    return {**numbers, "whatsapp": _whatsapp(settings)}

@@ -90,6 +90,7 @@ class PlatformStatus:
     callback_data: str | None
     error_code: int | None
     error_title: str | None
+    phone_number_id: str | None = None  # `value.metadata.phone_number_id`: the number it was sent from
 
 
 class WhatsAppClient(GraphApiClient):
@@ -302,6 +303,8 @@ def parse_statuses(payload: Any) -> list[PlatformStatus]:
             value = change.get("value") if isinstance(change, dict) else None
             if not isinstance(value, dict):
                 raise ValueError("`changes[].value` must be an object")
+            metadata = value.get("metadata")
+            number = metadata.get("phone_number_id") if isinstance(metadata, dict) else None
             statuses = value.get("statuses", [])
             if not isinstance(statuses, list):
                 raise ValueError("`value.statuses` must be a list")
@@ -321,6 +324,7 @@ def parse_statuses(payload: Any) -> list[PlatformStatus]:
                         callback_data=st.get("biz_opaque_callback_data"),
                         error_code=int(code) if isinstance(code, int) else None,
                         error_title=first.get("title") or first.get("message"),
+                        phone_number_id=number if isinstance(number, str) else None,
                     )
                 )
     return out

@@ -55,7 +55,8 @@ def parse_delivery_id(delivery_id: object) -> tuple[str, int, int, int, int]:
 _OPTIONAL_MESSAGE_FIELDS = (("parked", "parked"), ("media", "media_kind"), ("link", "media_link"),
                             ("prepare", "prepare"), ("prepared", "prepared"), ("prep_n", "prep_attempt"),
                             ("prep_failed", "prep_failed"), ("pseq", "sequence"), ("att_n", "attempts"),
-                            ("att_floor", "attempt_floor"), ("prep_floor", "prep_floor"))
+                            ("att_floor", "attempt_floor"), ("prep_floor", "prep_floor"),
+                            ("from", "sender"))
 
 def message_to_doc(m: QueuedMessage) -> dict[str, Any]:
     """The stored form of one message (in a room document or a dead letter).

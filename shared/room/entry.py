@@ -49,7 +49,7 @@ class EntryRules(TransitionCore):
         state = replace(self.hold_places(state, tuple(awaited), ev.provider, ev.recipient), awaiting=())
         msg = QueuedMessage(state.next_seq, ev.message_id, ev.provider, ev.recipient, ev.text,
                             ev.published_at_us, self.now_us, media_kind=ev.media_kind, media_link=ev.media_link,
-                            prepare=ev.prepare, sequence=ev.sequence)
+                            prepare=ev.prepare, sequence=ev.sequence, sender=self.sender_for(state, ev))
         # Placeholders are not counted: they are tiny and never refused.
         held = sum(m.text is not None for m in state.pending) + (state.in_flight is not None) + len(state.held)
         ahead = ev.sequence is not None and ev.sequence > state.next_sequence
@@ -82,6 +82,24 @@ class EntryRules(TransitionCore):
             candidate = self.advance(candidate, Trigger.ENQUEUE, ev.idempotency_key)
         return self.done(candidate)
 
+    @staticmethod
+    def sender_for(state: RoomState, ev: Enqueue | Park) -> str | None:
+        """The WhatsApp number a message entering the room is sent from: the
+        producer's `sender` attribute; else the number of the room's latest
+        held WhatsApp message (a recipient sees one conversation, in order,
+        from one number, even when a number is added meanwhile); else the
+        room's number by rendezvous hash (`default_sender`). None for other
+        platforms (one sender each)."""
+        if ev.provider != "whatsapp":
+            return None
+        if ev.sender is not None:
+            return ev.sender
+        held = (*([state.in_flight.message] if state.in_flight is not None else []), *state.pending)
+        for m in reversed(held):
+            if m.provider == "whatsapp" and m.sender is not None:
+                return m.sender
+        return ev.default_sender
+
     def fill_placeholder(self, state: RoomState, i: int, ev: Enqueue) -> RoomState:
         """The push of placeholder `state.pending[i]` came after all. Its place
         was kept and nothing after it was sent, so it goes in its turn; unless
@@ -94,13 +112,13 @@ class EntryRules(TransitionCore):
             self.log(EventType.SEQUENCE_HELD, m,
                      reason=f"producer sequence {ev.sequence} waits for {state.next_sequence}: "
                             f"its placeholder's place (seq {m.seq}) is given up")
-            waiting = replace(m, **ev.content, parked=None, seq=0)
+            waiting = replace(m, **ev.content, parked=None, seq=0, sender=self.sender_for(state, ev))
             state = replace(state, pending=rest,
                             held=tuple(sorted((*state.held, waiting), key=lambda h: h.sequence or 0)))
             if state.gap_due_us is None:
                 state = self.start_gap_timer(state)
         else:
-            filled = replace(m, **ev.content, parked=None)
+            filled = replace(m, **ev.content, parked=None, sender=self.sender_for(state, ev))
             self.log(EventType.ENQUEUED, filled, published_at=utc_iso(ev.published_at_us))
             state = replace(state, pending=(*state.pending[:i], filled, *state.pending[i + 1:]))
             if ev.sequence is not None and ev.sequence == state.next_sequence:
@@ -187,7 +205,7 @@ class EntryRules(TransitionCore):
                 if m.text is not None:
                     return self.ignore(EventType.DUPLICATE_IGNORED, IgnoreReason.DUPLICATE_PUSH,
                                        message_id=ev.message_id, provider=ev.provider)
-                filled = replace(m, **ev.content, parked=ev.reason)
+                filled = replace(m, **ev.content, parked=ev.reason, sender=self.sender_for(state, ev))
                 self.log(EventType.PARKED, filled, reason=ev.reason)
                 return self.done(replace(state, pending=(*state.pending[:i], filled, *state.pending[i + 1:])))
         if ev.message_id in state.held_ids() or any(e.message_id == ev.message_id for e in state.ended):
@@ -213,7 +231,8 @@ class EntryRules(TransitionCore):
         state = self.place(state, QueuedMessage(state.next_seq, ev.message_id, ev.provider, ev.recipient,
                                                 ev.text, ev.published_at_us, self.now_us, parked=reason,
                                                 media_kind=ev.media_kind, media_link=ev.media_link,
-                                                prepare=ev.prepare, sequence=ev.sequence))
+                                                prepare=ev.prepare, sequence=ev.sequence,
+                                                sender=self.sender_for(state, ev)))
         if was_empty:
             state = self.advance(state, Trigger.ENQUEUE, ev.idempotency_key)  # logs `blocked`
         return self.done(state)

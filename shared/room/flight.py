@@ -18,6 +18,7 @@ from shared.room.inputs import (
     TimerFired,
     WatchdogSweep,
 )
+from shared.room.pacing import bucket_now
 from shared.room.state import (
     ACK_STATUSES,
     IgnoreReason,
@@ -77,6 +78,20 @@ class FlightRules(TransitionCore):
             phase = Phase.SENT if flight.platform_ts_us is not None else Phase.UNKNOWN
             return self.done(replace(state, in_flight=replace(flight, phase=phase, deadline_us=deadline,
                                                               returned_at_us=ev.at_us)))
+        if ev.sender_busy_until_us is not None:
+            # Not sent: its number is at its rate. It waits like a paced
+            # message and starts again as this same attempt.
+            ready = max(ev.sender_busy_until_us, ev.at_us)
+            self.log(EventType.PACED, flight.message, attempt=flight.attempt,
+                     reason=f"sender {flight.message.sender or 'default'} at its rate: "
+                            f"next slot in {(ready - self.now_us) / 1000:.0f} ms")
+            interval_ms, burst = self.policy.pace(flight.message.provider)
+            if interval_ms:
+                # The pair-rate token `start` took was not used: give it back.
+                tokens = bucket_now(state.pace_tokens, state.pace_at_us, self.now_us, interval_ms, burst)
+                state = replace(state, pace_tokens=min(float(burst), tokens + 1.0), pace_at_us=self.now_us)
+            return self.done(self.arm(state, replace(flight, phase=Phase.PACED, deadline_us=None,
+                                                     due_at_us=ready)))
         if ev.permanent:
             return self.done(self.end(state, EventType.FAILED, Trigger.FAILED, ev.cause, error_code=ev.error_code,
                                       error_title=ev.error_title, reason="send_refused"))

@@ -25,8 +25,13 @@ class _PushedContent:
     prepare: str | None
     sequence: int | None
 
+    sender: str | None
+    default_sender: str | None
+
     @property
     def content(self) -> dict[str, Any]:
+        """The message's fields as `QueuedMessage` names them; its `sender`
+        is the room's to decide (shared/room/entry.py, `sender_for`)."""
         return {"provider": self.provider, "recipient": self.recipient, "text": self.text,
                 "published_at_us": self.published_at_us, "media_kind": self.media_kind,
                 "media_link": self.media_link, "prepare": self.prepare, "sequence": self.sequence}
@@ -45,6 +50,8 @@ class Enqueue(_PushedContent):
     media_link: str | None = None
     prepare: str | None = None
     sequence: int | None = None
+    sender: str | None = None  # the producer's `sender` attribute (a WhatsApp phone-number id)
+    default_sender: str | None = None  # the room's number by rendezvous hash (shared/senders.py)
 
     @property
     def idempotency_key(self) -> str:
@@ -66,6 +73,8 @@ class Park(_PushedContent):
     media_link: str | None = None
     prepare: str | None = None
     sequence: int | None = None
+    sender: str | None = None
+    default_sender: str | None = None
 
     @property
     def idempotency_key(self) -> str:
@@ -80,6 +89,10 @@ class SendReturned:
     131056: wait 4^n s before the n-th retry,
     https://developers.facebook.com/docs/whatsapp/cloud-api/support/error-codes).
     `cause` is the idempotency key of the request that started the attempt.
+    `sender_busy_until_us` (with REFUSED): no call was made, the sender's
+    number had no free slot this second (shared/sender_window.py); the
+    message waits until then as a paced one, keeping its attempt number
+    (never sent).
     """
 
     incarnation: int
@@ -93,6 +106,7 @@ class SendReturned:
     error_code: int | None = None
     error_title: str | None = None
     provider_message_id: str | None = None
+    sender_busy_until_us: int | None = None
 
     @property
     def idempotency_key(self) -> str:

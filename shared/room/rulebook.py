@@ -56,6 +56,8 @@ def event_kind(event: RoomEvent) -> str:
             return "push"
         case Park():
             return "dead-letter copy"
+        case SendReturned(sender_busy_until_us=int()):
+            return "sender at its rate"
         case SendReturned(outcome=SendOutcome.REFUSED, permanent=True):
             return "send refused for good"
         case SendReturned():
@@ -143,6 +145,9 @@ def _rules() -> tuple[Rule, ...]:
              "provably not sent: retry timer (x4 per attempt; 4^n s for a pair rate limit); "
              "dead-lettered after MAX_SEND_ATTEMPTS, and the room moves on"),
         Rule(_P.SENDING, "send refused for good", _NEXT, "ends as failed with the platform's error; the room moves on"),
+        Rule(_P.SENDING, "sender at its rate", frozenset({_P.PACED}) | _NEXT,
+             "no call made: its WhatsApp number had no free slot this second (WHATSAPP_SENDER_RATE); waits "
+             "for the slot as this same attempt (paced), its pair-rate token given back"),
         Rule(_P.SENDING, "timer", frozenset({_P.SENDING}) | _NEXT,
              "no outcome recorded: wait until the send window (start deadline + send timeout) plus the ack "
              "timeout has passed, then resend as the next attempt (dead-letter after MAX_SEND_ATTEMPTS)"),
@@ -207,11 +212,12 @@ def _rules() -> tuple[Rule, ...]:
             ]
         if phase is not _P.SENDING:
             rules += [Rule(phase, kind, frozenset({phase}), "stale (the attempt's outcome is recorded): ignored")
-                      for kind in ("send accepted", "send unknown", "send refused", "send refused for good")]
+                      for kind in ("send accepted", "send unknown", "send refused", "send refused for good",
+                                   "sender at its rate")]
     for phase in (_P.IDLE, _P.BLOCKED, _P.PAUSED):
         rules += [Rule(phase, kind, frozenset({phase}), "nothing in flight: ignored (late or duplicate)")
                   for kind in ("send accepted", "send unknown", "send refused", "send refused for good",
-                               "status delivered/read", "status failed", "receipt by recipient", "timer")]
+                               "sender at its rate", "status delivered/read", "status failed", "receipt by recipient", "timer")]
         rules.append(Rule(phase, "watchdog", frozenset({phase}) | (_NEXT if phase is _P.IDLE else frozenset()),
                           "a sequence gap overdue by WATCHDOG_GRACE_MS: acts as its gap timer would; "
                           "otherwise nothing in flight: ignored"))
@@ -248,7 +254,8 @@ _RULE_INDEX = {(r.phase, r.kind): r for r in RULES}
 # The event class of each kind (a column of `RULES`), to name the code of a row.
 EVENT_OF_KIND: dict[str, type] = {
     "push": Enqueue, "dead-letter copy": Park, "send accepted": SendReturned, "send unknown": SendReturned,
-    "send refused": SendReturned, "send refused for good": SendReturned, "status delivered/read": StatusUpdate,
+    "send refused": SendReturned, "send refused for good": SendReturned, "sender at its rate": SendReturned,
+    "status delivered/read": StatusUpdate,
     "status failed": StatusUpdate, "status sent": StatusUpdate, "receipt by recipient": RecipientReceipt,
     "gap timer": TimerFired, "timer": TimerFired, "watchdog": WatchdogSweep, "redrive": Redrive, "skip": Skip,
     "pause": Pause, "resume": Resume, "prepared": Prepared, "prepare failed": PrepareFailed,

@@ -76,6 +76,7 @@ class IgnoreReason(StrEnum):
     RECEIPT_COVERS_NOTHING = "receipt_covers_nothing_in_flight"  # a watermark or mids that prove nothing here
     ALREADY_PREPARED = "already_prepared"  # a second result of a preparation: the room keeps the first
     STALE_PREPARE_ATTEMPT = "stale_prepare_attempt"  # a failure of an attempt a later one has replaced
+    OTHER_SENDER = "other_sender"  # a WhatsApp status of a number this deployment does not send from
 
 @dataclass(frozen=True)
 class QueuedMessage:
@@ -102,6 +103,8 @@ class QueuedMessage:
     - `prep_floor`: `prep_attempt` at its latest redrive: the preparation
       attempts above it count against MAX_PREPARE_ATTEMPTS, and every
       preparation requested gets a number (a task name) never used before.
+    - `sender`: the WhatsApp phone-number id it is sent from (None: the
+      deployment's first number; other platforms have one sender).
     """
 
     seq: int
@@ -122,6 +125,7 @@ class QueuedMessage:
     attempts: int = 0
     attempt_floor: int = 0
     prep_floor: int = 0
+    sender: str | None = None
 
     @property
     def needs_preparation(self) -> bool:

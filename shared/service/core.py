@@ -35,6 +35,7 @@ from shared.room import (
     decide,
 )
 from shared.room import SendOutcome as RoomSendOutcome
+from shared.sender_window import SenderWindow
 from shared.status_queue import (
     StatusPublishFailed,
     StatusQueue,
@@ -83,8 +84,14 @@ class ServiceCore:
     def __init__(self, settings: Settings, policy: Policy, store: RoomStore, timers: TimerScheduler,
                  senders: dict[str, Sender], events: EventLog,
                  status_queue: Callable[[], StatusQueue] | None = None, scheduled: Any = None,
-                 prepare_tasks: Any = None, preparers: dict[str, Preparer] | None = None) -> None:
+                 prepare_tasks: Any = None, preparers: dict[str, Preparer] | None = None,
+                 sender_window: SenderWindow | None = None) -> None:
         self.scheduled = scheduled
+        self.sender_window = sender_window
+        specs = settings.whatsapp_sender_specs
+        # With one number every message is its (`sender` None): no mapping kept.
+        self.sender_ids = tuple(spec.phone_number_id for spec in specs) if len(specs) > 1 else ()
+        self.sender_rates = {spec.phone_number_id: spec.rate_per_s for spec in specs}
         self.prepare_tasks = prepare_tasks
         self.preparers = preparers or {}
         self._status_queue_factory = status_queue
@@ -178,9 +185,14 @@ class ServiceCore:
             # Too late to start: the room's send window assumes no call starts
             # after this. Provably not sent, so a retry is safe.
             result = SendResult(SendOutcome.REFUSED, error_title="send not started within SEND_START_DEADLINE_MS")
+        elif (busy := self._sender_slot(msg, started)) is not None:
+            # Its number is at its rate: no call; the room waits for the slot.
+            return self.store.apply(room_id, lambda s: decide(s, SendReturned(
+                send.incarnation, msg.seq, send.attempt, RoomSendOutcome.REFUSED, started, send.cause,
+                sender_busy_until_us=busy), self.policy, component))
         else:
             op_counts().send_calls += 1
-            sender = self.senders[msg.provider]
+            sender = self.senders.get(f"{msg.provider}:{msg.sender}") or self.senders[msg.provider]
             if msg.media_kind is None:
                 result = sender.send(msg.recipient, msg.text, send.delivery_id)
             else:
@@ -220,6 +232,16 @@ class ServiceCore:
                                       returned, send.cause, result.permanent, result.rate_limited,
                                       result.error_code, result.error_title, result.provider_message_id)
         return self.store.apply(room_id, lambda s: decide(s, returned_event, self.policy, component))
+
+    def _sender_slot(self, msg: Any, now: int) -> int | None:
+        """None when `msg` may be sent now (a slot of its WhatsApp number's
+        per-second window taken, or no window kept), else when (epoch us) to
+        try again. Raises what Firestore raises (the request answers 503)."""
+        if self.sender_window is None or msg.provider != "whatsapp":
+            return None
+        number = msg.sender or self.settings.whatsapp_sender_specs[0].phone_number_id
+        taken = self.sender_window.take(number, self.sender_rates.get(number, 0), now)
+        return None if taken is None else taken.ready_at_us
 
     def record_invocation(self, function: str, started_us: int, status: int) -> None:
         """Append this request's operation counts to METRICS_LOG_PATH (if set):

@@ -28,7 +28,7 @@ class EnqueueHandlers(ScheduledEntryHandlers):
         scheduled time has come enters unless an operator cancelled it
         (scheduled_entry.py)."""
         arrived = core.now_us()
-        parsed = parse_push(body, arrived, self.settings.enabled_providers)
+        parsed = parse_push(body, arrived, self.settings.enabled_providers, self.sender_ids)
         if isinstance(parsed, Rejected):
             self._keep_rejected(parsed, arrived, "enqueue")
             return Reply(200, {"result": "rejected", "reason": parsed.reason})
@@ -45,7 +45,7 @@ class EnqueueHandlers(ScheduledEntryHandlers):
         """A push from the dead-letter topic: the message is parked at its place
         in its room, which blocks there until an operator acts."""
         arrived = core.now_us()
-        parsed = parse_push(body, arrived, self.settings.enabled_providers)
+        parsed = parse_push(body, arrived, self.settings.enabled_providers, self.sender_ids)
         if isinstance(parsed, Rejected):
             self._keep_rejected(parsed, arrived, "deadletter")
             return Reply(200, {"result": "rejected", "reason": parsed.reason})
@@ -54,7 +54,8 @@ class EnqueueHandlers(ScheduledEntryHandlers):
         e = parsed.event
         park = Park(e.message_id, e.provider, e.recipient, e.text, e.published_at_us, arrived,
                     f"dead-lettered by Pub/Sub after {attempts} delivery attempts", media_kind=e.media_kind,
-                    media_link=e.media_link, prepare=e.prepare, sequence=e.sequence)
+                    media_link=e.media_link, prepare=e.prepare, sequence=e.sequence, sender=e.sender,
+                    default_sender=e.default_sender)
         self.apply(parsed.room_id, park, "deadletter")
         return Reply(200, {"result": "parked"})
 

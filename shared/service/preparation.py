@@ -51,7 +51,8 @@ class PreparationHandlers(ServiceCore):
         msg = found[0] if found is not None else None
         if msg is None or not msg.needs_preparation or msg.prep_failed is not None:
             return Reply(200, {"result": "nothing to prepare"})
-        preparer = self.preparers.get(msg.provider)
+        # Media uploaded with one number can be sent by that number only.
+        preparer = self.preparers.get(f"{msg.provider}:{msg.sender}") or self.preparers.get(msg.provider)
         if preparer is None or msg.media_kind is None or msg.media_link is None:
             event: RoomEvent = PrepareFailed(incarnation, seq, attempt,
                                              f"no way to prepare a {msg.media_kind} message for {msg.provider}",

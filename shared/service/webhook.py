@@ -15,6 +15,7 @@ from shared.providers.meta_messaging import WEBHOOK_OBJECTS, MessagingItem, pars
 from shared.providers.whatsapp import handshake_challenge, parse_statuses, signature_valid
 from shared.push import ROOM_ID
 from shared.room import (
+    IgnoreReason,
     RecipientReceipt,
     RoomState,
     parse_delivery_id,
@@ -81,8 +82,18 @@ class WebhookHandlers(ServiceCore):
             statuses = parse_statuses(payload)
         except (ValueError, TypeError, AttributeError, KeyError, UnicodeDecodeError) as exc:
             return Reply(400, {"error": f"not a status webhook: {type(exc).__name__}: {exc}"[:300]})
+        ours = {spec.phone_number_id for spec in self.settings.whatsapp_sender_specs}
+        for st in statuses:
+            if st.phone_number_id is not None and st.phone_number_id not in ours:
+                # Meta posts every number of the app's business accounts to one
+                # URL: a number baton does not send from has no message of ours.
+                self.events.emit(DeliveryEvent(EventType.STATUS_IGNORED, utc_iso(arrived), "webhook", None,
+                                               provider="whatsapp", status=st.status,
+                                               provider_message_id=st.provider_message_id,
+                                               reason=f"{IgnoreReason.OTHER_SENDER}: {st.phone_number_id[:20]}"))
         queued = [QueuedStatus(st.callback_data or "", st.status, "whatsapp", st.provider_message_id, st.error_code,
-                               st.error_title) for st in statuses]
+                               st.error_title) for st in statuses
+                  if st.phone_number_id is None or st.phone_number_id in ours]
         if self.settings.webhook_mode == "queued":
             return self._queue_statuses(queued, arrived)
         applied = self._apply_statuses(queued, None, arrived, "webhook")

@@ -39,6 +39,7 @@ class SendRecord:
     provider: str = "whatsapp"
     kind: str = "text"  # the message's type: `text` or `image`
     media_id: str | None = None  # an image sent by media id
+    sender: str = ""  # WhatsApp: the phone-number id in the send path (its statuses name it)
 
 
 @dataclass(frozen=True)

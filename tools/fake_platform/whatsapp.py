@@ -93,7 +93,7 @@ class WhatsAppWire(FaultInjection):
         now = time.time()
         wamid = "wamid." + hashlib.sha1(f"{now}{next(self.counter)}".encode()).hexdigest()[:24].upper()
         record = SendRecord(recipient, wamid, str(body.get("biz_opaque_callback_data", "")), now,
-                            kind=kind, media_id=media_id)
+                            kind=kind, media_id=media_id, sender=phone_id)
         with self.lock:
             self.sends.append(record)
             if kind != "text":
@@ -248,7 +248,8 @@ class WhatsAppWire(FaultInjection):
             "object": "whatsapp_business_account",
             "entry": [{"id": "102290129340398", "changes": [{"field": "messages", "value": {
                 "messaging_product": "whatsapp",
-                "metadata": {"display_phone_number": "15550000000", "phone_number_id": "100000000000001"},
+                "metadata": {"display_phone_number": "15550000000",
+                             "phone_number_id": rec.sender or "100000000000001"},
                 "statuses": [st]}}]}],
         }
 

@@ -1,0 +1,88 @@
+"""Per-sender throughput, shared by every function instance without a hot
+document: a sender's rate R (messages/s) is R window documents, each of which
+lets one send through per second.
+
+`sender_windows/{phone_number_id}-{k}` (k in 0..R-1) holds `last_us`, when its
+slot was last taken. A send takes a slot by a conditional write (the
+document's update time as precondition, or create-if-absent): at most one
+send per slot per second, so at most R sends in any one-second window over the
+whole sender, and each document takes at most 1 write/s, Firestore's
+sustained rate for one document
+(https://firebase.google.com/docs/firestore/best-practices#updates_to_a_single_document).
+A send tries two slots chosen at random ("two choices": load spreads without
+coordination); when both are taken the room waits for the sooner one, as a
+paced room waits (shared/room/flight.py, `send_returned`).
+
+Cost per WhatsApp send: 1 or 2 document reads and 1 write (about $0.18 per
+million writes, docs/scale.md). A slot's clock is the function's wall clock;
+the platform counts arrivals, a few ms later: configure a rate a little
+below the platform's (75 of WhatsApp's 80, docs/configuration.md).
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+
+from google.api_core import exceptions as gexc
+from google.cloud import firestore
+
+from shared.opcounts import op_counts
+
+SENDER_WINDOWS = "sender_windows"
+WINDOW_US = 1_000_000  # one slot lets one send through per this many us (1 s)
+CHOICES = 2
+
+
+@dataclass(frozen=True)
+class SlotTaken:
+    """No slot was free: the sooner of the tried slots frees at `ready_at_us` (epoch us)."""
+
+    ready_at_us: int
+
+
+class SenderWindow:
+    """Takes send slots of a sender's per-second window in Firestore.
+
+    Args:
+        client: a `google.cloud.firestore.Client`.
+        rng: the slot chooser (tests seed it).
+    """
+
+    def __init__(self, client: firestore.Client, rng: random.Random | None = None) -> None:
+        self._client = client
+        self._rng = rng or random.Random()
+
+    def take(self, phone_number_id: str, rate_per_s: int, now_us: int) -> SlotTaken | None:
+        """Take one send slot of `phone_number_id` at `now_us` (epoch us):
+        None when taken (the send may go), else `SlotTaken` with when to try
+        again. `rate_per_s` 0: not limited (always None).
+
+        Raises:
+            google.api_core.exceptions.GoogleAPICallError: Firestore failed
+                (the caller's request answers 503 and is redelivered).
+        """
+        if rate_per_s <= 0:
+            return None
+        slots = self._rng.sample(range(rate_per_s), min(CHOICES, rate_per_s))
+        ready = []
+        for k in slots:
+            ref = self._client.collection(SENDER_WINDOWS).document(f"{phone_number_id}-{k}")
+            snap = ref.get()
+            op_counts().firestore_reads += 1
+            last = (snap.to_dict() or {}).get("last_us") if snap.exists else None
+            if last is not None and now_us - last < WINDOW_US:
+                ready.append(last + WINDOW_US)
+                continue
+            try:
+                if snap.exists:
+                    ref.update({"last_us": now_us}, option=self._client.write_option(last_update_time=snap.update_time))
+                else:
+                    ref.create({"last_us": now_us})
+            except (gexc.FailedPrecondition, gexc.Conflict, gexc.AlreadyExists):
+                ready.append(now_us + WINDOW_US)  # another send took it just now
+                continue
+            finally:
+                op_counts().firestore_writes += 1
+            return None
+        return SlotTaken(min(ready))
