@@ -145,3 +145,16 @@ resource "google_firebaserules_release" "firestore" {
     replace_triggered_by = [google_firebaserules_ruleset.deny_all]
   }
 }
+
+# The per-sender window documents (shared/sender_window.py): `last_us`, when a
+# slot was last taken, is written up to the number's rate per second and never
+# queried; indexed, every number's sends would write the head of one
+# sequential index range (500 writes/s).
+resource "google_firestore_field" "sender_window_unindexed" {
+  project    = var.project_id
+  database   = google_firestore_database.main.name
+  collection = "sender_windows"
+  field      = "last_us"
+
+  index_config {}
+}

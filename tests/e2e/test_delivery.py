@@ -215,18 +215,21 @@ def test_a_burst_of_100_messages_to_one_recipient_is_paced_below_the_platforms_p
     # The bucket really held the room back, and each paced message waited for
     # its token. (How many are paced depends on the machine's load: a hand-over
     # slower than 150 ms finds a token waiting. A fixed count failed on CI.)
-    started_ms = {e["seq"]: parse_delivery_id(e["delivery_id"])[4] / 1000 for e in events
-                  if e["event"] == "sent" and e["attempt"] == 1}
+    # Every call's start, by (seq, attempt), from its delivery id: a `sent`, or a
+    # `send_failed` / `send_unknown` (on a loaded machine a send may miss its
+    # start deadline and go again as the next attempt).
+    started_ms = {(e["seq"], e["attempt"]): parse_delivery_id(e["delivery_id"])[4] / 1000 for e in events
+                  if e["event"] in ("sent", "send_failed", "send_unknown") and e.get("delivery_id")}
     paced = [e for e in events if e["event"] == "paced"]
     assert paced
     for e in paced:
         wait_ms = int(re.search(r"next token in (\d+) ms", e["reason"]).group(1))
-        assert started_ms[e["seq"]] >= epoch_s(e["ts"]) * 1000 + wait_ms - 5, e
-    # Token bucket bound on the room's own start times, over every window:
-    # at most burst + window / interval sends (the platform's arrival times lag
-    # them by the commit and the HTTP call, so only this bound is exact).
+        assert started_ms[(e["seq"], e["attempt"])] >= epoch_s(e["ts"]) * 1000 + wait_ms - 5, e
+    # Token bucket bound on the room's own send starts, over every window: at
+    # most burst + window / interval (the platform's arrival times lag them by
+    # the commit and the HTTP call, so only this bound is exact).
     starts = sorted(started_ms.values())
-    assert len(starts) == 100
+    assert len({seq for seq, _ in started_ms}) == 100
     for i in range(len(starts)):
         for j in range(i + 1, len(starts)):
             assert j - i + 1 <= 5 + (starts[j] - starts[i]) / 150 + 1, (i, j)

@@ -111,3 +111,11 @@ def test_every_indexed_room_field_is_one_a_query_uses(tf):
     `in_flight_to` (a recipient key), and the shard-composite fields."""
     indexed = set(full_room()) - exempt_fields(tf)
     assert indexed == {"parked", "in_flight_to"}
+
+
+def test_the_sender_window_time_is_not_indexed(tf):
+    """`sender_windows.last_us` is written at every WhatsApp send (up to the
+    number's rate per second, shared/sender_window.py) and never queried."""
+    field = resource(tf, "google_firestore_field", "sender_window_unindexed")
+    # shared/sender_window.py's SENDER_WINDOWS (not imported: this venv has no Google client).
+    assert (field["collection"], field["field"], field["index_config"]) == ("sender_windows", "last_us", {})

@@ -1,0 +1,33 @@
+"""The judge of `make demo-senders` (tools/demo_senders.py) on hand-made
+records of the fake platform: it must catch a number over its rate in a
+sliding second and a room sent from two numbers."""
+
+from __future__ import annotations
+
+from shared.room import make_delivery_id
+from shared.senders import rendezvous_sender
+from tools.demo_senders import judge_senders
+
+NUMBERS = ("1001", "1002")
+
+
+def rec(room: str, seq: int, at: float, sender: str | None = None) -> dict:
+    return {"callback": make_delivery_id(room, 1, seq, 1, 1_700_000_000_000_000), "at": at,
+            "sender": sender or rendezvous_sender(room, NUMBERS)}
+
+
+def test_the_busiest_sliding_second_is_counted_not_the_calendar_second():
+    room = "room-a"
+    # 3 sends within 0.6 s that straddle a calendar second: one window holds all 3.
+    verdict = judge_senders([rec(room, 1, 10.7), rec(room, 2, 11.1), rec(room, 3, 11.3), rec(room, 4, 12.4)], NUMBERS)
+    number = rendezvous_sender(room, NUMBERS)
+    assert verdict.max_in_any_second[number] == 3
+    assert verdict.over_rate({number: 2}) == {number: 3} and verdict.over_rate({number: 3}) == {}
+    assert verdict.rooms_on_several_numbers == [] and verdict.rooms_off_their_hash == []
+
+
+def test_a_room_sent_from_two_numbers_is_caught():
+    room = "room-b"
+    other = next(n for n in NUMBERS if n != rendezvous_sender(room, NUMBERS))
+    verdict = judge_senders([rec(room, 1, 1.0), rec(room, 2, 2.0, sender=other)], NUMBERS)
+    assert verdict.rooms_on_several_numbers == [room] and verdict.rooms_off_their_hash == [room]
