@@ -82,7 +82,7 @@ class WebhookHandlers(ServiceCore):
             statuses = parse_statuses(payload)
         except (ValueError, TypeError, AttributeError, KeyError, UnicodeDecodeError) as exc:
             return Reply(400, {"error": f"not a status webhook: {type(exc).__name__}: {exc}"[:300]})
-        ours = {spec.phone_number_id for spec in self.settings.whatsapp_sender_specs}
+        ours = self.sender_rates  # this deployment's numbers
         for st in statuses:
             if st.phone_number_id is not None and st.phone_number_id not in ours:
                 # Meta posts every number of the app's business accounts to one
