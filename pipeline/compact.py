@@ -39,16 +39,24 @@ from urllib.parse import unquote
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql import types as T
 
 from pipeline import transforms as tf
 from pipeline.extract import list_files, read_events
 from pipeline.load import join_path, list_names, path_exists
-from pipeline.schema import EVENT_COLUMNS
+from pipeline.schema import EVENT_COLUMNS, EVENT_SCHEMA
 
 log = logging.getLogger("pipeline.compact")
 
 #: The columns stored per line, besides the `date` and `batch` partitions.
 STORED_COLUMNS: tuple[str, ...] = (*EVENT_COLUMNS, "source", "line", "reject_reason")
+#: The stored lines as read back: the typed event, `source`, `line`,
+#: `reject_reason`, and the `date` and `batch` partitions.
+STORED_SCHEMA = T.StructType(
+    list(EVENT_SCHEMA.fields)
+    + [T.StructField(c, T.StringType(), True) for c in ("source", "line", "reject_reason")]
+    + [T.StructField("date", T.DateType(), True), T.StructField("batch", T.StringType(), True)]
+)
 #: Stored columns of mostly distinct values, written without Parquet's
 #: dictionary encoding (`parquet.enable.dictionary#<column>`,
 #: https://github.com/apache/parquet-java/blob/master/parquet-hadoop/README.md):
@@ -181,7 +189,13 @@ def read_store(spark: SparkSession, store: str, since: date | None = None, until
     batches = committed_batches(spark, store)
     if not batches:
         raise FileNotFoundError(f"no compacted store at {store} (run `make compact` or pass --input)")
-    df = spark.read.option("basePath", join_path(store, "events")).parquet(join_path(store, "events"))
+    # declared, not inferred from one file: a batch compacted before a column
+    # was read (such as `actor`) gives it as null, whichever file Spark opens first
+    df = (
+        spark.read.schema(STORED_SCHEMA)
+        .option("basePath", join_path(store, "events"))
+        .parquet(join_path(store, "events"))
+    )
     df = df.where(F.col("batch").isin(*batches))
     if since is not None:
         df = df.where(F.col("date") >= F.lit(since))

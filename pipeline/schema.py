@@ -34,6 +34,9 @@ __all__ = [
     "TERMINAL",
     "KNOWN_EVENTS",
     "EVENT_SCHEMA",
+    "ENTRY_EVENTS",
+    "SEND_EVENTS",
+    "LIFECYCLE_EVENTS",
 ]
 
 _JSON_TO_SPARK = {
@@ -51,7 +54,7 @@ READ_FIELDS: tuple[str, ...] = tuple(
     in (
         "log_type", "schema_version", "event", "ts", "room_id", "seq", "attempt", "message_id", "provider",
         "trigger", "reason", "error_code", "error_title", "published_at", "publish_to_send_ms", "send_to_ack_ms",
-        "trigger_to_send_ms",
+        "trigger_to_send_ms", "actor",
     )
 )  # fmt: skip
 #: The typed event columns the parse keeps (and compaction stores): `READ_FIELDS`
@@ -116,4 +119,15 @@ MESSAGE_EVENTS: tuple[str, ...] = tuple(
         EventType.TIMED_OUT,
         EventType.DEAD_LETTERED,
     )
+)
+#: How a message enters its room: queued, or parked at its place (a dead-letter
+#: copy, or a placeholder for one, blocking the room until an operator acts).
+ENTRY_EVENTS: tuple[str, ...] = (str(EventType.ENQUEUED), str(EventType.PARKED))
+#: A send attempt that may have reached the platform: accepted (`sent`), or
+#: whose outcome is unknown (`send_unknown`: counted as possibly sent).
+SEND_EVENTS: tuple[str, ...] = (str(EventType.SENT), str(EventType.SEND_UNKNOWN))
+#: Every event the per-message lifecycle reads (with a `seq`): entries, send
+#: attempts and their failures, operator redrives, and the terminal events.
+LIFECYCLE_EVENTS: tuple[str, ...] = tuple(
+    sorted({*MESSAGE_EVENTS, *ENTRY_EVENTS, *SEND_EVENTS, str(EventType.REDRIVEN), *TERMINAL})
 )

@@ -9,10 +9,12 @@ Terms, as the delivery path uses them:
 
 - a *message* is one `(room_id, seq)`; `seq` is its position in the room, from 1,
   in publish order;
-- a message is *in flight* from its first `sent` to its terminal event
-  (`acked`, `failed`, `timed_out`, `dead_lettered`);
-- its *head-of-line wait* is from `enqueued` to its first `sent`: the time it
-  waited behind the earlier messages of its room;
+- a message is *in flight* from its first possibly-sent attempt (`sent` or
+  `send_unknown`) to its terminal event (`acked`, `failed`, `timed_out`,
+  `dead_lettered`, `skipped`); a redriven dead letter lives again
+  (`pipeline.lifecycle`, which holds the lifecycle and the audit);
+- its *head-of-line wait* is from its entry (`enqueued`, or `parked`) to its
+  first send: the time it waited behind the earlier messages of its room;
 - a *late ack* is a `status_ignored` event with reason `late_ack`: the ack came
   after the timeout had already ended the message;
 - a message with no terminal event in the log is *lost*.
@@ -22,10 +24,19 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from pyspark.sql import Column, DataFrame, GroupedData, Window
+from pyspark.sql import Column, DataFrame, GroupedData
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from pipeline.lifecycle import (  # noqa: F401 - the lifecycle and audit, re-exported
+    AUDIT_COLUMNS,
+    LATE_ACK,
+    OUTCOMES,
+    message_lifecycle,
+    ms_between,
+    ordering_audit,
+    room_summary,
+)
 from pipeline.schema import (
     CORRUPT_COLUMN,
     EVENT_COLUMNS,
@@ -36,18 +47,10 @@ from pipeline.schema import (
     MESSAGE_EVENTS,
     READ_FIELDS,
     SCHEMA_VERSION,
-    TERMINAL,
 )
 
-OUTCOMES = ("acked", "timed_out", "failed", "dead_lettered", "lost")
 #: The outcomes of messages whose end depends on the ack timeout X (`ack_waits`).
 WAIT_OUTCOMES = ("acked", "timed_out")
-LATE_ACK = "late_ack"
-
-
-def _ms_between(later: Column, earlier: Column) -> Column:
-    """Milliseconds (double) from `earlier` to `later`, both timestamps."""
-    return (F.unix_micros(later) - F.unix_micros(earlier)) / F.lit(1000.0)
 
 
 # --------------------------------------------------------------------------- parse
@@ -191,224 +194,6 @@ def rejected_lines(parsed: DataFrame) -> DataFrame:
     return parsed.where(F.col("reject_reason").isNotNull()).select("source", "line", "reject_reason")
 
 
-# --------------------------------------------------------------------------- messages
-
-
-def message_lifecycle(events: DataFrame) -> DataFrame:
-    """One row per message `(room_id, seq)`: how it went from enqueue to its end.
-
-    Input: valid events (`valid_events`). Only message events (`enqueued`,
-    `sent`, `send_failed`, the terminal ones) and late acks count here.
-
-    Output columns: `room_id`, `seq`, `message_id`, `provider`,
-    `enqueued_at`, `published_at`, `first_sent_at`, `last_sent_at`,
-    `ended_at` (first terminal event; null if none), `outcome` (`acked`,
-    `timed_out`, `failed`, `dead_lettered`, or `lost` when no terminal event
-    is in the log), `enqueues`, `sends`, `attempts` (highest attempt sent),
-    `resends` (sends beyond the first: duplicates sent), `send_failures`,
-    `terminal_events`, `first_send_trigger`, `publish_to_send_ms` and
-    `trigger_to_send_ms` (of the first send), `head_of_line_wait_ms`
-    (enqueued to first sent), `in_flight_ms` (first sent to end),
-    `send_to_ack_ms` (on `acked`), `late_ack_ms` (earliest late ack),
-    `ack_latency_ms` (the ack that arrived, in time or late), `error_code`,
-    `error_title` (platform's, on `failed`), `dead_letter_reason`.
-    All `*_ms` in milliseconds.
-    """
-    ev = F.col("event")
-    is_sent = ev == "sent"
-    is_terminal = ev.isin(*TERMINAL)
-    is_late = (ev == "status_ignored") & (F.col("reason") == LATE_ACK)
-    # one shuffle, by room: the aggregate below (its keys include room_id) then
-    # needs only a sort within each partition, with no partial aggregate first
-    relevant = events.where(
-        F.col("room_id").isNotNull() & F.col("seq").isNotNull() & (ev.isin(*MESSAGE_EVENTS) | is_late)
-    ).repartition("room_id")
-    first_send = F.min(F.when(is_sent, F.struct("ts", "publish_to_send_ms", "trigger_to_send_ms", "trigger")))
-    first_end = F.min(F.when(is_terminal, F.struct("ts", "event")))
-    agg = relevant.groupBy("room_id", "seq").agg(
-        F.max("message_id").alias("message_id"),
-        F.max("provider").alias("provider"),
-        F.min(F.when(ev == "enqueued", F.col("ts"))).alias("enqueued_at"),
-        F.max("published_at").alias("published_at"),
-        first_send.alias("_first_send"),
-        F.max(F.when(is_sent, F.col("ts"))).alias("last_sent_at"),
-        first_end.alias("_first_end"),
-        F.count(F.when(ev == "enqueued", 1)).alias("enqueues"),
-        F.count(F.when(is_sent, 1)).alias("sends"),
-        F.max(F.when(is_sent, F.col("attempt"))).alias("attempts"),
-        F.count(F.when(ev == "send_failed", 1)).alias("send_failures"),
-        F.count(F.when(is_terminal, 1)).alias("terminal_events"),
-        F.max(F.when(ev == "acked", F.col("send_to_ack_ms"))).alias("send_to_ack_ms"),
-        F.min(F.when(is_late, F.col("send_to_ack_ms"))).alias("late_ack_ms"),
-        F.max(F.when(ev == "failed", F.col("error_code"))).alias("error_code"),
-        F.max(F.when(ev == "failed", F.col("error_title"))).alias("error_title"),
-        F.max(F.when(ev == "dead_lettered", F.col("reason"))).alias("dead_letter_reason"),
-    )
-    first_sent_at = F.col("_first_send.ts")
-    ended_at = F.col("_first_end.ts")
-    return agg.select(
-        "room_id",
-        "seq",
-        "message_id",
-        "provider",
-        "enqueued_at",
-        "published_at",
-        first_sent_at.alias("first_sent_at"),
-        "last_sent_at",
-        ended_at.alias("ended_at"),
-        F.coalesce(F.col("_first_end.event"), F.lit("lost")).alias("outcome"),
-        "enqueues",
-        "sends",
-        "attempts",
-        F.greatest(F.col("sends") - 1, F.lit(0)).alias("resends"),
-        "send_failures",
-        "terminal_events",
-        F.col("_first_send.trigger").alias("first_send_trigger"),
-        F.col("_first_send.publish_to_send_ms").alias("publish_to_send_ms"),
-        F.col("_first_send.trigger_to_send_ms").alias("trigger_to_send_ms"),
-        _ms_between(first_sent_at, F.col("enqueued_at")).alias("head_of_line_wait_ms"),
-        _ms_between(ended_at, first_sent_at).alias("in_flight_ms"),
-        "send_to_ack_ms",
-        "late_ack_ms",
-        F.coalesce(F.col("send_to_ack_ms"), F.col("late_ack_ms")).alias("ack_latency_ms"),
-        "error_code",
-        "error_title",
-        "dead_letter_reason",
-    )
-
-
-# --------------------------------------------------------------------------- audit and rooms
-
-#: The audit's figures and checks, as `ordering_audit` returns them after `room_id`.
-AUDIT_COLUMNS = (
-    "messages_sent", "ordering_violations", "max_in_flight", "in_flight_violations", "gaps", "lost",
-    "multiple_ends", "sends_in_order", "single_in_flight", "none_lost", "no_gaps", "one_end_each", "audit_ok",
-)  # fmt: skip
-
-
-def room_summary(messages: DataFrame) -> DataFrame:
-    """One row per room: counts by outcome, duplicates sent, the ordering
-    audit, the longest head-of-line wait and the room's throughput.
-
-    Input: `message_lifecycle` rows. Output columns: `room_id`, `provider`,
-    `messages`, `enqueued`, `acked`, `timed_out`, `failed`,
-    `dead_lettered`, `lost`, `late_acks`, `duplicates_sent` (resends),
-    `send_failures`, the rest of the audit (`AUDIT_COLUMNS`, see
-    `ordering_audit`), `longest_head_of_line_wait_ms`, `mean_in_flight_ms`,
-    `first_sent_at`, `last_ended_at`, `active_s` (first send to last end,
-    seconds) and `messages_per_s` (ended messages / `active_s`; null when
-    `active_s` is 0 or unknown).
-
-    One shuffle, one sort and one aggregate: each message becomes one row per
-    change of its room's in-flight count (+1 at its first send, -1 at its
-    end; one row with change 0 if it was never sent), one window per room in
-    time order gives the running in-flight count and the highest seq sent
-    before, and one aggregate per room reads both. Counts and sums read the
-    message's first row only (its send, or its change-0 row), so a message
-    counts once.
-    """
-    m = messages.select(
-        "room_id", "seq", "provider", "enqueued_at", "first_sent_at", "ended_at", "outcome", "resends",
-        "send_failures", "terminal_events", "late_ack_ms", "head_of_line_wait_ms", "in_flight_ms",
-    ).repartition("room_id")  # fmt: skip
-    # the one shuffle is of the messages, before each becomes two rows: half the
-    # bytes (78 MB instead of 151 MB at 10M events; the window keeps this partitioning)
-
-    def change(t: Column, delta: int) -> Column:
-        return F.struct(t.alias("t"), F.lit(delta).alias("delta"))
-
-    sent = F.col("first_sent_at").isNotNull()
-    # an end and a send at the same microsecond count as end first: -1 sorts before +1
-    end_t = F.greatest("ended_at", "first_sent_at")
-    changes = (
-        F.when(~sent, F.array(change(F.lit(None).cast("timestamp"), 0)))
-        .when(F.col("ended_at").isNull(), F.array(change(F.col("first_sent_at"), 1)))
-        .otherwise(F.array(change(F.col("first_sent_at"), 1), change(end_t, -1)))
-    )
-    sweep = Window.partitionBy("room_id").orderBy("_c.t", "_c.delta", "seq")
-    upto = sweep.rowsBetween(Window.unboundedPreceding, 0)
-    before = sweep.rowsBetween(Window.unboundedPreceding, -1)
-    is_send = F.col("_c.delta") == 1
-    rows = m.select("*", F.explode(changes).alias("_c")).select(
-        "*",
-        F.sum("_c.delta").over(upto).alias("_in_flight"),
-        # the highest seq first sent before this send, in (first_sent_at, seq) order
-        F.max(F.when(is_send, F.col("seq"))).over(before).alias("_max_seq_before"),
-    )
-    first = F.col("_c.delta") >= 0  # every message has one row with change 0 or +1
-
-    def once(cond: Column) -> Column:
-        return F.count(F.when(first & cond, 1))
-
-    enqueued = F.col("enqueued_at").isNotNull()
-    per_room = rows.groupBy("room_id").agg(
-        F.max("provider").alias("provider"),
-        once(F.lit(True)).alias("messages"),
-        once(enqueued).alias("enqueued"),
-        *[once(F.col("outcome") == o).alias(o) for o in ("acked", "timed_out", "failed", "dead_lettered")],
-        once(F.col("terminal_events") == 0).alias("lost"),
-        once((F.col("outcome") == "timed_out") & F.col("late_ack_ms").isNotNull()).alias("late_acks"),
-        F.sum(F.when(first, F.col("resends"))).alias("duplicates_sent"),
-        F.sum(F.when(first, F.col("send_failures"))).alias("send_failures"),
-        F.count(F.when(is_send, 1)).alias("messages_sent"),
-        F.count(F.when(is_send & (F.col("seq") < F.col("_max_seq_before")), 1)).alias("ordering_violations"),
-        F.coalesce(F.max("_in_flight"), F.lit(0)).alias("max_in_flight"),
-        F.count(F.when(is_send & (F.col("_in_flight") > 1), 1)).alias("in_flight_violations"),
-        # seq numbers in 1..max(enqueued seq) with no `enqueued` event
-        (F.coalesce(F.max(F.when(enqueued, F.col("seq"))), F.lit(0)) - once(enqueued)).alias("gaps"),
-        once(F.col("terminal_events") > 1).alias("multiple_ends"),
-        once(F.col("ended_at").isNotNull()).alias("_ended"),
-        F.max("head_of_line_wait_ms").alias("longest_head_of_line_wait_ms"),
-        F.avg(F.when(first, F.col("in_flight_ms"))).alias("mean_in_flight_ms"),
-        F.min("first_sent_at").alias("first_sent_at"),
-        F.max("ended_at").alias("last_ended_at"),
-    )
-    checks = {
-        "sends_in_order": F.col("ordering_violations") == 0,
-        "single_in_flight": F.col("max_in_flight") <= 1,
-        "none_lost": F.col("lost") == 0,
-        "no_gaps": F.col("gaps") == 0,
-        "one_end_each": F.col("multiple_ends") == 0,
-    }
-    all_ok = F.lit(True)
-    for c in checks.values():
-        all_ok = all_ok & c
-    active_s = _ms_between(F.col("last_ended_at"), F.col("first_sent_at")) / F.lit(1000.0)
-    return (
-        per_room.select("*", *[c.alias(k) for k, c in checks.items()], all_ok.alias("audit_ok"))
-        .withColumn("active_s", active_s)
-        .select(
-            "room_id", "provider", "messages", "enqueued", "acked", "timed_out", "failed", "dead_lettered", "lost",
-            "late_acks", "duplicates_sent", "send_failures", *[c for c in AUDIT_COLUMNS if c != "lost"],
-            "longest_head_of_line_wait_ms", "mean_in_flight_ms", "first_sent_at", "last_ended_at", "active_s",
-            F.when(F.col("active_s") > 0, F.col("_ended") / F.col("active_s")).alias("messages_per_s"),
-        )
-    )  # fmt: skip
-
-
-def ordering_audit(messages: DataFrame) -> DataFrame:
-    """Per room, the ordering invariants checked from the log alone: `room_id`
-    and `AUDIT_COLUMNS` (a projection of `room_summary`).
-
-    Input: `message_lifecycle` rows. Output, one row per room:
-
-    - `messages_sent`: messages with at least one `sent`;
-    - `ordering_violations`: first sends of a seq lower than a seq already
-      sent in that room (0 when sends went 1, 2, 3, ... in time order);
-    - `max_in_flight`: the most messages in flight at once (a message is in
-      flight from its first `sent` to its first terminal event, or to the end
-      of the log if it has none); an end and a send at the same microsecond
-      count as end first;
-    - `in_flight_violations`: sends made while another message was in flight;
-    - `gaps`: seq numbers in 1..max(enqueued seq) with no `enqueued` event;
-    - `lost`: messages with no terminal event; `multiple_ends`: messages with
-      more than one terminal event;
-    - `sends_in_order`, `single_in_flight`, `none_lost`, `no_gaps`,
-      `one_end_each` (booleans) and `audit_ok` (all of them).
-    """
-    return room_summary(messages).select("room_id", *AUDIT_COLUMNS)
-
-
 # --------------------------------------------------------------------------- totals
 
 
@@ -532,9 +317,7 @@ def ack_waits(messages: DataFrame, extra: tuple[str, ...] = ()) -> DataFrame:
     the ack that arrived, in time or late; null when no ack ever came), and
     the `extra` columns of `messages` asked for.
     """
-    return messages.where(F.col("outcome").isin(*WAIT_OUTCOMES)).select(
-        "room_id", "seq", "ack_latency_ms", *extra
-    )
+    return messages.where(F.col("outcome").isin(*WAIT_OUTCOMES)).select("room_id", "seq", "ack_latency_ms", *extra)
 
 
 def timeout_tradeoff(messages: DataFrame, candidates_ms: Iterable[float]) -> DataFrame:
@@ -560,11 +343,15 @@ def timeout_tradeoff(messages: DataFrame, candidates_ms: Iterable[float]) -> Dat
     # columns (least() skips a null: a wait with no ack holds the room for X);
     # then one row per (candidate, room). A cross join of the waits with the
     # candidates and an aggregate over it took 2.9 s warm at 10M events, this 1.4-2.1 s
-    per_room_wide = ack_waits(messages).groupBy("room_id").agg(
-        F.count(lat).alias("arriving"),
-        F.count("*").alias("n"),
-        *[F.sum(F.least(lat, F.lit(x))).alias(f"_busy{i}") for i, x in enumerate(xs)],
-        *[F.count(F.when(lat > F.lit(x), 1)).alias(f"_late{i}") for i, x in enumerate(xs)],
+    per_room_wide = (
+        ack_waits(messages)
+        .groupBy("room_id")
+        .agg(
+            F.count(lat).alias("arriving"),
+            F.count("*").alias("n"),
+            *[F.sum(F.least(lat, F.lit(x))).alias(f"_busy{i}") for i, x in enumerate(xs)],
+            *[F.count(F.when(lat > F.lit(x), 1)).alias(f"_late{i}") for i, x in enumerate(xs)],
+        )
     )
     by_candidate = F.array(*[
         F.struct(F.lit(x).alias("timeout_ms"), F.col(f"_busy{i}").alias("busy_ms"), F.col(f"_late{i}").alias("too_late"))
@@ -600,4 +387,4 @@ def observed_timeout_ms() -> Column:
     """Over `message_lifecycle` rows: for a timed-out message, the observed
     ack timeout in ms (last `sent` to `timed_out`, which includes Cloud Tasks'
     dispatch delay); null for any other outcome."""
-    return F.when(F.col("outcome") == "timed_out", _ms_between(F.col("ended_at"), F.col("last_sent_at")))
+    return F.when(F.col("outcome") == "timed_out", ms_between(F.col("ended_at"), F.col("last_sent_at")))

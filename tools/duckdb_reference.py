@@ -4,7 +4,9 @@ implementation to check the Spark one against.
 
     python -m tools.duckdb_reference --input EVENTS.jsonl --output rooms.parquet
 
-Same definitions as the Spark transforms (see their docstrings); it reads the
+Same definitions as the Spark transforms (`pipeline.lifecycle`), computed
+another way: each event is given its life by a window over the message's
+events (Spark builds the lives from arrays per message). It reads the
 plain line format only, and skips lines that are not valid events instead of
 keeping them. With `--source parquet` it reads a compacted store's valid
 events instead (`pipeline.compact`), the input Spark's Parquet runs read.
@@ -15,7 +17,7 @@ from __future__ import annotations
 import argparse
 import time
 
-from pipeline.schema import MESSAGE_EVENTS, TERMINAL
+from pipeline.schema import LIFECYCLE_EVENTS, SEND_EVENTS, TERMINAL
 from shared.events import EVENT_FIELDS, LOG_TYPE
 
 _DUCK_TYPES = {"string": "VARCHAR", "integer": "BIGINT", "number": "DOUBLE"}
@@ -24,14 +26,18 @@ _DUCK_TYPES = {"string": "VARCHAR", "integer": "BIGINT", "number": "DOUBLE"}
 COMPARED = (
     "messages",
     "enqueued",
+    "entered_parked",
     "acked",
     "timed_out",
     "failed",
     "dead_lettered",
+    "skipped",
     "lost",
     "late_acks",
     "duplicates_sent",
+    "unknown_sends",
     "send_failures",
+    "redrives",
     "messages_sent",
     "ordering_violations",
     "max_in_flight",
@@ -65,23 +71,52 @@ def rooms_sql(path: str, source: str = "json") -> str:
   WHERE reject_reason IS NULL AND"""
     else:
         raise ValueError(f"source must be json or parquet, got {source!r}")
+    sends = f"event IN ({_q(SEND_EVENTS)})"
     return f"""
 WITH ev AS (
   SELECT room_id, seq, event, reason, ts, send_to_ack_ms
   FROM {scan} room_id IS NOT NULL AND seq IS NOT NULL
-    AND (event IN ({_q(MESSAGE_EVENTS)}) OR {late})
+    AND (event IN ({_q(LIFECYCLE_EVENTS)}) OR {late})
+),
+first_end AS (
+  SELECT room_id, seq, min(ts) FILTER ({terminal}) AS fe FROM ev GROUP BY room_id, seq
+),
+-- each event's life: how many redrives after the message's first end (a dead
+-- letter released) came at or before it; a redrive counts before an event at its time
+lived AS (
+  SELECT e.*, sum(CASE WHEN e.event = 'redriven' AND e.ts > f.fe THEN 1 ELSE 0 END)
+                OVER (PARTITION BY e.room_id, e.seq ORDER BY e.ts, (e.event = 'redriven') DESC
+                      ROWS UNBOUNDED PRECEDING) AS life
+  FROM ev e JOIN first_end f ON e.room_id = f.room_id AND e.seq = f.seq
+),
+life AS (
+  SELECT room_id, seq, life,
+         min(ts) FILTER ({sends}) AS start,
+         min(ts) FILTER ({terminal}) AS ended,
+         arg_min(event, ts) FILTER ({terminal}) AS outcome,
+         count(*) FILTER ({terminal}) AS ends
+  FROM lived GROUP BY room_id, seq, life
+),
+last_life AS (
+  SELECT room_id, seq, max(life) AS last, bool_or(ends > 1) AS multi FROM life GROUP BY room_id, seq
+),
+fin AS (
+  SELECT l.room_id, l.seq, coalesce(l.outcome, 'lost') AS outcome, l.ended, x.multi
+  FROM life l JOIN last_life x ON l.room_id = x.room_id AND l.seq = x.seq AND l.life = x.last
 ),
 msg AS (
-  SELECT room_id, seq,
+  SELECT e.room_id, e.seq,
          min(ts) FILTER (event = 'enqueued') AS enq,
-         min(ts) FILTER (event = 'sent') AS first_sent,
-         arg_min(event, ts) FILTER ({terminal}) AS outcome,
-         min(ts) FILTER ({terminal}) AS ended,
+         min(ts) FILTER (event = 'parked') AS parked,
+         min(ts) FILTER ({sends}) AS first_sent,
          count(*) FILTER (event = 'sent') AS sends,
+         count(*) FILTER (event = 'send_unknown') AS unknown_sends,
          count(*) FILTER (event = 'send_failed') AS send_failures,
-         count(*) FILTER ({terminal}) AS terminal_events,
-         min(send_to_ack_ms) FILTER ({late}) AS late_ack_ms
-  FROM ev GROUP BY room_id, seq
+         count(*) FILTER (event = 'redriven') AS redrives,
+         min(send_to_ack_ms) FILTER ({late}) AS late_ack_ms,
+         any_value(f.outcome) AS outcome, any_value(f.ended) AS ended, any_value(f.multi) AS multi
+  FROM ev e JOIN fin f ON e.room_id = f.room_id AND e.seq = f.seq
+  GROUP BY e.room_id, e.seq
 ),
 ord AS (
   SELECT room_id, count(*) AS messages_sent, count(*) FILTER (seq < prev_max) AS ordering_violations
@@ -95,32 +130,36 @@ flight AS (
          count(*) FILTER (delta = 1 AND running > 1) AS in_flight_violations
   FROM (SELECT room_id, delta,
                sum(delta) OVER (PARTITION BY room_id ORDER BY t, delta ROWS UNBOUNDED PRECEDING) AS running
-        FROM (SELECT room_id, first_sent AS t, 1 AS delta FROM msg WHERE first_sent IS NOT NULL
+        FROM (SELECT room_id, start AS t, 1 AS delta FROM life WHERE start IS NOT NULL
               UNION ALL
-              SELECT room_id, greatest(ended, first_sent), -1 FROM msg
-              WHERE first_sent IS NOT NULL AND ended IS NOT NULL))
+              SELECT room_id, greatest(ended, start), -1 FROM life
+              WHERE start IS NOT NULL AND ended IS NOT NULL))
   GROUP BY room_id
 ),
 per_room AS (
   SELECT room_id,
-         count(*) AS messages, count(enq) AS enqueued,
+         count(*) AS messages, count(enq) AS enqueued, count(parked) AS entered_parked,
          count(*) FILTER (outcome = 'acked') AS acked,
          count(*) FILTER (outcome = 'timed_out') AS timed_out,
          count(*) FILTER (outcome = 'failed') AS failed,
          count(*) FILTER (outcome = 'dead_lettered') AS dead_lettered,
-         count(*) FILTER (terminal_events = 0) AS lost,
+         count(*) FILTER (outcome = 'skipped') AS skipped,
+         count(*) FILTER (outcome = 'lost') AS lost,
          count(*) FILTER (outcome = 'timed_out' AND late_ack_ms IS NOT NULL) AS late_acks,
          sum(greatest(sends - 1, 0)) AS duplicates_sent,
+         sum(unknown_sends) AS unknown_sends,
          sum(send_failures) AS send_failures,
-         coalesce(max(seq) FILTER (enq IS NOT NULL), 0) - count(enq) AS gaps,
-         count(*) FILTER (terminal_events > 1) AS multiple_ends,
-         max(epoch_us(first_sent) - epoch_us(enq)) / 1000.0 AS longest_head_of_line_wait_ms,
+         sum(redrives) AS redrives,
+         coalesce(max(seq) FILTER (enq IS NOT NULL OR parked IS NOT NULL), 0)
+           - count(*) FILTER (enq IS NOT NULL OR parked IS NOT NULL) AS gaps,
+         count(*) FILTER (multi) AS multiple_ends,
+         max(epoch_us(first_sent) - epoch_us(least(enq, parked))) / 1000.0 AS longest_head_of_line_wait_ms,
          (epoch_us(max(ended)) - epoch_us(min(first_sent))) / 1e6 AS active_s,
          count(ended) AS ended_n
   FROM msg GROUP BY room_id
 )
-SELECT p.room_id, p.messages, p.enqueued, p.acked, p.timed_out, p.failed, p.dead_lettered, p.lost,
-       p.late_acks, p.duplicates_sent, p.send_failures,
+SELECT p.room_id, p.messages, p.enqueued, p.entered_parked, p.acked, p.timed_out, p.failed, p.dead_lettered,
+       p.skipped, p.lost, p.late_acks, p.duplicates_sent, p.unknown_sends, p.send_failures, p.redrives,
        coalesce(o.messages_sent, 0) AS messages_sent, coalesce(o.ordering_violations, 0) AS ordering_violations,
        coalesce(f.max_in_flight, 0) AS max_in_flight, coalesce(f.in_flight_violations, 0) AS in_flight_violations,
        p.gaps, p.multiple_ends, p.longest_head_of_line_wait_ms, p.active_s,

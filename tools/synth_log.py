@@ -6,7 +6,9 @@ time in seq order; 87% of messages get an ack (lognormal send-to-ack latency,
 median 800 ms), those slower than the 3 s timeout end as `timed_out` followed
 by a late ack; the other 13% time out with no ack at all; about 0.8% fail on
 the platform, 0.2% are dead-lettered after a failed send, 0.5% are resent
-(attempt 2) and 1% get a push redelivery (`duplicate_ignored`). Each message
+(attempt 2) and 1% get a push redelivery (`duplicate_ignored`). Operators
+act on a few: 0.2% are skipped in flight, 0.15% are dead-lettered and
+redriven (sent again and acked), 0.1% enter parked and are released. Each message
 also logs the `sent` status webhook (ignored) and, when acked, the timeout
 task that finds nothing in flight, and for 60% a later `read` (ignored): about
 5.5 events per message, as in `make demo`.
@@ -45,13 +47,16 @@ SELECT *,
        CASE WHEN uk < 0.008 THEN 'failed'
             WHEN uk < 0.010 THEN 'dead'
             WHEN uk < 0.140 THEN 'noack'
+            WHEN uk < 0.142 THEN 'skip'
+            WHEN uk < 0.1435 THEN 'redrive'
             ELSE 'ack' END AS kind,
+       hash(i, 'park') % 1000 = 0 AS parked,
        -- each room starts within the first 30 min, then one message per 8 s slot, in seq order
        TIMESTAMP '{start}' + to_microseconds(room_start_us) + to_microseconds((seq - 1) * 8000000) AS slot
 FROM base;
 
 CREATE OR REPLACE TEMP TABLE m AS
-SELECT room_id, seq, kind, ux,
+SELECT room_id, seq, kind, ux, parked,
        CASE WHEN kind = 'ack' AND lat_ms > {timeout} THEN 'late' ELSE kind END AS outcome,
        round(lat_ms, 3) AS lat_ms,
        slot - to_microseconds(CAST(up * 1500000 AS BIGINT)) AS t_enq,
@@ -70,7 +75,7 @@ SELECT '{severity}' AS severity, '{event} ' || room_id || '#' || seq AS message,
        {delivery_id} AS delivery_id, {pmid} AS provider_message_id, {status} AS status,
        {trigger} AS trigger, {reason} AS reason, {error_code} AS error_code, {error_title} AS error_title,
        {published_at} AS published_at, {p2s} AS publish_to_send_ms, {s2a} AS send_to_ack_ms,
-       {t2s} AS trigger_to_send_ms
+       {t2s} AS trigger_to_send_ms, {actor} AS actor
 FROM m WHERE {where}
 """
 
@@ -96,6 +101,7 @@ def _ev(event: str, ts: str, where: str, **kw: str) -> str:
         "p2s": _NUM_NULL,
         "s2a": _NUM_NULL,
         "t2s": _NUM_NULL,
+        "actor": _NULL,
     }
     d.update(kw)
     return _EVENT.format(event=event, ts=ts, where=where, **d)
@@ -117,18 +123,32 @@ def events_sql() -> str:
         t2s="round(5 + ux * 40, 3)",
         published_at="strftime(t_pub, '%Y-%m-%dT%H:%M:%S.%fZ')",
     )
-    sending = "outcome <> 'dead'"
+    sending = "outcome NOT IN ('dead', 'redrive')"
+    operator = dict(
+        actor="'ops@example.com'", component="'operator'", message_id="room_id || '-m' || seq", provider="'whatsapp'"
+    )
     end_ack = _ms("t_sent", "lat_ms")
     end_timeout = _ms("t_sent", f"{TIMEOUT_MS} + 55")
     parts = [
         _ev(
             "enqueued",
             "t_enq",
-            "true",
+            "NOT parked",
             message_id="room_id || '-m' || seq",
             provider="'whatsapp'",
             published_at="strftime(t_pub, '%Y-%m-%dT%H:%M:%S.%fZ')",
         ),
+        # entered parked (a placeholder's dead-letter copy), released by an operator before its send
+        _ev(
+            "parked",
+            "t_enq",
+            "parked",
+            severity="ERROR",
+            message_id="room_id || '-m' || seq",
+            provider="'whatsapp'",
+            reason="'refused while the room was full and dead-lettered by Pub/Sub'",
+        ),
+        _ev("redriven", _ms("t_enq", "5"), "parked", **operator, reason="'room unblocked'"),
         _ev("duplicate_ignored", _ms("t_enq", "300"), "ux < 0.01", message_id="room_id || '-m' || seq"),
         _ev("sent", "t_sent", sending, **sent_kw),
         # a resend after a crash: same seq, attempt 2, 1.5 s later (before any end)
@@ -188,6 +208,38 @@ def events_sql() -> str:
             status="'failed'",
             error_code="131026",
             error_title="'Message undeliverable'",
+        ),
+        # an operator skips the message in flight, 2 s after its send
+        _ev(
+            "skipped",
+            _ms("t_sent", "2000"),
+            "outcome = 'skip'",
+            severity="WARNING",
+            attempt="1",
+            **{**operator, "reason": "'customer asked'"},
+        ),
+        # a dead letter an operator redrives 1 s later: sent again as attempt 2, acked
+        _ev("send_failed", "t_sent", "outcome = 'redrive'", severity="WARNING", attempt="1", reason="'http_500'"),
+        _ev(
+            "dead_lettered",
+            _ms("t_sent", "100"),
+            "outcome = 'redrive'",
+            severity="ERROR",
+            attempt="1",
+            reason="'send_attempts_exhausted'",
+        ),
+        _ev("redriven", _ms("t_sent", "1000"), "outcome = 'redrive'", **operator, reason="'platform fixed'"),
+        _ev(
+            "sent", _ms("t_sent", "1200"), "outcome = 'redrive'", **{**sent_kw, "attempt": "2", "trigger": "'redrive'"}
+        ),
+        _ev(
+            "acked",
+            _ms("t_sent", "1500"),
+            "outcome = 'redrive'",
+            component="'webhook'",
+            attempt="2",
+            status="'delivered'",
+            s2a="300.0",
         ),
         _ev("send_failed", "t_sent", "outcome = 'dead'", severity="WARNING", attempt="1", reason="'http_500'"),
         _ev(

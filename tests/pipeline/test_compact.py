@@ -157,3 +157,21 @@ def test_a_store_written_with_int96_times_reads_with_new_batches(spark, tmp_path
     assert sorted(t for (t,) in types) == ["INT64", "INT96"]
     rows = read_store(spark, store).select("seq", F.unix_micros("ts").alias("us")).orderBy("seq").collect()
     assert [(r["seq"], r["us"]) for r in rows] == [(1, (T0 + 1) * 1_000_000), (2, (T0 + 3600) * 1_000_000)]
+
+
+def test_a_batch_compacted_before_a_column_was_read_gives_it_as_null(spark, tmp_path):
+    # `actor` was added to the read fields: older batches have no such column
+    logs, store = tmp_path / "logs", str(tmp_path / "store")
+    _hour(logs, 22, 10, [sent(1.0, "a", 1)])
+    compact(spark, str(logs), store)
+    (old,) = [p for p in (tmp_path / "store" / "events").rglob("batch=*") if p.is_dir()]
+    without = tmp_path / "without"
+    spark.read.parquet(str(old)).drop("actor").write.parquet(str(without))
+    for f in old.glob("*.parquet"):
+        f.unlink()
+    for f in without.glob("*.parquet"):
+        f.rename(old / f.name)
+    _hour(logs, 22, 11, [ev("skipped", 3600.0, "a", 2, component="operator", actor="ops@example.com")])
+    compact(spark, str(logs), store)
+    rows = read_store(spark, store).select("seq", "actor").orderBy("seq").collect()
+    assert [(r["seq"], r["actor"]) for r in rows] == [(1, None), (2, "ops@example.com")]
