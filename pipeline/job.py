@@ -9,7 +9,9 @@ With `--input`, the JSON is first compacted to Parquet (`pipeline.compact`:
 into `--compact-to`, incrementally, or into a fresh `OUTPUT/events/`); the
 report always reads Parquet. Writes under `--output`: Parquet tables
 `messages/`, `rooms/`, `audit/`, `hourly/`, `providers/`,
-`timeout_tradeoff/`, `rejects/`; `summary.json`;
+`timeout_tradeoff/`, `rejects/`, and the faults and operations (`faults/`,
+`waits/`, `operator_actions/`, `room_faults/`, `sequence_gaps/`,
+`preparations/`); `summary.json`;
 `report.html` (self-contained) and `timeout_tradeoff.png`. Logs each stage
 with row counts to stderr and prints a summary table at the end.
 Exit status: 0 on success (bad lines included), 2 on bad arguments.
@@ -34,6 +36,7 @@ from pipeline import advice as adv
 from pipeline import transforms as tf
 from pipeline.compact import compact, read_store
 from pipeline.load import delete_path, join_path, write_bytes, write_table
+from pipeline.operations_stage import OperationsResult, run_operations
 from pipeline.session import LOCAL, session_for
 
 log = logging.getLogger("pipeline")
@@ -193,6 +196,12 @@ def _advice_stage(messages: DataFrame, out: str, args: argparse.Namespace) -> tu
         return advice, spark.read.parquet(path).orderBy("timeout_ms")
 
 
+def _operations_stage(events: DataFrame, messages: DataFrame, out: str) -> OperationsResult:
+    """The faults and operations tables written to `out`, and what the report shows of them."""
+    with Stage("faults and operations"):
+        return run_operations(events, messages, out)
+
+
 def _import_report() -> None:
     """Import `pipeline.report` (and matplotlib); an ImportError shows again where the report is built."""
     try:
@@ -243,11 +252,13 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         if not args.rooms_only:
             totals_done = pool.submit(_totals_stage, messages, out)
             advice_done = pool.submit(_advice_stage, messages, out, args)
+            operations_done = pool.submit(_operations_stage, tf.valid_events(lines_df), messages, out)
         by_reason, rejects = rejects_done.result()
         rooms, agg = rooms_done.result()
         if not args.rooms_only:
             hourly, providers = totals_done.result()
             advice, tradeoff = advice_done.result()
+            operations = operations_done.result()
 
     lines = sum(by_reason.values())
     events_n = by_reason.pop(None, 0)
@@ -287,6 +298,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "longest_head_of_line_wait_ms": agg["longest_head_of_line_wait_ms"],
         "room_messages_per_s_p50": agg["room_messages_per_s_p50"],
         "advice": advice.as_dict(),
+        "operations": operations.summary(),
     }
     summary["providers"] = {
         r["provider"]: {k: r[k] for k in PROVIDER_FIGURES}
@@ -313,6 +325,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                     rejects,
                     by_reason,
                     agg,
+                    operations,
                 )
                 html_text, png = build_report(data)
                 write_bytes(spark, join_path(out, "report.html"), html_text.encode())
@@ -325,7 +338,19 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _report_data(
-    args, summary, audit_checks, advice, messages, rooms, tradeoff, hourly, providers, rejects, by_reason, agg
+    args,
+    summary,
+    audit_checks,
+    advice,
+    messages,
+    rooms,
+    tradeoff,
+    hourly,
+    providers,
+    rejects,
+    by_reason,
+    agg,
+    operations,
 ):
     from pipeline.report import ReportData
 
@@ -368,9 +393,9 @@ def _report_data(
         "hourly": hourly,
     }
     if by_reason:
-        queries["samples"] = rejects.select(
-            "reject_reason", F.substring("line", 1, 160).alias("line"), "source"
-        ).limit(10)
+        queries["samples"] = rejects.select("reject_reason", F.substring("line", 1, 160).alias("line"), "source").limit(
+            10
+        )
     # the queries are small: each one's time is mostly the driver's planning and
     # scheduling, which overlap when they run side by side
     with ThreadPoolExecutor(max_workers=4, thread_name_prefix="report") as pool:
@@ -392,6 +417,7 @@ def _report_data(
         failing_rooms=got["failing"],
         reject_reasons=dict(sorted(by_reason.items())),
         reject_samples=got.get("samples", []),
+        operations=operations,
         generated_at=datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S UTC"),
         input_desc=" ".join(args.input) if args.input else f"compacted store {args.compacted}",
     )
@@ -410,13 +436,20 @@ def print_summary(summary: dict[str, Any], output: str) -> None:
         ("lines read / rejected", f"{summary['lines']:,} / {summary['rejected_lines']:,}"),
         ("rooms / messages", f"{summary['rooms']:,} / {summary['messages']:,}"),
         ("acked / timed out / failed", f"{summary['acked']:,} / {summary['timed_out']:,} / {summary['failed']:,}"),
-        ("dead-lettered / lost", f"{summary['dead_lettered']:,} / {summary['lost']:,}"),
+        (
+            "dead-lettered / skipped / lost",
+            f"{summary['dead_lettered']:,} / {summary['skipped']:,} / {summary['lost']:,}",
+        ),
         ("acked share", "–" if summary["acked_share"] is None else f"{summary['acked_share']:.1%}"),
         ("late acks / duplicates sent", f"{summary['late_acks']:,} / {summary['duplicates_sent']:,}"),
         ("audit: rooms out of order", f"{failing['sends_in_order']:,} ({summary['ordering_violations']:,} sends)"),
         ("audit: rooms >1 in flight", f"{failing['single_in_flight']:,} ({summary['in_flight_violations']:,} sends)"),
         ("audit: rooms with lost / gaps", f"{failing['none_lost']:,} / {failing['no_gaps']:,}"),
         ("longest head-of-line wait", ms(summary["longest_head_of_line_wait_ms"])),
+        (
+            "operator actions / sequence gaps",
+            f"{summary['operations']['operator_actions']:,} / {summary['operations']['sequence_gaps']:,}",
+        ),
         ("X in force (observed)", ms(a["observed_timeout_ms"])),
         (f"recommended X ({a['target_share']:.1%} of acks)", f"{ms(a['recommended_ms'])} {ci}"),
         ("elapsed", f"{summary['elapsed_s']:.1f} s"),

@@ -20,10 +20,13 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
+from pipeline.operations_stage import OperationsResult  # noqa: E402
+from pipeline.report_operations import operations_section  # noqa: E402
+
 #: The per-provider table's columns, main figures first (`totals_by_provider`).
 PROVIDER_COLUMNS = [
     "provider", "messages", "acked_share", "timed_out_share", "acked", "timed_out", "late_acks", "failed",
-    "dead_lettered", "lost", "send_to_ack_p50_ms", "send_to_ack_p90_ms", "send_to_ack_p99_ms", "rooms",
+    "dead_lettered", "skipped", "lost", "send_to_ack_p50_ms", "send_to_ack_p90_ms", "send_to_ack_p99_ms", "rooms",
     "duplicates_sent", "publish_to_send_p50_ms", "publish_to_send_p99_ms",
 ]  # fmt: skip
 
@@ -32,6 +35,7 @@ OUTCOME_COLOURS = {
     "timed_out": "#f9a825",
     "failed": "#c62828",
     "dead_lettered": "#6a1b9a",
+    "skipped": "#78909c",
     "lost": "#000000",
 }
 
@@ -53,6 +57,8 @@ class ReportData:
     - `tradeoff`: `timeout_tradeoff` rows as dicts.
     - `providers`, `hourly`, `failing_rooms`, `reject_reasons`, `reject_samples`:
       rows as dicts for the tables.
+    - `operations`: the faults and operations (`pipeline.operations_stage`);
+      the part is left out when it is None.
     """
 
     summary: dict[str, Any]
@@ -72,6 +78,7 @@ class ReportData:
     reject_samples: list[dict[str, Any]] = field(default_factory=list)
     generated_at: str = ""
     input_desc: str = ""
+    operations: OperationsResult | None = None
 
 
 def _png(fig) -> bytes:
@@ -281,7 +288,7 @@ def build_report(data: ReportData) -> tuple[str, bytes]:
     failing = {k: v for k, v in data.audit_checks.items() if v}
     verdict = (
         "<p class=ok>Ordering holds in every room: sends in sequence order, never more than one message in flight, "
-        "no message without an end, no gap.</p>"
+        'no message without an end, no gap (the rules: docs/analytics.md, "The audit\'s definitions").</p>'
         if not failing
         else "<p class=bad>Ordering audit found problems: "
         + ", ".join(f"{html.escape(k)} fails in {v:,} room(s)" for k, v in failing.items())
@@ -350,6 +357,7 @@ def build_report(data: ReportData) -> tuple[str, bytes]:
         "<h2>Rooms</h2>",
         _img(charts["rates"], "per-room throughput"),
         _img(charts["hol"], "top rooms by head-of-line wait"),
+        *(operations_section(data.operations, _table, _img, _png) if data.operations is not None else []),
         "<h2>Per hour</h2>",
         _table(data.hourly),
         "<h2>Rejected lines</h2>",

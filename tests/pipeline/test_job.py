@@ -97,7 +97,14 @@ def test_a_failing_stage_beside_others_fails_the_run(run, tmp_path, monkeypatch)
     again = tmp_path / "again"
     with pytest.raises(RuntimeError, match="trade-off broke"):
         job.main(["--compacted", str(out / "events"), "--output", str(again), "--master", "local[2]"])
-    assert set(job.STAGE_SECONDS) == {"rejects", "messages", "audit+rooms", "totals", "timeout advice"}
+    assert set(job.STAGE_SECONDS) == {
+        "rejects",
+        "messages",
+        "audit+rooms",
+        "totals",
+        "timeout advice",
+        "faults and operations",
+    }
     assert (again / "rooms" / "_SUCCESS").exists() and (again / "hourly" / "_SUCCESS").exists()
     assert not (again / "summary.json").exists()
 
@@ -118,7 +125,8 @@ def test_report_is_self_contained(run):
     out, _ = run
     html = (out / "report.html").read_text()
     assert "<script" not in html and "http://" not in html and "https://" not in html
-    assert html.count("data:image/png;base64,") == 5
+    assert html.count("data:image/png;base64,") == 6  # five charts and the waits by cause
+    assert "<h2>Faults and operations</h2>" in html
     assert html.count("<table>") == html.count("<div class=scroll><table>")  # wide tables scroll, not the page
     assert "Ordering audit found problems" in html
     assert "not json at all" in html  # a sample of the rejected lines
