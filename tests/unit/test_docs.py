@@ -114,6 +114,13 @@ def test_no_page_names_a_path_of_a_developers_machine(path):
     assert not found, f"{path.relative_to(ROOT)} names paths of a machine: {found[:5]}"
 
 
+def test_the_benchmarks_page_holds_current_figures_in_under_250_lines():
+    """The history of experiments lives in benchmarks-history.md (issue 32, item 7)."""
+    page = ROOT / "docs" / "benchmarks.md"
+    assert len(text(page).splitlines()) < 250
+    assert "benchmarks-history.md" in text(page) and (ROOT / "docs" / "benchmarks-history.md").exists()
+
+
 # ------------------------------------------------------------ the event log
 
 
