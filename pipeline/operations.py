@@ -18,6 +18,7 @@ milliseconds (double), every `*_at` column a UTC timestamp.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 from pyspark.sql import Column, DataFrame
@@ -80,6 +81,12 @@ def faults(events: DataFrame) -> DataFrame:
     )
 
 
+def _key(k: WaitKind) -> Column:
+    """What ties a wait's start to its end besides the room: the `key`
+    column as a string, or `""` for a wait of the room itself."""
+    return F.lit("") if k.key is None else F.col(k.key).cast("string")
+
+
 def _scheduled_due() -> Column:
     """On a `scheduled` event: when the message was due to enter its room,
     from its reason (`enters its room at 2026-11-22T10:00:00.000000Z ...`)."""
@@ -97,23 +104,17 @@ def waits(events: DataFrame) -> DataFrame:
     key_of = F.lit(None).cast("string")
     for k in WAIT_KINDS:
         kind_of = F.when(F.col("event") == k.start, F.lit(k.kind)).otherwise(kind_of)
-        key = F.lit("") if k.key is None else F.col(k.key).cast("string")
-        key_of = F.when(F.col("event") == k.start, key).otherwise(key_of)
+        key_of = F.when(F.col("event") == k.start, _key(k)).otherwise(key_of)
     starts = starts.select(
         kind_of.alias("kind"), "room_id", "seq", "message_id", "provider", F.col("ts").alias("started_at"),
         "actor", cause().alias("cause"), F.when(F.col("event") == "scheduled", _scheduled_due()).alias("due_at"),
         key_of.alias("_key"),
     )  # fmt: skip
-    end_rows = []
-    for k in WAIT_KINDS:
-        key = F.lit("") if k.key is None else F.col(k.key).cast("string")
-        end_rows.append(
-            events.where(F.col("event").isin(*k.ends) & (k.key is None or F.col(k.key).isNotNull()))
-            .select(F.lit(k.kind).alias("_kind"), F.col("room_id").alias("_room"), key.alias("_key_e"), F.col("ts").alias("_end"))
-        )  # fmt: skip
-    ends = end_rows[0]
-    for e in end_rows[1:]:
-        ends = ends.unionByName(e)
+    ends = functools.reduce(DataFrame.unionByName, [
+        events.where(F.col("event").isin(*k.ends) & _key(k).isNotNull())
+        .select(F.lit(k.kind).alias("_kind"), F.col("room_id").alias("_room"), _key(k).alias("_key_e"), F.col("ts").alias("_end"))
+        for k in WAIT_KINDS
+    ])  # fmt: skip
     # only the ends of messages and rooms that waited: a semi-join against the
     # starts' keys (broadcast: they are few) before the join, rather than
     # shuffling every `sent` and `enqueued` of the log

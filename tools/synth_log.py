@@ -123,7 +123,8 @@ def events_sql() -> str:
         t2s="round(5 + ux * 40, 3)",
         published_at="strftime(t_pub, '%Y-%m-%dT%H:%M:%S.%fZ')",
     )
-    sending = "outcome NOT IN ('dead', 'redrive')"
+    dead = "outcome IN ('dead', 'redrive')"
+    sending = f"NOT ({dead})"
     operator = dict(
         actor="'ops@example.com'", component="'operator'", message_id="room_id || '-m' || seq", provider="'whatsapp'"
     )
@@ -218,16 +219,7 @@ def events_sql() -> str:
             attempt="1",
             **{**operator, "reason": "'customer asked'"},
         ),
-        # a dead letter an operator redrives 1 s later: sent again as attempt 2, acked
-        _ev("send_failed", "t_sent", "outcome = 'redrive'", severity="WARNING", attempt="1", reason="'http_500'"),
-        _ev(
-            "dead_lettered",
-            _ms("t_sent", "100"),
-            "outcome = 'redrive'",
-            severity="ERROR",
-            attempt="1",
-            reason="'send_attempts_exhausted'",
-        ),
+        # a dead letter (the rows below) an operator redrives 1 s later: sent again as attempt 2, acked
         _ev("redriven", _ms("t_sent", "1000"), "outcome = 'redrive'", **operator, reason="'platform fixed'"),
         _ev(
             "sent", _ms("t_sent", "1200"), "outcome = 'redrive'", **{**sent_kw, "attempt": "2", "trigger": "'redrive'"}
@@ -241,11 +233,12 @@ def events_sql() -> str:
             status="'delivered'",
             s2a="300.0",
         ),
-        _ev("send_failed", "t_sent", "outcome = 'dead'", severity="WARNING", attempt="1", reason="'http_500'"),
+        # dead-lettered after a failed send; a `redrive` message is one first
+        _ev("send_failed", "t_sent", dead, severity="WARNING", attempt="1", reason="'http_500'"),
         _ev(
             "dead_lettered",
             _ms("t_sent", "100"),
-            "outcome = 'dead'",
+            dead,
             severity="ERROR",
             attempt="1",
             reason="'send_attempts_exhausted'",
