@@ -27,6 +27,7 @@ Application Default Credentials); `make statuses-list` and
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -144,11 +145,14 @@ class ErrorQueue:
             self._release([m.ack_id for m in received])
         return sorted((r for r in records if room is None or r.target == room), key=lambda r: r.published)
 
-    def replay(self, room: str | None = None, limit: int = 1000) -> dict[str, int]:
+    def replay(self, room: str | None = None, limit: int = 1000,
+               on_replayed: Callable[[str], None] | None = None) -> dict[str, int]:
         """Publish each room's statuses and each recipient's receipts again to
         STATUS_TOPIC, oldest first, then remove them from the error queue.
         Returns counts: `replayed`, `unroutable` (kept), `other_rooms` (kept:
-        `room`, a room id or a recipient key, was given).
+        `room`, a room id or a recipient key, was given). `on_replayed` is
+        called with the room id or recipient key of each message once it is
+        published and removed (the CLI logs `statuses_replayed` from it).
 
         Raises:
             google.api_core.exceptions.GoogleAPICallError: a publish failed (what
@@ -178,6 +182,8 @@ class ErrorQueue:
                                         **attrs).result(timeout=30)
                 self._subscriber.acknowledge(request={"subscription": self.subscription, "ack_ids": [m.ack_id]})
                 counts["replayed"] += 1
+                if on_replayed is not None:
+                    on_replayed(record.target)
         except BaseException:
             keep.extend(m.ack_id for m in received if m.ack_id not in keep)
             raise

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import asdict
 
 import click
@@ -44,8 +45,14 @@ def list_statuses(env: Env, room: str | None, limit: int, as_json: bool) -> None
 @pass_env
 def replay(env: Env, room: str | None, limit: int, as_json: bool) -> None:
     """Publish the held statuses again to the status queue (each applies once in its room), then remove
-    them from the error queue. Unroutable records are kept."""
-    counts = _queue(env).replay(room, limit)
+    them from the error queue, logging `statuses_replayed` with the actor per room (or recipient).
+    Unroutable records are kept."""
+    replayed: Counter[str] = Counter()
+    try:
+        counts = _queue(env).replay(room, limit, on_replayed=lambda target: replayed.update([target]))
+    finally:  # what was replayed before a failure is logged too
+        for target, n in sorted(replayed.items()):
+            env.operators.log_statuses_replayed(target, n, env.who)
     if as_json:
         emit_json({**counts, "actor": env.who})
     else:

@@ -50,4 +50,5 @@ EVENT_MEANINGS: dict[str, tuple[frozenset[str], str]] = {
     "skipped": (frozenset({"messages", "rooms", "waits", "operator_actions", "faults"}), "terminal: an operator ended the message (or cancelled a scheduled one)"),
     "watchdog_rescued": (frozenset({"faults", "room_faults"}), "the sweep re-drove an overdue room, by phase"),
     "operator_ignored": (frozenset({"operator_actions", "faults"}), "an operator action that changed nothing"),
+    "statuses_replayed": (frozenset({"operator_actions", "faults"}), "an operator replayed a room's statuses from the status error queue"),
 }  # fmt: skip

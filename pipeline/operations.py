@@ -28,7 +28,7 @@ from pipeline.lifecycle import ms_between
 from pipeline.schema import SEND_EVENTS, TERMINAL
 
 #: Events an operator's action logs (`actor` set).
-OPERATOR_EVENTS = ("paused", "resumed", "skipped", "redriven", "operator_ignored")
+OPERATOR_EVENTS = ("paused", "resumed", "skipped", "redriven", "operator_ignored", "statuses_replayed")
 #: The normal path of a message, reported per message, not as faults.
 NORMAL_PATH = ("enqueued", "sent", "acked", "timed_out")
 #: Faults counted per room (`room_faults`), in its column order.

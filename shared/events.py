@@ -77,6 +77,7 @@ class EventType(StrEnum):
     SKIPPED = "skipped"  # terminal: an operator ended the message unsent (or unacked)
     WATCHDOG_RESCUED = "watchdog_rescued"  # the sweep found the room's wake-up overdue and re-drove it
     OPERATOR_IGNORED = "operator_ignored"  # an operator action that changes nothing (already done, wrong seq)
+    STATUSES_REPLAYED = "statuses_replayed"  # an operator published a room's statuses from the status error queue again
 
 
 TERMINAL_EVENTS = frozenset(
@@ -122,7 +123,8 @@ class DeliveryEvent:
       `acked`, and on `status_ignored` with reason `late_ack`).
     - `trigger_to_send_ms`: arrival of the request that freed the room to this
       send call (on `sent`): the head-of-line hand-over delay.
-    - `actor`: who did an operator action (`redriven`, `skipped`), else null.
+    - `actor`: who did an operator action (`paused`, `resumed`, `redriven`,
+      `skipped`, `operator_ignored`, `statuses_replayed`), else null.
     """
 
     event: EventType

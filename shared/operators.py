@@ -28,7 +28,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from shared.events import DeliveryEvent, EventLog, JsonLineWriter, utc_iso
+from shared.events import DeliveryEvent, EventLog, EventType, JsonLineWriter, utc_iso
 from shared.room import (
     Pause,
     Redrive,
@@ -294,6 +294,16 @@ class Operators:
         """Redrive each dead letter that is still waiting, in seq order per room."""
         waiting = sorted((d for d in items if d.status == "waiting"), key=lambda d: (d.room_id, d.seq))
         return [self.redrive(d.id, actor, reason) for d in waiting]
+
+    def log_statuses_replayed(self, target: str, count: int, actor: str) -> DeliveryEvent:
+        """Log that `actor` published `count` messages of the status error
+        queue for `target` (a room id, or a recipient key
+        `provider:recipient`) again (`baton statuses replay`). No room
+        changes here: each status applies in its room when it arrives."""
+        event = DeliveryEvent(EventType.STATUSES_REPLAYED, utc_iso(now_us()), COMPONENT, target, actor=actor,
+                              reason=f"{count} status message(s) replayed from the status error queue")
+        self.service.events.emit(event)
+        return event
 
     # ------------------------------------------------------------ views
 

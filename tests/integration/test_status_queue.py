@@ -115,6 +115,9 @@ def test_a_status_whose_processing_raises_goes_to_the_error_queue_and_a_replay_a
     assert baton(stack, "statuses", "replay", "--room", room_id)["replayed"] == 1
     wait_for(lambda: counts(store, room_id).get("acked"), 30, "the replayed status applied")
     assert error_queue.list(room=room_id) == []
+    # The replay is in the audit trail, with who did it (issue 32, item 5).
+    (replayed,) = [e for e in room_events(stack, room_id) if e["event"] == "statuses_replayed"]
+    assert replayed["actor"] == "tester" and replayed["reason"].startswith("1 status message(s)")
     # Replaying again, or Meta sending the same status again, changes nothing.
     assert error_queue.replay(room=room_id)["replayed"] == 0
     assert post(stack.url("webhook-queued"), webhook_body(status_entry(delivery, "delivered"))).status_code == 200
@@ -229,3 +232,4 @@ def test_receipts_by_recipient_moved_to_the_error_queue_are_replayed_and_ack_the
     assert baton(stack, "statuses", "replay", "--room", key)["replayed"] == 1
     wait_for(lambda: counts(store, room_id).get("acked"), 30, "the replayed receipt applied")
     assert error_queue.list(room=key) == []
+    assert [(e["event"], e["actor"]) for e in room_events(stack, key)] == [("statuses_replayed", "tester")]

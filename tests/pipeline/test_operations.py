@@ -16,7 +16,8 @@ def operator_day() -> list[dict]:
     room `q` paced 0.5 s then sent; room `i` prepares an image (1.2 s at the
     head); room `s` holds producer sequence 3 for 2 s behind a gap of 2, and a
     scheduled message that enters 0.3 s after its time; room `b` refused twice
-    (back-pressure) and rescued once by the watchdog."""
+    (back-pressure) and rescued once by the watchdog; an operator replays
+    room `k`'s statuses from the status error queue."""
     log = [
         ev("paused", 1, "p", component="operator", actor=OPS, reason="maintenance"),
         ev("resumed", 11, "p", component="operator", actor=OPS, reason="done"),
@@ -35,6 +36,8 @@ def operator_day() -> list[dict]:
         ev("backpressure", 2, "b", message_id="b-m9", provider="whatsapp", reason="room holds 100 messages"),
         ev("watchdog_rescued", 3, "b", 1, 1, component="sweep", reason="sent"),
         ev("skipped", 6, "c", None, component="enqueue", message_id="c-s1", actor=OPS, reason="cancelled"),
+        ev("statuses_replayed", 8, "k", component="operator", actor=OPS,
+           reason="2 status message(s) replayed from the status error queue"),
     ]  # fmt: skip
     return log
 
@@ -71,6 +74,7 @@ def test_the_operator_trail_lists_every_action_with_its_actor_in_time_order(even
         ("paused", "p", OPS),
         ("skipped", "k", OPS),
         ("scheduled_cancelled", "c", OPS),
+        ("statuses_replayed", "k", OPS),
         ("resumed", "p", OPS),
     ]
 
