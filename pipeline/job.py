@@ -11,7 +11,7 @@ report always reads Parquet. Writes under `--output`: Parquet tables
 `messages/`, `rooms/`, `audit/`, `hourly/`, `providers/`,
 `timeout_tradeoff/`, `rejects/`, and the faults and operations (`faults/`,
 `waits/`, `operator_actions/`, `room_faults/`, `sequence_gaps/`,
-`preparations/`); `summary.json`;
+`preparations/`, `rescues/`); `summary.json`;
 `report.html` (self-contained) and `timeout_tradeoff.png`. Logs each stage
 with row counts to stderr and prints a summary table at the end.
 Exit status: 0 on success (bad lines included), 2 on bad arguments.

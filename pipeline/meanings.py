@@ -10,7 +10,7 @@ from __future__ import annotations
 
 #: The job's outputs an event can feed (the report's tables are read from them).
 OUTPUTS = frozenset(
-    {"messages", "rooms", "faults", "waits", "operator_actions", "room_faults", "sequence_gaps", "preparations"}
+    {"messages", "rooms", "faults", "waits", "operator_actions", "room_faults", "sequence_gaps", "preparations", "rescues"}
 )
 
 #: event -> (the outputs it feeds, what it means there).
@@ -48,7 +48,7 @@ EVENT_MEANINGS: dict[str, tuple[frozenset[str], str]] = {
     "blocked": (frozenset({"faults", "room_faults"}), "the room's head is parked: nothing is sent"),
     "redriven": (frozenset({"messages", "waits", "operator_actions", "faults"}), "released by an operator: a parked message's wait ends, a dead letter lives again"),
     "skipped": (frozenset({"messages", "rooms", "waits", "operator_actions", "faults"}), "terminal: an operator ended the message (or cancelled a scheduled one)"),
-    "watchdog_rescued": (frozenset({"faults", "room_faults"}), "the sweep re-drove an overdue room, by phase"),
+    "watchdog_rescued": (frozenset({"faults", "room_faults", "rescues"}), "the sweep re-drove an overdue room: by phase, and how overdue"),
     "operator_ignored": (frozenset({"operator_actions", "faults"}), "an operator action that changed nothing"),
     "statuses_replayed": (frozenset({"operator_actions", "faults"}), "an operator replayed a room's statuses from the status error queue"),
 }  # fmt: skip

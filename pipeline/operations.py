@@ -13,7 +13,8 @@ milliseconds (double), every `*_at` column a UTC timestamp.
 - `operator_actions`: every action an operator took, with actor, time,
   room and reason (the audit trail);
 - `room_faults`: per room, the faults that stop or slow it;
-- `sequence_gaps`: each producer sequence gap given up, with its numbers.
+- `sequence_gaps`: each producer sequence gap given up, with its numbers;
+- `rescues`: each watchdog rescue, with its phase and how overdue the room was.
 """
 
 from __future__ import annotations
@@ -200,6 +201,35 @@ def sequence_gaps(events: DataFrame) -> DataFrame:
         events.where(F.col("event") == "sequence_gap")
         .select("room_id", "ts", missing.alias("missing"))
         .orderBy("room_id", "ts")
+    )
+
+
+def rescues(events: DataFrame) -> DataFrame:
+    """Each watchdog rescue: `room_id`, `seq`, `provider`, `ts`, `phase`
+    (the attempt's phase, or `sequence gap`) and `overdue_ms`, how late the
+    room's own wake-up was, from the event's reason (`{phase}, overdue {ms}
+    ms`; null in lines written before it said so)."""
+    reason = F.coalesce(F.col("reason"), F.lit(""))
+    overdue = F.regexp_extract(reason, r"overdue ([0-9.]+) ms", 1)
+    return events.where(F.col("event") == "watchdog_rescued").select(
+        "room_id", "seq", "provider", "ts", F.regexp_extract(reason, r"^([^,]*)", 1).alias("phase"),
+        F.when(overdue != "", overdue.cast("double")).alias("overdue_ms"),
+    )
+
+
+def rescue_summary(rescues_df: DataFrame) -> DataFrame:
+    """Watchdog rescues by `phase`: `rescues`, `rooms`, `overdue_p50_ms`,
+    `overdue_p99_ms`, `overdue_max_ms` (ms)."""
+    return (
+        rescues_df.groupBy("phase")
+        .agg(
+            F.count("*").alias("rescues"),
+            F.countDistinct("room_id").alias("rooms"),
+            F.percentile_approx("overdue_ms", 0.5, 10000).alias("overdue_p50_ms"),
+            F.percentile_approx("overdue_ms", 0.99, 10000).alias("overdue_p99_ms"),
+            F.max("overdue_ms").alias("overdue_max_ms"),
+        )
+        .orderBy(F.desc("rescues"), "phase")
     )
 
 

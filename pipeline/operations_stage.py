@@ -27,6 +27,8 @@ class OperationsResult:
     - `room_faults`: the `REPORT_ROWS` rooms with most faults;
     - `gaps`: the first `REPORT_ROWS` sequence gaps, `gaps_n` their count;
     - `sends`: `ops.sends_per_message` rows;
+    - `rescues`: `ops.rescue_summary` rows (watchdog rescues by phase, how
+      overdue the rooms were);
     - `prepared_n`, `prepare_p50_ms`, `prepare_p99_ms`: preparations that
       finished and how long they took; `prepare_share_of_hol`: the share
       (0..1) of all head-of-line wait spent waiting for a preparation.
@@ -40,6 +42,7 @@ class OperationsResult:
     gaps: list[dict[str, Any]] = field(default_factory=list)
     gaps_n: int = 0
     sends: list[dict[str, Any]] = field(default_factory=list)
+    rescues: list[dict[str, Any]] = field(default_factory=list)
     prepared_n: int = 0
     prepare_p50_ms: float | None = None
     prepare_p99_ms: float | None = None
@@ -53,6 +56,8 @@ class OperationsResult:
             "waits": {f"{r['kind']}/{r['provider']}": {k: r[k] for k in ("episodes", "open", "total_s", "max_ms")}
                       for r in self.waits},
             "faults": {f"{r['event']}: {r['cause']}": r["events"] for r in self.faults},
+            "rescues": {r["phase"]: {k: r[k] for k in ("rescues", "overdue_p50_ms", "overdue_max_ms")}
+                        for r in self.rescues},
             "prepared": self.prepared_n,
             "prepare_p50_ms": self.prepare_p50_ms,
             "prepare_share_of_hol": self.prepare_share_of_hol,
@@ -65,7 +70,7 @@ def _rows(df: DataFrame, n: int | None = None) -> list[dict[str, Any]]:
 
 def run_operations(events: DataFrame, messages: DataFrame, out: str) -> OperationsResult:
     """Write `faults/`, `waits/`, `operator_actions/`, `room_faults/`,
-    `sequence_gaps/` and `preparations/` under `out` from the valid `events`,
+    `sequence_gaps/`, `preparations/` and `rescues/` under `out` from the valid `events`,
     and read back what the report shows. `messages`: the written
     `message_lifecycle` table (for duplicates per message and the
     head-of-line wait)."""
@@ -77,6 +82,7 @@ def run_operations(events: DataFrame, messages: DataFrame, out: str) -> Operatio
         "room_faults": ops.room_faults(events),
         "sequence_gaps": ops.sequence_gaps(events),
         "preparations": ops.preparation_times(events),
+        "rescues": ops.rescues(events),
     }
     read: dict[str, DataFrame] = {}
     for name, df in tables.items():
@@ -100,6 +106,7 @@ def run_operations(events: DataFrame, messages: DataFrame, out: str) -> Operatio
         gaps=_rows(read["sequence_gaps"].orderBy("room_id", "ts"), REPORT_ROWS),
         gaps_n=read["sequence_gaps"].count(),
         sends=_rows(ops.sends_per_message(messages)),
+        rescues=_rows(ops.rescue_summary(read["rescues"])),
         prepared_n=int(prep["n"] or 0),
         prepare_p50_ms=p[0],
         prepare_p99_ms=p[1],

@@ -52,6 +52,10 @@ def operations_section(
         table(waits, ["kind", "provider", "episodes", "open", "rooms", "total_s", "p50_ms", "p99_ms", "max_ms",
                       "late_p50_ms", "late_max_ms", "what"]),
         prep,
+        "<h3>Watchdog rescues, by phase</h3>",
+        "<p class=muted>How late each rescued room's own wake-up (its timer) was when the sweep re-drove it; "
+        "every rescue in <code>rescues/</code>.</p>",
+        table(result.rescues, ["phase", "rescues", "rooms", "overdue_p50_ms", "overdue_p99_ms", "overdue_max_ms"]),
         "<h3>Duplicates per message</h3>",
         "<p class=muted>Messages by their possibly-sent attempts beyond the first.</p>",
         table(result.sends, ["extra_sends", "messages"]),

@@ -264,14 +264,21 @@ class FlightRules(TransitionCore):
             return self.resend(state, Trigger.RESEND, "send outcome unknown and no ack by the deadline", cause)
         return self.resend(state, Trigger.RETRY, "retry after a refused send", cause)
 
+    def overdue_ms(self, due_us: int) -> int:
+        """How long after `due_us` (a wake-up, epoch us) the sweep came, in whole ms."""
+        return (self.now_us - due_us) // 1000
+
     def sweep(self, ev: WatchdogSweep) -> Decision:
         flight = self.state.in_flight
         grace_us = self.policy.watchdog_grace_ms * 1000
         gap_due = self.state.gap_due_us
+        # The reason says how late the room's own wake-up was (the report's
+        # "how overdue the rooms were"): "{phase}, overdue {ms} ms".
         if self.state.held and gap_due is not None and gap_due + grace_us <= self.now_us:
-            self.log(EventType.WATCHDOG_RESCUED, None, reason="sequence gap")
+            self.log(EventType.WATCHDOG_RESCUED, None, reason=f"sequence gap, overdue {self.overdue_ms(gap_due)} ms")
             return self.done(self.give_up_gap(self.state, ev.idempotency_key))
         if flight is None or flight.due_at_us + grace_us > self.now_us:
             return self.ignore(EventType.TIMEOUT_IGNORED, IgnoreReason.NOT_OVERDUE)
-        self.log(EventType.WATCHDOG_RESCUED, flight.message, attempt=flight.attempt, reason=str(flight.phase))
+        self.log(EventType.WATCHDOG_RESCUED, flight.message, attempt=flight.attempt,
+                 reason=f"{flight.phase}, overdue {self.overdue_ms(flight.due_at_us)} ms")
         return self.done(self.wake(flight, ev.idempotency_key))

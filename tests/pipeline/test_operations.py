@@ -34,7 +34,7 @@ def operator_day() -> list[dict]:
         ev("enqueued", 10.3, "s", 2, message_id="s-late", provider="whatsapp"),
         ev("backpressure", 1, "b", message_id="b-m9", provider="whatsapp", reason="room holds 100 messages"),
         ev("backpressure", 2, "b", message_id="b-m9", provider="whatsapp", reason="room holds 100 messages"),
-        ev("watchdog_rescued", 3, "b", 1, 1, component="sweep", reason="sent"),
+        ev("watchdog_rescued", 3, "b", 1, 1, component="sweep", reason="sent, overdue 65000 ms"),
         ev("skipped", 6, "c", None, component="enqueue", message_id="c-s1", actor=OPS, reason="cancelled"),
         ev("statuses_replayed", 8, "k", component="operator", actor=OPS,
            reason="2 status message(s) replayed from the status error queue"),
@@ -82,7 +82,7 @@ def test_the_operator_trail_lists_every_action_with_its_actor_in_time_order(even
 def test_faults_count_by_cause_and_rooms_by_fault(events):
     faults = {(r["event"], r["cause"]): r["events"] for r in ops.faults(events).collect()}
     assert faults[("backpressure", "room holds N messages")] == 2
-    assert faults[("watchdog_rescued", "sent")] == 1
+    assert faults[("watchdog_rescued", "sent, overdue N ms")] == 1
     assert ("sent", "-") not in faults and ("acked", "-") not in faults  # the normal path is per message
     rooms = {r["room_id"]: r for r in ops.room_faults(events).collect()}
     assert (rooms["b"]["backpressure"], rooms["b"]["watchdog_rescued"], rooms["b"]["total"]) == (2, 1, 3)
@@ -92,6 +92,22 @@ def test_faults_count_by_cause_and_rooms_by_fault(events):
 def test_sequence_gaps_and_preparation_times(events):
     assert [(r["room_id"], r["missing"]) for r in ops.sequence_gaps(events).collect()] == [("s", "2")]
     assert [r["took_ms"] for r in ops.preparation_times(events).collect()] == [1180.0]
+
+
+def test_rescues_say_how_overdue_each_room_was_by_phase(spark):
+    log = [
+        ev("watchdog_rescued", 3, "b", 1, 1, component="sweep", reason="sent, overdue 65000 ms"),
+        ev("watchdog_rescued", 4, "c", 1, 1, component="sweep", reason="sent, overdue 61000 ms"),
+        ev("watchdog_rescued", 5, "d", component="sweep", reason="sequence gap, overdue 90500 ms"),
+        ev("watchdog_rescued", 6, "e", 2, 1, component="sweep", reason="sending"),  # a line from before the figure
+    ]
+    events = tf.valid_events(tf.parse_lines(lines_df(spark, [line(r) for r in log])))
+    rows = {r["room_id"]: (r["phase"], r["overdue_ms"]) for r in ops.rescues(events).collect()}
+    assert rows == {"b": ("sent", 65000.0), "c": ("sent", 61000.0), "d": ("sequence gap", 90500.0),
+                    "e": ("sending", None)}
+    summary = {r["phase"]: r for r in ops.rescue_summary(ops.rescues(events)).collect()}
+    assert (summary["sent"]["rescues"], summary["sent"]["rooms"], summary["sent"]["overdue_max_ms"]) == (2, 2, 65000)
+    assert summary["sent"]["overdue_p50_ms"] == 61000 and summary["sending"]["overdue_max_ms"] is None
 
 
 def test_duplicates_per_message_count_unknown_attempts(spark):

@@ -601,6 +601,7 @@ def test_watchdog_rescues_only_an_overdue_room_and_acts_like_its_timer():
     assert d.state is None and d.events[0].reason == "not_overdue"
     state, d = step(state, WatchdogSweep(T0 + 3_250_000 + 61 * S))
     assert kinds(d)[:2] == ["watchdog_rescued", "timed_out"] and sends(d) == [(2, 1)]
+    assert d.events[0].reason == "sent, overdue 61000 ms"  # its wake-up was due at T0 + 3.25 s
 
 
 # ------------------------------------------------------------------ stored form

@@ -109,6 +109,7 @@ def test_the_watchdog_gives_an_overdue_gap_up_when_its_timer_was_lost():
     assert d.state is None  # not overdue by the grace period yet
     state, d = step(state, WatchdogSweep(T0 + 66_000 * MS))
     assert kinds(d)[:2] == ["watchdog_rescued", "sequence_gap"] and sent(d) == ["b"]
+    assert d.events[0].reason == "sequence gap, overdue 61000 ms"  # the gap was due at T0 + 5 s
 
 
 def test_held_messages_round_trip_through_the_room_document():
