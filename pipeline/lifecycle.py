@@ -20,7 +20,9 @@ rule, in tests/pipeline/test_audit_rules.py:
   in flight until the room ends or resends it (its window), an ack kept early
   (`acked_while_resending`) ends it only when the room logs `acked`;
 - *ordering*: first sends (a message's first life) go in seq order; a
-  redriven dead letter's later sends are not first sends;
+  redriven dead letter's later sends are not first sends, even when its
+  first life had none (every attempt refused): it goes where the operator
+  put it;
 - *lost*: the last life has no end; *multiple ends*: a life with more than
   one terminal event.
 """
@@ -203,15 +205,22 @@ def _changes() -> Column:
         # greatest() alone skips a null: a life never sent has no change at its end
         end = F.when(end_ts.isNotNull() & start.isNotNull(), F.greatest(end_ts, start))
         head = (i + 1) == first_sent_life
+        # ordering reads the first life's first send only: a message first sent
+        # after a redrive (every send of its first life refused) goes where the
+        # operator put it
+        ordered = head & (i == 0)
         both = F.array(
-            F.struct(start.alias("t"), F.lit(1).alias("delta"), head.alias("head")),
-            F.struct(end.alias("t"), F.lit(-1).alias("delta"), F.lit(False).alias("head")),
+            F.struct(start.alias("t"), F.lit(1).alias("delta"), head.alias("head"), ordered.alias("ordered")),
+            F.struct(end.alias("t"), F.lit(-1).alias("delta"), F.lit(False).alias("head"), F.lit(False).alias("ordered")),
         )
         return F.filter(both, lambda c: c.getField("t").isNotNull())
 
     flat = F.flatten(F.transform(lives, rows))
     never = F.array(
-        F.struct(F.lit(None).cast("timestamp").alias("t"), F.lit(0).alias("delta"), F.lit(True).alias("head"))
+        F.struct(
+            F.lit(None).cast("timestamp").alias("t"), F.lit(0).alias("delta"), F.lit(True).alias("head"),
+            F.lit(False).alias("ordered"),
+        )
     )
     return F.when(first_sent_life == 0, never).otherwise(flat)
 
@@ -248,12 +257,12 @@ def room_summary(messages: DataFrame) -> DataFrame:
     before = sweep.rowsBetween(Window.unboundedPreceding, -1)
     is_send = F.col("_c.delta") == 1
     head = F.col("_c.head")
-    first_send = is_send & head
+    ordered_send = is_send & F.col("_c.ordered")
     rows = m.select("*", F.explode(_changes()).alias("_c")).select(
         "*",
         F.sum("_c.delta").over(upto).alias("_in_flight"),
-        # the highest seq first sent before this send, in (time, seq) order
-        F.max(F.when(first_send, F.col("seq"))).over(before).alias("_max_seq_before"),
+        # the highest seq first sent (in its first life) before this send, in (time, seq) order
+        F.max(F.when(ordered_send, F.col("seq"))).over(before).alias("_max_seq_before"),
     )
 
     def once(cond: Column) -> Column:
@@ -271,8 +280,8 @@ def room_summary(messages: DataFrame) -> DataFrame:
         F.sum(F.when(head, F.col("unknown_sends"))).alias("unknown_sends"),
         F.sum(F.when(head, F.col("send_failures"))).alias("send_failures"),
         F.sum(F.when(head, F.col("redrives"))).alias("redrives"),
-        F.count(F.when(first_send, 1)).alias("messages_sent"),
-        F.count(F.when(first_send & (F.col("seq") < F.col("_max_seq_before")), 1)).alias("ordering_violations"),
+        F.count(F.when(ordered_send, 1)).alias("messages_sent"),
+        F.count(F.when(ordered_send & (F.col("seq") < F.col("_max_seq_before")), 1)).alias("ordering_violations"),
         F.coalesce(F.max("_in_flight"), F.lit(0)).alias("max_in_flight"),
         F.count(F.when(is_send & (F.col("_in_flight") > 1), 1)).alias("in_flight_violations"),
         # seq numbers in 1..max(entered seq) that never entered (queued or parked)

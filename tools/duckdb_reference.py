@@ -118,13 +118,16 @@ msg AS (
   FROM ev e JOIN fin f ON e.room_id = f.room_id AND e.seq = f.seq
   GROUP BY e.room_id, e.seq
 ),
+-- ordering reads the first life's first send only: a message first sent after
+-- a redrive (all its first life's sends refused) goes where the operator put it
 ord AS (
   SELECT room_id, count(*) AS messages_sent, count(*) FILTER (seq < prev_max) AS ordering_violations
-  FROM (SELECT room_id, seq, max(seq) OVER (PARTITION BY room_id ORDER BY first_sent, seq
+  FROM (SELECT room_id, seq, max(seq) OVER (PARTITION BY room_id ORDER BY start, seq
                                            ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS prev_max
-        FROM msg WHERE first_sent IS NOT NULL)
+        FROM life WHERE life = 0 AND start IS NOT NULL)
   GROUP BY room_id
 ),
+
 flight AS (
   SELECT room_id, max(running) AS max_in_flight,
          count(*) FILTER (delta = 1 AND running > 1) AS in_flight_violations

@@ -115,6 +115,29 @@ def test_a_redriven_dead_letter_lives_again_without_breaking_order_or_ending_twi
     assert (room["acked"], room["dead_lettered"], room["redrives"], room["audit_ok"]) == (3, 0, 1, True)
 
 
+def refused_then_dead(room: str, seq: int) -> list[dict]:
+    """Every attempt of `seq` refused (nothing possibly sent), then dead-lettered."""
+    fails = [ev("send_failed", 1 + 0.2 * a, room, seq, a, reason="transient") for a in (1, 2, 3)]
+    return [*fails, dead_lettered(1.7, room, seq, attempt=3)]
+
+
+@pytest.mark.parametrize(("redriven_first", "ok"), [(True, True), (False, False)])
+def test_a_dead_letter_never_sent_and_redriven_after_later_messages_is_not_out_of_order(spark, redriven_first, ok):
+    """Found by the operator day (tools/operator_day.py) on the emulators: the
+    platform refused message 1 three times, message 2 went, then an operator
+    redrove 1. Its first send is in its second life, so it is not a first
+    send; without the redrive the same late send is out of order."""
+    log = [enq(0, "r", 1), enq(0, "r", 2), *refused_then_dead("r", 1)]
+    log += [sent(1.8, "r", 2, trigger="dead_lettered"), acked(2, "r", 2, 200)]
+    log += [redriven(3, "r", 1)] if redriven_first else []
+    log += [sent(3.1, "r", 1, attempt=4, trigger="redrive"), acked(3.3, "r", 1, 200, attempt=4)]
+    if not redriven_first:  # the same sends, with no dead letter between: 1 first sent after 2
+        log = [e for e in log if e["event"] != "dead_lettered"]
+    room = audit(spark, log)["room"]
+    assert (room["ordering_violations"], room["sends_in_order"], room["audit_ok"]) == (1 - ok, ok, ok)
+    assert room["messages_sent"] == (1 if ok else 2)  # messages sent in their first life
+
+
 def test_a_redriven_dead_letter_sent_while_another_message_is_in_flight_is_a_violation(spark):
     log = [enq(0, "r", 1), enq(0, "r", 2)]
     log += [sent(1, "r", 1), dead_lettered(2, "r", 1), sent(2.1, "r", 2, trigger="dead_lettered")]

@@ -47,3 +47,24 @@ def test_compare_rooms_sees_a_difference(spark, tmp_path):
     changed.write.parquet(str(tmp_path / "changed"))
     diff = compare_rooms(str(tmp_path / "changed"), str(tmp_path / "duck.parquet"))
     assert diff["messages"] == 1 and diff["missing"] == 0 and diff["acked"] == 0
+
+
+def test_duckdb_keeps_the_audit_rules_on_a_dead_letter_never_sent_then_redriven(spark, tmp_path):
+    """The operator day's redriven room (tests/pipeline/test_audit_rules.py):
+    both implementations find no ordering violation, and agree on every column."""
+    import duckdb
+
+    from tests.pipeline.conftest import acked, enq, line, sent
+    from tests.pipeline.test_audit_rules import redriven, refused_then_dead
+
+    log = [enq(0, "r", 1), enq(0, "r", 2), *refused_then_dead("r", 1), sent(1.8, "r", 2, trigger="dead_lettered")]
+    log += [acked(2, "r", 2, 200), redriven(3, "r", 1), sent(3.1, "r", 1, attempt=4, trigger="redrive")]
+    log += [acked(3.3, "r", 1, 200, attempt=4)]
+    path = tmp_path / "events.jsonl"
+    path.write_text("\n".join(line(r) for r in log) + "\n")
+    parsed = tf.parse_lines(read_lines(spark, str(path)))
+    tf.room_summary(tf.message_lifecycle(tf.valid_events(parsed))).write.parquet(str(tmp_path / "rooms"))
+    compute_rooms(str(path), str(tmp_path / "duck.parquet"))
+    duck = duckdb.sql(f"SELECT ordering_violations, messages_sent FROM read_parquet('{tmp_path}/duck.parquet')")
+    assert duck.fetchall() == [(0, 1)]
+    assert set(compare_rooms(str(tmp_path / "rooms"), str(tmp_path / "duck.parquet")).values()) == {0}
