@@ -10,13 +10,14 @@ PROVIDERS ?= whatsapp
 RUN_DIR ?= run/local
 
 .PHONY: help venv up down demo test test-unit test-integration test-e2e lint bench-core bench-hot-room bench-prepare bench-sweep chaos clean \
-	statuses-list statuses-replay
+	statuses-list statuses-replay operator-day
 .DEFAULT_GOAL := help
 
 help:
 	@echo "make demo     run the delivery path end to end on the local emulator stack (ROOMS=$(ROOMS) MESSAGES=$(MESSAGES))"
 	@echo "make test     unit, integration (emulators), end-to-end, infra and pipeline tests"
 	@echo "make up/down  start/stop the local stack in $(RUN_DIR)"
+	@echo "make operator-day  pause, skip, redrive, pacing and an image on the emulators, then the report's audit of them"
 	@echo "make bench-core, make bench-pipeline, make report, make package"
 	@echo "make bench-prepare  one room of 200 image messages: preparation in parallel vs one after another"
 	@echo "make scale-model    25,000 rooms and a 10,000 msg/s burst on the real rules in virtual time, against the documented limits"
@@ -46,8 +47,14 @@ down:
 
 # The fake platform's settings as JSON, e.g. FAKE='{"messenger_mids_prob": 0}' (tools/fake_platform/config.py).
 FAKE ?= {}
+# DEMO_ARGS=--no-operator-day: the workload only, without the operator day and its report.
+DEMO_ARGS ?=
 demo: venv
-	$(PY) -m tools.demo --rooms $(ROOMS) --messages $(MESSAGES) --providers $(PROVIDERS) --fake '$(FAKE)'
+	$(PY) -m tools.demo --rooms $(ROOMS) --messages $(MESSAGES) --providers $(PROVIDERS) --fake '$(FAKE)' $(DEMO_ARGS)
+
+# The operator day alone (tools/operator_day.py): its own stack, then the report in out/operator-day.
+operator-day: venv
+	$(PY) -m tools.operator_day
 
 lint: venv
 	$(VENV)/bin/ruff check .

@@ -2,9 +2,11 @@
 
 Brings the stack up, publishes a workload that interleaves rooms the way the
 users' queue does, shows progress, waits until every message has ended,
-brings the stack down and prints a summary. Exits 1 if a message was lost or
-ended twice, or if two acked messages of one room reached the device in the
-wrong order.
+brings the stack down and prints a summary. Then the operator day
+(tools/operator_day.py) on a stack of its own, and the delivery report of
+its log. Exits 1 if a message was lost or ended twice, if two acked
+messages of one room reached the device in the wrong order, or if the
+operator day's report misses one of its checks.
 
     python -m tools.demo --rooms 1000 --messages 5
 """
@@ -26,6 +28,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from shared.events import TERMINAL_EVENTS
+from tools import operator_day
 from tools.ack_share import acked_share
 from tools.audit import RECIPIENT_PREFIX, Summary, make_workload, read_events, summarize
 from tools.publisher import OutboundMessage, Publisher
@@ -160,6 +163,9 @@ def main() -> int:
                         help="comma-separated providers, rooms spread over them (whatsapp,messenger,instagram)")
     parser.add_argument("--fake", default="{}",
                         help='the fake platform\'s settings, JSON (e.g. \'{"messenger_mids_prob": 0}\')')
+    parser.add_argument("--no-operator-day", action="store_true",
+                        help="skip the operator day after the workload (tools/operator_day.py: its own stack, "
+                             "then the delivery report; about 70 s)")
     args = parser.parse_args()
     fake = json.loads(args.fake)
     providers = tuple(p.strip() for p in args.providers.split(",") if p.strip())
@@ -208,7 +214,11 @@ def main() -> int:
                       f"acked out of order {summary.acked_out_of_order[:5]}")
         return 1
     console.print("[green]OK[/]: every message ended once; acked messages reached each device in order")
-    return 0
+    if args.no_operator_day:
+        return 0
+    console.rule("the operator day: pause, skip in flight, redrive a dead letter, a paced burst, an image; "
+                 "then the report")
+    return operator_day.show(console, out.parent / "operator-day", Path(args.run_dir).parent / "operator-day")
 
 
 if __name__ == "__main__":
