@@ -19,7 +19,8 @@ SPARK_DRIVER_MEMORY ?=
 SHUFFLE_PARTITIONS ?=
 PIPELINE_ARGS ?=
 
-# make bench-pipeline BENCH_SIZES=200000 for a quick run
+# make bench-pipeline BENCH_SIZES= BENCH_ROOMS=2000 for a quick run (no sizes, a day of
+# 2,000 rooms x 40 messages); BENCH_ARGS=--no-day for the sizes only
 BENCH_SIZES ?= 1000000,10000000,30000000
 BENCH_ROOMS ?= 25000
 BENCH_DIR ?= out/bench
@@ -104,7 +105,7 @@ report-cloud: pipeline-zip
 	@echo "report: $(CLOUD_REPORT_DIR)/report.html (gcloud storage cp it to open it)"
 
 bench-pipeline: venv $(SPARK_CDS)
-	$(PY) -m tools.bench_pipeline --sizes $(BENCH_SIZES) --rooms $(BENCH_ROOMS) --dir $(BENCH_DIR) $(BENCH_ARGS)
+	$(PY) -m tools.bench_pipeline --sizes '$(BENCH_SIZES)' --rooms $(BENCH_ROOMS) --dir $(BENCH_DIR) $(BENCH_ARGS)
 
 test-pipeline: venv
 	$(PY) -m pytest tests/pipeline -q
