@@ -151,8 +151,9 @@ class ErrorQueue:
         STATUS_TOPIC, oldest first, then remove them from the error queue.
         Returns counts: `replayed`, `unroutable` (kept), `other_rooms` (kept:
         `room`, a room id or a recipient key, was given). `on_replayed` is
-        called with the room id or recipient key of each message once it is
-        published and removed (the CLI logs `statuses_replayed` from it).
+        called with the room id or recipient key of each message as soon as
+        it is published again, before it is removed from the error queue
+        (the CLI logs `statuses_replayed` from it).
 
         Raises:
             google.api_core.exceptions.GoogleAPICallError: a publish failed (what
@@ -180,10 +181,10 @@ class ErrorQueue:
                     attrs = {"ordering_key": record.room_id, "room_id": record.room_id, "kind": KIND_ROOM_STATUSES}
                 self._publisher.publish(self._topic, m.message.data, replayed_from=record.message_id,
                                         **attrs).result(timeout=30)
+                if on_replayed is not None:  # published: logged even if the ack below fails
+                    on_replayed(record.target)
                 self._subscriber.acknowledge(request={"subscription": self.subscription, "ack_ids": [m.ack_id]})
                 counts["replayed"] += 1
-                if on_replayed is not None:
-                    on_replayed(record.target)
         except BaseException:
             keep.extend(m.ack_id for m in received if m.ack_id not in keep)
             raise

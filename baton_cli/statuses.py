@@ -47,12 +47,16 @@ def replay(env: Env, room: str | None, limit: int, as_json: bool) -> None:
     """Publish the held statuses again to the status queue (each applies once in its room), then remove
     them from the error queue, logging `statuses_replayed` with the actor per room (or recipient).
     Unroutable records are kept."""
+    operators = env.operators  # built first: a replay nobody can log does not start
     replayed: Counter[str] = Counter()
     try:
         counts = _queue(env).replay(room, limit, on_replayed=lambda target: replayed.update([target]))
-    finally:  # what was replayed before a failure is logged too
+    finally:  # what was published before a failure is logged too, and that failure still raised
         for target, n in sorted(replayed.items()):
-            env.operators.log_statuses_replayed(target, n, env.who)
+            try:
+                operators.log_statuses_replayed(target, n, env.who)
+            except Exception as exc:  # noqa: BLE001 - the replay's own outcome matters more; say what is missing
+                click.echo(f"could not log statuses_replayed for {target} ({n}): {exc}", err=True)
     if as_json:
         emit_json({**counts, "actor": env.who})
     else:
