@@ -20,7 +20,8 @@ SHUFFLE_PARTITIONS ?=
 PIPELINE_ARGS ?=
 
 # make bench-pipeline BENCH_SIZES= BENCH_ROOMS=2000 for a quick run (no sizes, a day of
-# 2,000 rooms x 40 messages); BENCH_ARGS=--no-day for the sizes only
+# 2,000 rooms x 40 messages; the day needs more than 250,000 events: 1,150 rooms or more);
+# BENCH_ARGS=--no-day for the sizes only
 BENCH_SIZES ?= 1000000,10000000,30000000
 BENCH_ROOMS ?= 25000
 BENCH_DIR ?= out/bench

@@ -193,8 +193,10 @@ def _changes() -> Column:
     """Over `message_lifecycle` rows: the message's changes of its room's
     in-flight count, as structs `t`, `delta` (+1 at a life's first
     possibly-sent attempt, -1 at that life's end; one row with delta 0 and no
-    time for a message never sent) and `head` (true on exactly one row per
-    message: its first life's send, or its delta-0 row)."""
+    time for a message never sent), `head` (true on exactly one row per
+    message: the send of its first life that has one, or its delta-0 row;
+    the row that counts the message once) and `ordered` (true only on a send
+    of its first life: the send the ordering check reads)."""
     lives = F.col("lives")
     first_sent_life = F.array_position(F.transform(lives, lambda f: f.getField("start").isNotNull()), True)
 

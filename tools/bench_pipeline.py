@@ -12,12 +12,14 @@ resident memory (VmRSS) of the process tree (Python + JVM) from /proc every
     python -m tools.bench_pipeline --sizes 1000000,10000000 --dir out/bench
 
 Then the users' day (`tools.bench_pipeline_day`): 25,000 rooms x 40
-messages in hourly files, the hourly compaction of the last hour and the
-day's report from the store. It prints each goal of issue 32 with met / NOT
+messages in 24 files, the hourly compaction of the last one (250,000
+events) and the day's report from the store. It prints each goal of issue 32 with met / NOT
 met (exit 1 if one is not met): the hourly compaction of 250,000 events in
 at most 15 s, the day's report in at most 60 s, peak memory under 4 GiB,
 time linear from 10M to 30M events. The ratios to DuckDB are printed as
-figures; their goals were retired (docs/benchmarks.md says why).
+figures: issue 32 retired their goals (3x, 8x) as out of reach for
+Spark's JSON reader on 2 cores (docs/benchmarks-history.md, "Cold and warm
+JVMs").
 
 Generated logs are deleted after each size unless --keep.
 """
@@ -193,7 +195,9 @@ def goals(results: list[dict], day: dict | None) -> list[tuple[str, str, bool]]:
     out: list[tuple[str, str, bool]] = []
     if day is not None:
         for name, key, limit in DAY_GOALS:
-            out.append((f"{name} <= {limit:g}", f"{day[key]:.1f}", day[key] <= limit))
+            failed = day.get(key.replace("_s", "_rc"), 0) != 0  # a run that failed meets no goal
+            figure = f"{day[key]:.1f}" + (" (the run failed)" if failed else "")
+            out.append((f"{name} <= {limit:g}", figure, day[key] <= limit and not failed))
         out.append(("every line of the day in the day's report", f"{day.get('report_lines', 0):,} of "
                     f"{day['events']:,}", day.get("report_lines") == day["events"]))
     by = {r["size"]: r for r in results}
@@ -279,6 +283,7 @@ def main(argv: list[str] | None = None) -> int:
     a = p.parse_args(argv)
     sizes = [int(s) for s in a.sizes.split(",") if s.strip()]
     results = bench(sizes, a.rooms, Path(a.dir), a.keep, a.driver_memory)
+    (Path(a.dir) / "results.json").write_text(json.dumps({"sizes": results, "day": None}, indent=2))  # if the day fails
     day = None
     if not a.no_day:
         day = bench_day(a.rooms, a.day_messages_per_room, Path(a.dir), a.driver_memory, a.keep, run_measured)

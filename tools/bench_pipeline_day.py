@@ -1,13 +1,16 @@
 """The pipeline at the users' day: 25,000 rooms x 40 messages (about 1
-million messages, 5.5 million events), in hourly files as the Logging sink
-writes them (issue 32, item 6).
+million messages, 5.4 million events) in 24 files, the hourly compaction of
+the last one and the day's report (issue 32, item 6).
 
-1. Generate the day (`tools.synth_log`, one UTC date) and split it into 24
-   files: 23 of the day's first hours, and the last hour of exactly
-   `HOUR_EVENTS` (250,000) lines.
+1. Generate the day (`tools.synth_log`) and split it by line count into 24
+   files: 23 near-equal ones, and a last "hour" of exactly `HOUR_EVENTS`
+   (250,000) lines, the size of one hourly file of the Logging sink at the
+   users' day. The generator's lines are neither in time order nor spread
+   over 24 hours (its rooms run for about 36 minutes of one UTC date): the
+   split gives the hourly job its input size, not a real hour's mix.
 2. Catch-up: compact the first 23 files into a store (`python -m
    pipeline.compact`).
-3. The hourly run users have: the last hour's file joins the folder and
+3. The hourly run users have: the last file joins the folder and
    `pipeline.compact` runs again on the whole folder; it leaves out the 23
    files in its manifest and compacts the new one. Goal: at most 15 s.
 4. The day's report from the store (`python -m pipeline.job --compacted
@@ -16,7 +19,8 @@ writes them (issue 32, item 6).
    equality with Spark's per-room table.
 
 Every step runs in its own process, timed by wall clock (JVM start-up
-included), with the peak resident memory of its process tree.
+included), with the peak resident memory of its process tree; its output
+goes to `DIR/day-<step>.log`.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ import json
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from tools.synth_log import EVENTS_PER_MESSAGE, START, generate
@@ -51,12 +56,19 @@ def split_hours(log: Path, folder: Path, total: int, hour_events: int = HOUR_EVE
     first = total - hour_events
     per_file = -(-first // (HOURS - 1))
     head = subprocess.Popen(["head", "-n", str(first), str(log)], stdout=subprocess.PIPE)
-    subprocess.run(["split", "-l", str(per_file), "-d", "-a", "2", "--additional-suffix=.jsonl", "-",
-                    str(folder / "hour-")], stdin=head.stdout, check=True)
     assert head.stdout is not None
-    head.stdout.close()
-    if head.wait() != 0:
-        raise subprocess.CalledProcessError(head.returncode, "head")
+    try:
+        split = subprocess.Popen(["split", "-l", str(per_file), "-d", "-a", "2", "--additional-suffix=.jsonl", "-",
+                                  str(folder / "hour-")], stdin=head.stdout)
+        head.stdout.close()  # split holds the pipe now: head gets SIGPIPE if split dies
+        if split.wait() != 0:
+            raise subprocess.CalledProcessError(split.returncode, "split")
+        if head.wait() != 0:
+            raise subprocess.CalledProcessError(head.returncode, "head")
+    finally:
+        if head.poll() is None:
+            head.kill()
+            head.wait()
     last = folder.parent / "last-hour.jsonl"
     with last.open("wb") as fh:
         subprocess.run(["tail", "-n", str(hour_events), str(log)], stdout=fh, check=True)
@@ -64,10 +76,10 @@ def split_hours(log: Path, folder: Path, total: int, hour_events: int = HOUR_EVE
 
 
 def bench_day(rooms: int, messages_per_room: int, root: Path, driver_memory: str, keep: bool,
-              run_measured: object) -> dict:
+              run_measured: Callable[[list[str], Path], tuple[float, float, int]]) -> dict:
     """Run the day (module docstring) under `root/day`; returns `events`,
-    `log_gib`, `<step>_s` and `<step>_gib` for `catchup`, `hourly`, `report`
-    and `duck_pq`, `hourly_events`, `store_gib`, `report_vs_duck_pq` (ratio)
+    `log_gib`, `<step>_s`, `<step>_gib` and `<step>_rc` (exit code) for
+    `catchup`, `hourly`, `report` and `duck_pq`, `hourly_events`, `store_gib`, `report_vs_duck_pq` (ratio)
     and `rooms_agree`, `disagreements`. `run_measured(cmd, log_path)` returns
     (wall s, peak GiB, exit code), as `tools.bench_pipeline.run_measured`."""
     from tools.duckdb_reference import compare_rooms
@@ -99,9 +111,9 @@ def bench_day(rooms: int, messages_per_room: int, root: Path, driver_memory: str
     for step, cmd in steps.items():
         if step == "hourly":
             last.rename(hours / "hour-23.jsonl")  # the new hour's file lands in the sink's folder
-        wall, rss, rc = run_measured(cmd, base / f"{step}.log")  # type: ignore[operator]
+        wall, rss, rc = run_measured(cmd, root / f"day-{step}.log")
         print(f"[day] {step}: {wall:.1f} s, peak {rss:.2f} GiB (exit {rc})", flush=True)
-        r[f"{step}_s"], r[f"{step}_gib"] = round(wall, 1), round(rss, 2)
+        r[f"{step}_s"], r[f"{step}_gib"], r[f"{step}_rc"] = round(wall, 1), round(rss, 2), rc
         ok = ok and rc == 0
     r["store_gib"] = round(sum(f.stat().st_size for f in store.rglob("*") if f.is_file()) / 2**30, 2)
     r["report_vs_duck_pq"] = round(r["report_s"] / r["duck_pq_s"], 2)

@@ -1,7 +1,7 @@
 """The operator day: what an on-call engineer does to rooms, on the emulators,
 then the delivery report of that log (issue 32's "operator day").
 
-On its own local stack (`OPERATOR_DAY_ENV`: short timeouts, WhatsApp pacing
+On its own local stack (`OPERATOR_DAY_ENV`: timeouts of seconds, WhatsApp pacing
 of 3 messages then one per second, 3 send attempts), five rooms:
 
 - `paused`: paused with `baton rooms pause` before its 3 messages come,
@@ -44,10 +44,13 @@ ACTOR = "operator-day"
 SILENT = "15553330000"  # the fake platform never acks this recipient
 REFUSING = "15553330001"  # the fake refuses its next 3 sends (Graph error 131000, transient)
 RECIPIENT = "15553330002"
-#: The stack's settings: timeouts in seconds, not minutes; a pair-rate bucket
+#: The stack's settings: timeouts of seconds, not minutes; a pair-rate bucket
 #: a burst of 8 runs through (3, then one per second); 3 send attempts.
 OPERATOR_DAY_ENV = {
-    "ACK_TIMEOUT_MS": "1500", "SEND_TIMEOUT_MS": "1000", "SEND_START_DEADLINE_MS": "1000",
+    # An ack timeout long enough for the skip to reach the silent room's message
+    # in flight (a `baton` process on a loaded machine), send windows that a
+    # slow emulator does not turn into unknown outcomes.
+    "ACK_TIMEOUT_MS": "10000", "SEND_TIMEOUT_MS": "3000", "SEND_START_DEADLINE_MS": "2000",
     "SEND_RETRY_BASE_MS": "200", "MAX_SEND_ATTEMPTS": "3", "WATCHDOG_GRACE_MS": "5000",
     "PACE_INTERVAL_MS_WHATSAPP": "1000", "PACE_BURST_WHATSAPP": "3",
     "PREPARE_TIMEOUT_MS": "4000", "MEDIA_TIMEOUT_MS": "3500",
@@ -65,11 +68,11 @@ PAUSE_S = 3.0
 @dataclass
 class OperatorDay:
     """What was done: `rooms` (kind -> room id), `messages` (message ids
-    published), `events` (the stack's event log) and `wall_s` (s)."""
+    published), `event_log` (the stack's event log) and `wall_s` (s)."""
 
     rooms: dict[str, str]
     messages: list[str]
-    events: Path
+    event_log: Path
     wall_s: float
 
 
@@ -103,13 +106,32 @@ def run(stack: Stack) -> OperatorDay:
     `OPERATOR_DAY_ENV` and whose fake platform with `FAKE_CONFIG`); returns
     when every message has ended and the redriven one is acked.
 
+    The emulators' addresses are set in the environment while it runs and
+    put back after.
+
     Raises:
         TimeoutError: a step did not happen within 60 s.
-        RuntimeError: a `baton` command failed.
+        RuntimeError: a `baton` command failed or changed nothing.
+        subprocess.TimeoutExpired: a `baton` command took over 120 s.
     """
+    saved = dict(os.environ)
+    os.environ.update(stack.client_env())
+    try:
+        return _play(stack)
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+
+
+def _changed(result: Any, what: str) -> None:
+    """Raise unless a `baton` action's JSON says every result changed its room."""
+    if not result or not all(r.get("changed") for r in result):
+        raise RuntimeError(f"operator day: {what} changed nothing: {result}")
+
+
+def _play(stack: Stack) -> OperatorDay:
     from google.cloud import pubsub_v1
 
-    os.environ.update(stack.client_env())
     assert stack.event_log is not None
     log = stack.event_log
     tag = uuid.uuid4().hex[:6]
@@ -130,7 +152,7 @@ def run(stack: Stack) -> OperatorDay:
         return [e for e in read_events(log) if e["room_id"] == rooms[kind] and e["event"] == event]
 
     started = time.monotonic()
-    baton(stack, "rooms", "pause", rooms["paused"], "--reason", "customer asked us to hold")
+    _changed(baton(stack, "rooms", "pause", rooms["paused"], "--reason", "customer asked us to hold"), "pause")
     paused_at = time.monotonic()
     publish("paused", 3)
     publish("skipped", 2, SILENT)
@@ -139,11 +161,12 @@ def run(stack: Stack) -> OperatorDay:
     image = {"type": "image", "link": f"{stack.fake_url}/assets/od-{tag}.png?delay_ms=300", "caption": "menu"}
     publish("prepared", 1, body=image, prepare="media")
     _wait("the silent room's first send", lambda: events("skipped", "sent"))
-    baton(stack, "rooms", "skip", rooms["skipped"], "--seq", "1", "--reason", "wrong text")
+    _changed(baton(stack, "rooms", "skip", rooms["skipped"], "--seq", "1", "--reason", "wrong text"), "skip")
     _wait("the refused message dead-lettered", lambda: events("redriven", "dead_lettered"))
-    baton(stack, "dead-letters", "redrive", "--room", rooms["redriven"], "--reason", "platform back")
+    _changed(baton(stack, "dead-letters", "redrive", "--room", rooms["redriven"], "--reason", "platform back"),
+             "redrive")
     time.sleep(max(0.0, PAUSE_S - (time.monotonic() - paused_at)))
-    baton(stack, "rooms", "resume", rooms["paused"], "--reason", "customer ready")
+    _changed(baton(stack, "rooms", "resume", rooms["paused"], "--reason", "customer ready"), "resume")
     terminal = {"acked", "failed", "timed_out", "dead_lettered", "skipped"}
 
     def all_ended() -> bool:
@@ -167,11 +190,11 @@ def report(day: OperatorDay, out: Path) -> Path:
     out.mkdir(parents=True, exist_ok=True)
     job_dir = out / "report"
     with (out / "report.log").open("w") as fh:
-        rc = subprocess.run([sys.executable, "-m", "pipeline.job", "--input", str(day.events), "--output",
+        rc = subprocess.run([sys.executable, "-m", "pipeline.job", "--input", str(day.event_log), "--output",
                              str(job_dir)], stdout=fh, stderr=subprocess.STDOUT, cwd=ROOT, timeout=900).returncode
     if rc != 0:
         raise RuntimeError(f"pipeline.job exited {rc}: see {out / 'report.log'}")
-    compute_rooms(str(day.events), str(out / "duckdb-rooms.parquet"), 2, "json")
+    compute_rooms(str(day.event_log), str(out / "duckdb-rooms.parquet"), 2, "json")
     return job_dir
 
 

@@ -61,3 +61,8 @@ def test_the_day_splits_into_23_hours_and_a_last_hour_of_exactly_its_lines(tmp_p
     assert len(last.read_text().splitlines()) == 100
     with pytest.raises(ValueError):
         split_hours(log, tmp_path / "other", total=100, hour_events=100)
+
+
+def test_a_step_that_failed_meets_no_goal_however_fast():
+    got = verdicts([], day(hourly_rc=1, hourly_s=2.0))
+    assert [name for name, met in got.items() if not met] == ["hourly make compact of 250,000 events, s"]
