@@ -76,7 +76,16 @@ def _lives(sends: Column, ends: Column, redrives: Column) -> Column:
             F.size(in_life).alias("ends"),
         )
 
-    return F.transform(bounds, life)
+    # Most messages are never redriven: one life, built without the
+    # higher-order functions (the same struct the general case gives)
+    one_life = F.array(
+        F.struct(
+            F.array_min(sends).alias("start"),
+            F.try_element_at(ends, F.lit(1)).alias("end"),
+            F.size(ends).alias("ends"),
+        )
+    )
+    return F.when(F.size(redrives) == 0, one_life).otherwise(F.transform(bounds, life))
 
 
 def message_lifecycle(events: DataFrame) -> DataFrame:
