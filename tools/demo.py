@@ -135,8 +135,7 @@ def show_operator_commands(console: Console, stack: Stack, room_id: str) -> None
     """Run, and print with their output, the `baton` commands that inspect
     the demo's rooms (docs/operations.md, "Operating baton"), while its stack
     is still up. A failing command is shown, never fatal to the demo."""
-    baton = Path(sys.executable).parent / "baton"
-    prefix = [str(baton)] if baton.exists() else [sys.executable, "-m", "baton_cli.main"]
+    prefix = operator_day.baton_command()
     run_dir = os.path.relpath(stack.run_dir, ROOT)
     console.rule("inspect the rooms with `baton` (docs/operations.md, Operating baton)")
     for args in (["rooms", "show", room_id, "--events", "5"], ["rooms", "list", "--lag", "--limit", "5"],

@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from tools.audit import read_events
-from tools.stack import PROJECT, ROOT, TOPIC, Stack
+from tools.stack import PROJECT, ROOT, TOPIC, Stack, wait_until
 
 ACTOR = "operator-day"
 SILENT = "15553330000"  # the fake platform never acks this recipient
@@ -76,29 +76,23 @@ class OperatorDay:
     wall_s: float
 
 
+def baton_command() -> list[str]:
+    """How to run the `baton` CLI from this virtualenv: its entry point, or the module."""
+    exe = Path(sys.executable).parent / "baton"
+    return [str(exe)] if exe.exists() else [sys.executable, "-m", "baton_cli.main"]
+
+
 def baton(stack: Stack, *args: str) -> Any:
     """Run `baton --stack RUN_DIR --actor operator-day ARGS --json`; its JSON.
 
     Raises:
         RuntimeError: the command failed (its stderr says why).
     """
-    exe = Path(sys.executable).parent / "baton"
-    prefix = [str(exe)] if exe.exists() else [sys.executable, "-m", "baton_cli.main"]
-    proc = subprocess.run([*prefix, "--stack", str(stack.run_dir), "--actor", ACTOR, *args, "--json"],
+    proc = subprocess.run([*baton_command(), "--stack", str(stack.run_dir), "--actor", ACTOR, *args, "--json"],
                           capture_output=True, text=True, timeout=120, cwd=ROOT, env={**os.environ, "BATON_ACTOR": ""})
     if proc.returncode != 0:
         raise RuntimeError(f"baton {' '.join(args)}: exit {proc.returncode}: {proc.stderr.strip()[-500:]}")
     return json.loads(proc.stdout) if proc.stdout.strip() else None
-
-
-def _wait(what: str, predicate: Any, timeout_s: float = 60.0) -> Any:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.2)
-    raise TimeoutError(f"operator day: {what} not seen after {timeout_s:.0f} s")
 
 
 def run(stack: Stack) -> OperatorDay:
@@ -160,9 +154,9 @@ def _play(stack: Stack) -> OperatorDay:
     publish("paced", 8)
     image = {"type": "image", "link": f"{stack.fake_url}/assets/od-{tag}.png?delay_ms=300", "caption": "menu"}
     publish("prepared", 1, body=image, prepare="media")
-    _wait("the silent room's first send", lambda: events("skipped", "sent"))
+    wait_until(lambda: events("skipped", "sent"), 60, "the silent room's first send")
     _changed(baton(stack, "rooms", "skip", rooms["skipped"], "--seq", "1", "--reason", "wrong text"), "skip")
-    _wait("the refused message dead-lettered", lambda: events("redriven", "dead_lettered"))
+    wait_until(lambda: events("redriven", "dead_lettered"), 60, "the refused message dead-lettered")
     _changed(baton(stack, "dead-letters", "redrive", "--room", rooms["redriven"], "--reason", "platform back"),
              "redrive")
     time.sleep(max(0.0, PAUSE_S - (time.monotonic() - paused_at)))
@@ -173,7 +167,7 @@ def _play(stack: Stack) -> OperatorDay:
         ended = {e["message_id"] for e in read_events(log) if e["event"] in terminal}
         return set(published) <= ended and bool(events("redriven", "acked")[1:])
 
-    _wait("every message ended and the redriven one acked", all_ended)
+    wait_until(all_ended, 60, "every message ended and the redriven one acked")
     return OperatorDay(rooms, published, log, time.monotonic() - started)
 
 
