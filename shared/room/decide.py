@@ -26,6 +26,7 @@ from shared.room.inputs import (
 )
 from shared.room.operator_actions import OperatorRules
 from shared.room.preparation import PreparationRules
+from shared.room.receipts import ReceiptRules
 from shared.room.state import Policy, RoomState
 
 
@@ -49,7 +50,7 @@ def decide(state: RoomState, event: RoomEvent, policy: Policy, component: str) -
     return handler(t, event)
 
 
-class Transition(EntryRules, FlightRules, PreparationRules, OperatorRules):
+class Transition(EntryRules, FlightRules, ReceiptRules, PreparationRules, OperatorRules):
     """One `decide` call: the primitives (TransitionCore) and every concern's rules."""
 
 
