@@ -74,3 +74,14 @@ def rendezvous_sender(room_id: str, phone_number_ids: tuple[str, ...]) -> str:
         raise ValueError("no WhatsApp sender configured")
     return max(phone_number_ids,
                key=lambda pid: hashlib.sha256(f"{pid}\x00{room_id}".encode()).digest())
+
+
+def sent_from(held: str | None, phone_number_ids: tuple[str, ...]) -> str | None:
+    """The number a WhatsApp message whose `sender` is `held` goes out from:
+    `held` while it is one of `phone_number_ids` (the deployment's numbers,
+    first the default), else the first (a message that names no number, or
+    one taken out of WHATSAPP_SENDERS while the room held it). None when no
+    number is given."""
+    if held is not None and held in phone_number_ids:
+        return held
+    return phone_number_ids[0] if phone_number_ids else None

@@ -25,7 +25,10 @@ Wire format of a status-queue message (data, UTF-8 JSON)::
     {"room_id": "r-1", "received_at_us": 1763800000000000,
      "statuses": [{"delivery_id": "3.1.1763799999000.1.r-1", "status": "delivered",
                    "provider": "whatsapp", "provider_message_id": "wamid.X",
-                   "error_code": null, "error_title": null}]}
+                   "error_code": null, "error_title": null, "sender": "106540352242922"}]}
+
+(`sender`, the WhatsApp number the status came from, may be absent or null:
+messages queued before it was added are read as "not said".)
 
 attributes: `room_id` (the emulator's push envelope has no `orderingKey`,
 ../shared/DESIGN.md), `kind` = `room_statuses`. In the error queue, the
@@ -70,6 +73,7 @@ class QueuedStatus:
     provider_message_id: str | None = None
     error_code: int | None = None
     error_title: str | None = None
+    sender: str | None = None  # WhatsApp: the phone-number id it came from (`metadata.phone_number_id`)
 
 
 @dataclass(frozen=True)
@@ -110,10 +114,12 @@ class RoomStatuses:
             provider = s.get("provider", "whatsapp")
             if not isinstance(provider, str):
                 raise ValueError("`provider` must be a string")
+            sender = s.get("sender")  # absent in messages queued before senders were matched per attempt
             out.append(QueuedStatus(s["delivery_id"], s["status"], provider,
                                     pmid if isinstance(pmid, str) else None,
                                     code if isinstance(code, int) and not isinstance(code, bool) else None,
-                                    title if isinstance(title, str) else None))
+                                    title if isinstance(title, str) else None,
+                                    sender if isinstance(sender, str) else None))
         return cls(doc["room_id"], doc["received_at_us"], tuple(out))
 
 

@@ -77,6 +77,7 @@ class IgnoreReason(StrEnum):
     ALREADY_PREPARED = "already_prepared"  # a second result of a preparation: the room keeps the first
     STALE_PREPARE_ATTEMPT = "stale_prepare_attempt"  # a failure of an attempt a later one has replaced
     OTHER_SENDER = "other_sender"  # a WhatsApp status of a number this deployment does not send from
+    WRONG_SENDER = "wrong_sender"  # a WhatsApp status naming an attempt, from a number it was not sent from
 
 @dataclass(frozen=True)
 class QueuedMessage:

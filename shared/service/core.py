@@ -36,6 +36,7 @@ from shared.room import (
 )
 from shared.room import SendOutcome as RoomSendOutcome
 from shared.sender_window import SenderWindow
+from shared.senders import sent_from
 from shared.status_queue import (
     StatusPublishFailed,
     StatusQueue,
@@ -92,7 +93,7 @@ class ServiceCore:
         # With one number every message is its (`sender` None): no mapping kept.
         self.sender_ids = tuple(spec.phone_number_id for spec in specs) if len(specs) > 1 else ()
         self.sender_rates = {spec.phone_number_id: spec.rate_per_s for spec in specs}  # parsed once, not per send
-        self.default_sender = specs[0].phone_number_id
+        self.our_senders = tuple(spec.phone_number_id for spec in specs)
         self.prepare_tasks = prepare_tasks
         self.preparers = preparers or {}
         self._status_queue_factory = status_queue
@@ -240,7 +241,7 @@ class ServiceCore:
         try again. Raises what Firestore raises (the request answers 503)."""
         if self.sender_window is None or msg.provider != "whatsapp":
             return None
-        number = msg.sender or self.default_sender
+        number = sent_from(msg.sender, self.our_senders)
         taken = self.sender_window.take(number, self.sender_rates.get(number, 0), now)
         return None if taken is None else taken.ready_at_us
 

@@ -92,7 +92,7 @@ class WebhookHandlers(ServiceCore):
                                                provider_message_id=st.provider_message_id,
                                                reason=f"{IgnoreReason.OTHER_SENDER}: {st.phone_number_id[:20]}"))
         queued = [QueuedStatus(st.callback_data or "", st.status, "whatsapp", st.provider_message_id, st.error_code,
-                               st.error_title) for st in statuses
+                               st.error_title, st.phone_number_id) for st in statuses
                   if st.phone_number_id is None or st.phone_number_id in ours]
         if self.settings.webhook_mode == "queued":
             return self._queue_statuses(queued, arrived)

@@ -1,7 +1,8 @@
 """Several WhatsApp numbers through the service over the in-memory fakes:
 each room's sends go to its number's client, a number at its rate makes the
 room wait without a call, and a status of a number this deployment does not
-send from changes nothing (issue 33, item 1 and 2)."""
+send from, or of another of its numbers than the message's, changes nothing
+(issue 33, item 1 and 2)."""
 
 from __future__ import annotations
 
@@ -91,3 +92,22 @@ def test_a_status_of_a_number_this_deployment_does_not_send_from_changes_nothing
                 assert world.store.load_room(room).counts == {}
     assert world.store.load_room(room).counts == {"acked": 1}
     assert any(e.event == "status_ignored" and (e.reason or "").startswith("other_sender") for e in world.events.events)
+
+
+def test_a_status_from_another_of_our_numbers_than_the_messages_changes_nothing():
+    world, service, _ = three_numbers()
+    room = "room-w"
+    own = rendezvous_sender(room, NUMBERS)
+    other = next(n for n in NUMBERS if n != own)
+    with service_time(world):
+        now = world.clock.now_us()
+        service.handle_push(push_body(room, "m1", "15550001", "hi", "p1", now))
+        state = world.store.load_room(room)
+        delivery_id = make_delivery_id(room, state.incarnation, 1, 1, state.in_flight.started_at_us)
+        body = whatsapp_status(delivery_id, other)
+        assert service.handle_status_webhook(body, sign(body, SECRET)).status == 200
+        assert world.store.load_room(room).counts == {}
+        body = whatsapp_status(delivery_id, own)
+        assert service.handle_status_webhook(body, sign(body, SECRET)).status == 200
+    assert world.store.load_room(room).counts == {"acked": 1}
+    assert [e.reason for e in world.events.events if e.event == "status_ignored"] == [f"wrong_sender: {other}"]

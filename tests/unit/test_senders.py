@@ -81,6 +81,25 @@ def test_a_room_keeps_its_number_while_it_holds_messages_and_a_named_sender_wins
     assert next(e for e in effects if isinstance(e, Send)).message.sender == "1002"
 
 
+@pytest.mark.parametrize(("held", "status_from", "acked"), [
+    ("1002", "1002", True),  # the room's own number
+    ("1002", "1001", False),  # another of the deployment's numbers
+    ("1002", None, True),  # the status does not say (no `metadata`)
+    (None, "1001", True),  # no `sender` held: the first number
+    (None, "1002", False),
+    ("1009", "1001", True),  # a number taken out of WHATSAPP_SENDERS: sent from the first
+    ("1009", "1009", False),
+])
+def test_a_status_acks_only_from_the_number_its_message_was_sent_from(held, status_from, acked):
+    state, _ = step(RoomState("r1"), Enqueue("m1", "whatsapp", "15550001", "hi", T0, T0, default_sender=held))
+    state, _ = step(state, SendReturned(state.incarnation, 1, 1, SendOutcome.ACCEPTED, T0 + 10, "c"))
+    d = decide(state, StatusUpdate(state.incarnation, 1, 1, "delivered", T0, T0 + 20, sender=status_from,
+                                   our_senders=("1001", "1002", "1003")), POLICY, "test")
+    assert (d.state is not None and d.state.in_flight is None) is acked
+    if not acked:
+        assert [(e.event, e.reason) for e in d.events] == [("status_ignored", f"wrong_sender: {status_from}")]
+
+
 def test_a_send_whose_number_is_at_its_rate_waits_as_this_same_attempt():
     state, effects = step(RoomState("r1"), enqueue("m1", default_sender="1001"))
     send = next(e for e in effects if isinstance(e, Send))

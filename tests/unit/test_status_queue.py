@@ -23,12 +23,18 @@ from tests.unit.test_faults import SECRET, status_body
 
 text = st.text(st.characters(blacklist_categories=("Cs",)), max_size=30)
 statuses = st.builds(QueuedStatus, text, text, text, st.none() | text, st.none() | st.integers(-2**40, 2**40),
-                     st.none() | text)
+                     st.none() | text, st.none() | text)
 
 
 @given(st.builds(RoomStatuses, text, st.integers(0, 2**62), st.tuples(statuses) | st.tuples(statuses, statuses)))
 def test_a_room_batch_survives_its_wire_format(batch):
     assert RoomStatuses.decode(batch.encode()) == batch
+
+
+def test_a_batch_queued_before_statuses_named_their_number_reads_as_not_said():
+    data = (b'{"room_id": "r", "received_at_us": 1, "statuses": [{"delivery_id": "d", "status": "read", '
+            b'"provider": "whatsapp", "provider_message_id": null, "error_code": null, "error_title": null}]}')
+    assert RoomStatuses.decode(data).statuses == (QueuedStatus("d", "read"),)
 
 
 @pytest.mark.parametrize("data", [b"", b"[]", b"not json", b'{"room_id": 1, "received_at_us": 1, "statuses": []}',
