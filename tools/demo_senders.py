@@ -80,6 +80,70 @@ def judge_senders(sends: list[dict[str, Any]], numbers: tuple[str, ...]) -> Send
     return v
 
 
+@dataclass
+class SendersRun:
+    """One run on the local stack: the numbers and their rates (messages/s),
+    what was published, the audit of the event log against the fake
+    platform's record (`summary`), the per-number verdict, the fake's 130429
+    count (`refusals`) and the sends held back for their number's rate
+    (`paced`)."""
+
+    numbers: tuple[str, ...]
+    rates: dict[str, int]
+    messages: list[Any]
+    summary: Any
+    verdict: SenderVerdict
+    refusals: int
+    paced: int
+    wall_s: float
+
+    @property
+    def ok(self) -> bool:
+        """Nothing lost, ended twice or acked out of order; no 130429; no
+        number above its rate; each room from the one number its hash names."""
+        return (self.summary.ok and self.refusals == 0 and not self.verdict.over_rate(self.rates)
+                and not self.verdict.rooms_on_several_numbers and not self.verdict.rooms_off_their_hash)
+
+
+def run(rooms: int, messages_per_room: int, numbers: int, rate: int, out: Path, run_dir: Path,
+        fake_config: dict[str, Any] | None = None, console: Console | None = None,
+        platform_rate: int | None = None) -> SendersRun:
+    """Start a stack of its own in `run_dir` with `numbers` WhatsApp numbers
+    at `rate` messages/s each in baton's WHATSAPP_SENDERS, the fake platform
+    refusing (130429) a number's sends past `platform_rate` (default `rate`)
+    in any one second of its own clock, publish `rooms` x `messages_per_room` at once,
+    wait until every message ended (a stall of 120 s fails), stop the
+    stack, and judge. `fake_config`: more fake-platform settings
+    (tools/fake_platform/config.py). The event log is `out/events.jsonl`.
+
+    Raises:
+        TimeoutError: nothing ended for 120 s while messages were left.
+        What `Stack.start` raises when the stack does not come up.
+    """
+    ids = tuple(str(FIRST_NUMBER + i) for i in range(numbers))
+    out.mkdir(parents=True, exist_ok=True)
+    event_log = out / "events.jsonl"
+    event_log.unlink(missing_ok=True)
+    messages = make_workload(rooms, messages_per_room, seed=5, prefix="senders")
+    stack = Stack(run_dir, event_log=event_log, fake_config={"number_rate_per_s": platform_rate or rate, **(fake_config or {})},
+                  env={"WHATSAPP_SENDERS": ",".join(f"{n}:{rate}" for n in ids)})
+    if console is not None:
+        with console.status("starting the local stack..."):
+            stack.start()
+    else:
+        stack.start()
+    try:
+        wall = deliver(stack, messages, stall_s=120)
+        time.sleep(1.0)
+        stats = fake_stats(stack)
+    finally:
+        stack.stop()
+    events = read_events(event_log)
+    paced = sum(e["event"] == "paced" and "at its rate" in (e.get("reason") or "") for e in events)
+    return SendersRun(ids, {n: rate for n in ids}, messages, summarize(messages, events, stats, wall),
+                      judge_senders(stats["sends"], ids), stats["faults"].get("throughput_error", 0), paced, wall)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rooms", type=int, default=1000)
@@ -90,48 +154,25 @@ def main() -> int:
     parser.add_argument("--run-dir", default=str(ROOT / "run" / "demo-senders"))
     args = parser.parse_args()
     console = Console()
-    numbers = tuple(str(FIRST_NUMBER + i) for i in range(args.numbers))
-    rates = {n: args.rate for n in numbers}
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    event_log = out / "events.jsonl"
-    event_log.unlink(missing_ok=True)
-    messages = make_workload(args.rooms, args.messages, seed=5, prefix="senders")
     console.print(f"[bold]baton demo-senders[/]: {args.rooms:,} rooms x {args.messages} messages from "
                   f"{args.numbers} numbers at {args.rate} messages/s each")
-    stack = Stack(Path(args.run_dir), event_log=event_log, fake_config={"number_rate_per_s": args.rate},
-                  env={"WHATSAPP_SENDERS": ",".join(f"{n}:{args.rate}" for n in numbers)})
-    with console.status("starting the local stack..."):
-        stack.start()
-    try:
-        wall = deliver(stack, messages, stall_s=120)
-        time.sleep(1.0)
-        stats = fake_stats(stack)
-    finally:
-        with console.status("stopping the local stack..."):
-            stack.stop()
-    summary = summarize(messages, read_events(event_log), stats, wall)
-    verdict = judge_senders(stats["sends"], numbers)
-    refusals = stats["faults"].get("throughput_error", 0)
-    paced = sum(e["event"] == "paced" and "at its rate" in (e.get("reason") or "") for e in read_events(event_log))
+    r = run(args.rooms, args.messages, args.numbers, args.rate, Path(args.out), Path(args.run_dir), console=console)
     table = Table(title="sends per number (the fake platform's record)")
     for col in ("number", "rate /s", "sends", "most in any 1 s", "rooms"):
         table.add_column(col, justify="right")
-    rooms_of = defaultdict(int)
-    for m in {m.room_id for m in messages}:
-        rooms_of[rendezvous_sender(m, numbers)] += 1
-    for n in numbers:
-        table.add_row(n, str(rates[n]), f"{verdict.sends.get(n, 0):,}", str(verdict.max_in_any_second.get(n, 0)),
+    rooms_of: dict[str, int] = defaultdict(int)
+    for m in {m.room_id for m in r.messages}:
+        rooms_of[rendezvous_sender(m, r.numbers)] += 1
+    for n in r.numbers:
+        table.add_row(n, str(r.rates[n]), f"{r.verdict.sends.get(n, 0):,}", str(r.verdict.max_in_any_second.get(n, 0)),
                       f"{rooms_of[n]:,}")
     console.print(table)
-    console.print(f"130429 refusals: {refusals}; sends held back for their number's rate (`paced`): {paced:,}; "
-                  f"rooms sent from more than one number: {len(verdict.rooms_on_several_numbers)}; "
-                  f"wall time {wall:.1f} s")
-    ok = (summary.ok and refusals == 0 and not verdict.over_rate(rates)
-          and not verdict.rooms_on_several_numbers and not verdict.rooms_off_their_hash)
-    if not ok:
-        console.print(f"[red]FAILED[/]: lost {summary.lost[:5]}, over rate {verdict.over_rate(rates)}, "
-                      f"130429 x {refusals}, rooms on several numbers {verdict.rooms_on_several_numbers[:5]}")
+    console.print(f"130429 refusals: {r.refusals}; sends held back for their number's rate (`paced`): {r.paced:,}; "
+                  f"rooms sent from more than one number: {len(r.verdict.rooms_on_several_numbers)}; "
+                  f"wall time {r.wall_s:.1f} s")
+    if not r.ok:
+        console.print(f"[red]FAILED[/]: lost {r.summary.lost[:5]}, over rate {r.verdict.over_rate(r.rates)}, "
+                      f"130429 x {r.refusals}, rooms on several numbers {r.verdict.rooms_on_several_numbers[:5]}")
         return 1
     console.print("[green]OK[/]: each room from one number, no number above its rate, 0 x 130429, nothing lost")
     return 0
