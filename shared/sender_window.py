@@ -1,6 +1,6 @@
 """Per-sender throughput, shared by every function instance without a hot
 document: a sender's rate R (messages/s) is R window documents, each of which
-lets one send through per second.
+lets one send through per second (and a guard, below).
 
 `sender_windows/{phone_number_id}-{k}` (k in 0..R-1) holds `last_us`, when its
 slot was last taken. A send takes a slot by a conditional write (the
@@ -68,8 +68,9 @@ class SenderWindow:
     def take(self, phone_number_id: str, rate_per_s: int, now_us: int) -> SlotTaken | None:
         """Take one send slot of `phone_number_id` at `now_us` (epoch us):
         None when taken (the send may go), else `SlotTaken` with when to try
-        again. A slot is stamped `now_us` plus the time spent in this call,
-        and frees `WINDOW_US + GUARD_US` after its stamp. `rate_per_s` 0:
+        again. A slot is stamped `now_us` plus the time this call spent
+        before the write that takes it, and frees `WINDOW_US + GUARD_US`
+        after its stamp. `rate_per_s` 0:
         not limited (always None).
 
         Raises:
@@ -97,7 +98,7 @@ class SenderWindow:
                 else:
                     ref.create({"last_us": stamp})
             except (gexc.FailedPrecondition, gexc.Conflict, gexc.AlreadyExists):
-                ready.append(now_us + WINDOW_US + GUARD_US)  # another send took it just now
+                ready.append(stamp + WINDOW_US + GUARD_US)  # another send took it just now
                 continue
             finally:
                 op_counts().firestore_writes += 1

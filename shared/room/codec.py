@@ -118,6 +118,7 @@ def room_to_doc(state: RoomState) -> dict[str, Any]:
             "early_mids": list(flight.early_mids),
             "early_mids_status": flight.early_mids_status,
             "pts": flight.platform_ts_us,
+            "num": flight.number,
         },
         # Indexed: a receipt that names only the recipient finds its rooms by it.
         "in_flight_to": None if flight is None else recipient_key(flight.message.provider, flight.message.recipient),
@@ -205,6 +206,7 @@ def _room_from_fields(room_id: str, d: dict[str, Any]) -> RoomState:
             early_mids=tuple(f.get("early_mids") or ()),
             early_mids_status=f.get("early_mids_status"),
             platform_ts_us=f.get("pts"),
+            number=f.get("num"),
         ),
         pending=tuple(message_from_doc(m) for m in d.get("pending", [])),
         ended=tuple(ended),

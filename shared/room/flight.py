@@ -30,7 +30,6 @@ from shared.room.state import (
     acks,
 )
 from shared.room.transition import TransitionCore
-from shared.senders import sent_from
 
 
 class FlightRules(TransitionCore):
@@ -134,9 +133,9 @@ class FlightRules(TransitionCore):
             self.log(EventType.STATUS_IGNORED, None, seq=ev.seq, reason=str(reason),
                      send_to_ack_ms=(ev.seen_at_us - ev.sent_at_us) / 1000 if late else None, **ids)
             return self.done(None)
-        if ev.sender is not None and ev.our_senders and ev.sender != sent_from(flight.message.sender, ev.our_senders):
-            # Every attempt of a message goes from one number; a status for
-            # it from another number proves nothing about it.
+        if ev.sender is not None and ev.attempt == flight.attempt and flight.number not in (None, ev.sender):
+            # This attempt went out from `flight.number`: a status of it
+            # from another number proves nothing about it.
             self.log(EventType.STATUS_IGNORED, None, seq=ev.seq,
                      reason=f"{IgnoreReason.WRONG_SENDER}: {ev.sender[:20]}", **ids)
             return self.done(None)

@@ -121,11 +121,9 @@ class StatusUpdate:
     received it, if earlier (a status that waited in the status queue): the
     ack latency is measured to it, the decision is made at `at_us`.
     `sender`: the WhatsApp phone-number id the status came from
-    (`value.metadata.phone_number_id`), None when not said; `our_senders`:
-    the deployment's numbers (WHATSAPP_SENDERS), first the one a message is
-    sent from when it names none or a number no longer configured (as the
-    send path does). A status from another number than the one its message
-    was sent from is ignored (`wrong_sender`).
+    (`value.metadata.phone_number_id`), None when not said. A status of the
+    in-flight attempt from another number than the one that attempt went
+    out from (`InFlight.number`) is ignored (`wrong_sender`).
     """
 
     incarnation: int
@@ -139,7 +137,6 @@ class StatusUpdate:
     error_title: str | None = None
     received_at_us: int | None = None
     sender: str | None = None
-    our_senders: tuple[str, ...] = ()
 
     @property
     def seen_at_us(self) -> int:

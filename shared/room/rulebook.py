@@ -180,7 +180,8 @@ def _rules() -> tuple[Rule, ...]:
             Rule(phase, "status delivered/read", _NEXT | {phase},
                  "any attempt of the in-flight message acks it if the status meets the provider's ack level "
                  "(ACK_LEVEL_*): the room moves on (an earlier attempt's ack while a resend is being sent: once "
-                 "that send can no longer go out); other seqs, or below the ack level: ignored"),
+                 "that send can no longer go out); other seqs, below the ack level, or from another WhatsApp "
+                 "number than the attempt's: ignored"),
             Rule(phase, "receipt by recipient", (_NEXT | {phase}) if phase in (_P.SENT,) else frozenset({phase}),
                  {_P.SENDING: "its mids are remembered: the send's return acks the message if its id is one of "
                               "them; a watermark alone proves nothing yet: ignored",
@@ -188,7 +189,8 @@ def _rules() -> tuple[Rule, ...]:
                            "send's return (and the status meets the provider's ack level); otherwise ignored",
                   }.get(phase, "nothing sent is provably covered (no accepted send): ignored")),
             Rule(phase, "status failed", _NEXT | {phase},
-                 "the in-flight attempt failed: ends as failed, the room moves on; other attempts: ignored"),
+                 "the in-flight attempt failed: ends as failed, the room moves on; other attempts, or from "
+                 "another WhatsApp number than the attempt's: ignored"),
             Rule(phase, "watchdog", frozenset({phase}) | _NEXT,
                  "wake-up overdue by WATCHDOG_GRACE_MS: acts as its timer would; otherwise nothing"),
             Rule(phase, "redrive", frozenset({phase}),

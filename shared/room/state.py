@@ -170,6 +170,10 @@ class InFlight:
     - `early_mids`, `early_mids_status`: message ids a recipient receipt
       named while this attempt's send call had not returned yet; if the call
       returns with one of them, the message is acked at once.
+    - `number`: WhatsApp: the phone-number id this attempt goes out from,
+      fixed when it is sent (`shared.senders.sent_from` over the Policy's
+      numbers); a status of this attempt from another number is ignored.
+      None for other platforms and for attempts stored before it was kept.
     - `platform_ts_us`: the platform's own stamp of this attempt (epoch us),
       from its echo (Messenger `message_echoes`, Instagram `is_echo`): what a
       watermark receipt is judged against (same clock). None: no echo yet.
@@ -189,6 +193,7 @@ class InFlight:
     early_mids: tuple[str, ...] = ()
     early_mids_status: str | None = None
     platform_ts_us: int | None = None
+    number: str | None = None
 
 @dataclass(frozen=True)
 class Ended:
@@ -319,6 +324,9 @@ class Policy:
       (x4 per attempt): retries of a failed preparation; `prepare_poison`:
       `dead_letter` or `park`, what a message whose preparation was given up
       does when it reaches the head.
+    - `whatsapp_numbers`: the deployment's WhatsApp phone-number ids
+      (WHATSAPP_SENDERS, the first the default), to fix each attempt's
+      `number`.
     - `max_room_bytes`: Firestore storage size of the room document (see
       shared/docsize.py) above which a new message is refused; the rest up to
       1 MiB is the reserve for placeholders and markers, which are never refused.
@@ -338,6 +346,7 @@ class Policy:
     watermark_margin_ms: int = 0
     pacing: tuple[tuple[str, int, int], ...] = ()  # (provider, ms per token, burst); absent or 0 ms: off
     prepare_ahead: int = 8
+    whatsapp_numbers: tuple[str, ...] = ()
     prepare_timeout_ms: int = 30_000
     max_prepare_attempts: int = 4
     prepare_retry_base_ms: int = 1000
@@ -401,6 +410,7 @@ def policy_from_settings(settings: Settings) -> Policy:
         pacing=tuple((p, *settings.pacing[p]) for p in settings.pacing),
         watermark_margin_ms=settings.watermark_margin_ms,
         prepare_ahead=settings.prepare_ahead,
+        whatsapp_numbers=tuple(spec.phone_number_id for spec in settings.whatsapp_sender_specs),
         prepare_timeout_ms=settings.prepare_timeout_ms,
         max_prepare_attempts=settings.max_prepare_attempts,
         prepare_retry_base_ms=settings.prepare_retry_base_ms,

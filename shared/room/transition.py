@@ -16,6 +16,7 @@ from shared.room.codec import make_delivery_id
 from shared.room.effects import CancelTimer, Decision, Effect, KeepDeadLetter, Prepare, ScheduleTimer, Send
 from shared.room.pacing import bucket_now, token_ready_at_us
 from shared.room.state import Ended, IgnoreReason, InFlight, Phase, Policy, QueuedMessage, RoomState, Trigger
+from shared.senders import sent_from
 
 
 class TransitionCore:
@@ -78,7 +79,8 @@ class TransitionCore:
                 return self.arm(state, InFlight(msg, attempt, self.now_us, Phase.PACED, ready, cause))
             state = replace(state, pace_tokens=tokens - 1.0, pace_at_us=self.now_us)
         due = self.now_us + (self.policy.ack_timeout_ms + self.policy.first_timer_slack_ms) * 1000
-        flight = InFlight(msg, attempt, self.now_us, Phase.SENDING, due, cause)
+        number = sent_from(msg.sender, self.policy.whatsapp_numbers) if msg.provider == "whatsapp" else None
+        flight = InFlight(msg, attempt, self.now_us, Phase.SENDING, due, cause, number=number)
         state = self.arm(state, flight)
         self.effects.append(Send(
             state.room_id, state.incarnation, msg, attempt,

@@ -241,7 +241,7 @@ class ServiceCore:
         try again. Raises what Firestore raises (the request answers 503)."""
         if self.sender_window is None or msg.provider != "whatsapp":
             return None
-        number = sent_from(msg.sender, self.our_senders)
+        number = sent_from(msg.sender, self.our_senders)  # as the rule fixed it (InFlight.number): same settings
         taken = self.sender_window.take(number, self.sender_rates.get(number, 0), now)
         return None if taken is None else taken.ready_at_us
 

@@ -115,7 +115,7 @@ class StatusHandlers(ServiceCore):
         return room_id, StatusUpdate(incarnation, seq, attempt, st.status, sent_at_us, decided,
                                      st.provider_message_id, st.error_code, st.error_title,
                                      received_at_us=arrived if arrived < decided else None,
-                                     sender=st.sender, our_senders=self.our_senders)
+                                     sender=st.sender)
 
     def _apply_statuses(self, statuses: list[QueuedStatus], room_id: str | None, arrived: int, component: str) -> int:
         """Apply statuses in order, each in its room's transaction; returns how

@@ -10,7 +10,7 @@ import dataclasses
 import json
 
 from shared.providers.whatsapp import sign
-from shared.room import Phase, make_delivery_id
+from shared.room import Phase, make_delivery_id, policy_from_settings
 from shared.sender_window import SlotTaken
 from shared.senders import rendezvous_sender
 from shared.service import DeliveryService
@@ -34,6 +34,7 @@ class BusyOnce:
 def three_numbers(window: object = None) -> tuple[World, DeliveryService, dict[str, FakePlatform]]:
     world = World(Knobs())
     world.settings = dataclasses.replace(world.settings, whatsapp_senders="1001:75,1002:75,1003:5")
+    world.policy = policy_from_settings(world.settings)  # the rules fix each attempt's number from it
     platforms = {n: FakePlatform(world.clock, SEND_TIMEOUT_MS) for n in NUMBERS}
     clients = {"whatsapp": platforms["1001"], **{f"whatsapp:{n}": p for n, p in platforms.items()}}
     service = DeliveryService(world.settings, world.policy, world.store, world.timers, clients,  # type: ignore[arg-type]

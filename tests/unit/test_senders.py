@@ -6,6 +6,7 @@ Pure: `decide` and the push parser, no I/O."""
 from __future__ import annotations
 
 import base64
+import dataclasses
 import json
 
 import pytest
@@ -81,6 +82,9 @@ def test_a_room_keeps_its_number_while_it_holds_messages_and_a_named_sender_wins
     assert next(e for e in effects if isinstance(e, Send)).message.sender == "1002"
 
 
+NUMBERED = dataclasses.replace(POLICY, whatsapp_numbers=("1001", "1002", "1003"))
+
+
 @pytest.mark.parametrize(("held", "status_from", "acked"), [
     ("1002", "1002", True),  # the room's own number
     ("1002", "1001", False),  # another of the deployment's numbers
@@ -90,14 +94,30 @@ def test_a_room_keeps_its_number_while_it_holds_messages_and_a_named_sender_wins
     ("1009", "1001", True),  # a number taken out of WHATSAPP_SENDERS: sent from the first
     ("1009", "1009", False),
 ])
-def test_a_status_acks_only_from_the_number_its_message_was_sent_from(held, status_from, acked):
-    state, _ = step(RoomState("r1"), Enqueue("m1", "whatsapp", "15550001", "hi", T0, T0, default_sender=held))
-    state, _ = step(state, SendReturned(state.incarnation, 1, 1, SendOutcome.ACCEPTED, T0 + 10, "c"))
-    d = decide(state, StatusUpdate(state.incarnation, 1, 1, "delivered", T0, T0 + 20, sender=status_from,
-                                   our_senders=("1001", "1002", "1003")), POLICY, "test")
+def test_a_status_acks_only_from_the_number_its_attempt_went_out_from(held, status_from, acked):
+    d = decide(RoomState("r1"), Enqueue("m1", "whatsapp", "15550001", "hi", T0, T0, default_sender=held),
+               NUMBERED, "test")
+    state = d.state
+    assert state.in_flight.number == (held if held in NUMBERED.whatsapp_numbers else "1001")
+    state = decide(state, SendReturned(state.incarnation, 1, 1, SendOutcome.ACCEPTED, T0 + 10, "c"),
+                   NUMBERED, "test").state
+    d = decide(state, StatusUpdate(state.incarnation, 1, 1, "delivered", T0, T0 + 20, sender=status_from),
+               NUMBERED, "test")
     assert (d.state is not None and d.state.in_flight is None) is acked
     if not acked:
         assert [(e.event, e.reason) for e in d.events] == [("status_ignored", f"wrong_sender: {status_from}")]
+
+
+def test_an_attempt_keeps_its_number_when_the_numbers_change_while_it_is_in_flight():
+    one = dataclasses.replace(POLICY, whatsapp_numbers=("1001",))
+    state = decide(RoomState("r1"), Enqueue("m1", "whatsapp", "15550001", "hi", T0, T0), one, "test").state
+    # Stored and read back (the next request reads the room), then a number is put first.
+    state = room_from_doc("r1", room_to_doc(state))
+    assert state.in_flight.number == "1001"
+    moved = dataclasses.replace(POLICY, whatsapp_numbers=("1002", "1001"))
+    d = decide(state, StatusUpdate(state.incarnation, 1, 1, "failed", T0, T0 + 20, error_code=131026,
+                                   sender="1001"), moved, "test")
+    assert d.state is not None and d.state.in_flight is None and d.state.counts == {"failed": 1}
 
 
 def test_a_send_whose_number_is_at_its_rate_waits_as_this_same_attempt():
