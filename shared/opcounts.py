@@ -21,6 +21,8 @@ class OpCounts:
     tasks_deleted: int = 0  # DeleteTask calls for timers whose attempt ended first
     send_calls: int = 0
     status_publishes: int = 0  # messages published to the status queue or its error queue
+    window_reads: int = 0  # of firestore_reads: the sender window's (shared/sender_window.py)
+    window_writes: int = 0  # of firestore_writes: the sender window's
 
 _current: ContextVar[OpCounts | None] = ContextVar("baton_op_counts", default=None)
 

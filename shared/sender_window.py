@@ -9,12 +9,18 @@ send per slot per second, so at most R sends in any one-second window over the
 whole sender, and each document takes at most 1 write/s, Firestore's
 sustained rate for one document
 (https://firebase.google.com/docs/firestore/best-practices#updates_to_a_single_document).
-A send tries two slots chosen at random ("two choices": load spreads without
-coordination); when both are taken the room waits for the sooner one, as a
-paced room waits (shared/room/flight.py, `send_returned`).
+A send reads up to CHOICES slots chosen at random, one after another, and
+takes the first free one (load spreads without coordination); when all are
+taken the room waits for the soonest, as a paced room waits
+(shared/room/flight.py, `send_returned`). A slot stays taken for a second,
+so at a number's load of u x its rate a slot is busy with chance about u:
+with two choices u^2 of the sends waited, 15% in `make bench-core`
+(2026-11-25) at a third of the rate; with six, u^6.
 
-Cost per WhatsApp send: 1 or 2 document reads and 1 write (about $0.18 per
-million writes, docs/scale.md).
+Cost per WhatsApp send: 1 write and about 1 / (1 - u) reads (1.9 measured
+at a third of the rate, docs/benchmarks.md), up to CHOICES when the number
+is at its rate: about $1.50 per million sends at docs/cost.md's list
+prices ($0.09 per 100,000 writes, $0.03 per 100,000 reads).
 
 A slot's clock is the function's wall clock, stamped just before the write
 that takes it; the platform counts the request when it arrives, after that
@@ -43,7 +49,7 @@ from shared.opcounts import op_counts
 SENDER_WINDOWS = "sender_windows"
 WINDOW_US = 1_000_000  # one slot lets one send through per this many us (1 s)
 GUARD_US = 50_000  # and frees this much later (50 ms): see the module docstring
-CHOICES = 2
+CHOICES = 6
 
 
 @dataclass(frozen=True)
@@ -86,6 +92,7 @@ class SenderWindow:
             ref = self._client.collection(SENDER_WINDOWS).document(f"{phone_number_id}-{k}")
             snap = ref.get()
             op_counts().firestore_reads += 1
+            op_counts().window_reads += 1
             last = (snap.to_dict() or {}).get("last_us") if snap.exists else None
             if last is not None and now_us - last < WINDOW_US + GUARD_US:
                 ready.append(last + WINDOW_US + GUARD_US)
@@ -102,5 +109,6 @@ class SenderWindow:
                 continue
             finally:
                 op_counts().firestore_writes += 1
+                op_counts().window_writes += 1
             return None
         return SlotTaken(min(ready))

@@ -256,6 +256,7 @@ class ServiceCore:
             "duration_ms": (now_us() - started_us) / 1000, "http_status": status,
             "firestore_reads": c.firestore_reads, "firestore_writes": c.firestore_writes,
             "tasks_created": c.tasks_created, "send_calls": c.send_calls, "status_publishes": c.status_publishes,
+            "window_reads": c.window_reads, "window_writes": c.window_writes,
         })
 
 

@@ -66,3 +66,13 @@ def test_concurrent_instances_never_share_a_slot(stack):
 def test_rate_zero_is_not_limited(stack):
     window = SenderWindow(firestore.Client(project="baton-local"))
     assert all(window.take("7001", 0, T0) is None for _ in range(10))
+
+
+def test_a_number_below_its_rate_never_makes_a_send_wait(stack):
+    # Six sends in one second at rate 6: each reads until it finds a free
+    # slot, so all go; with two random choices a send waited while slots
+    # were free.
+    window = SenderWindow(firestore.Client(project="baton-local"), random.Random(3))
+    number = f"5{uuid.uuid4().int % 10**12}"
+    assert [window.take(number, 6, T0 + i) for i in range(6)] == [None] * 6
+    assert isinstance(window.take(number, 6, T0 + 6), SlotTaken)
