@@ -257,6 +257,11 @@ def cost(inputs: dict[str, Any], deploy: dict[str, Any], rate: float,
             if inv.get(fn):
                 share = stale / sum(inv.get(f, 0) for f in ("webhook", "status"))
                 fns.setdefault(fn, {})["deletes"] = fns.get(fn, {}).get("deletes", 0) + share
+    if "sender_window_off" in levers:
+        # WHATSAPP_SENDER_RATE=0: no slot reads or writes (their compute and
+        # the rare waits' timers are left in: under 1% of the total).
+        reads -= c.get("window_reads_per_message", 0)
+        writes -= c.get("window_writes_per_message", 0)
     if "quiet_ignored_events" in levers:
         events_per_message -= ev.get("status_ignored_per_message", 0) + (
             0 if "delete_timer_on_ack" in levers else stale)
@@ -369,6 +374,8 @@ LEVERS: list[tuple[str, str, str, bool]] = [
     ("fractional_cpu", "0.5 vCPU at one request per instance (Cloud Run allows concurrency only from 1 vCPU)",
      "infra: function_cpu = \"0.5\", function_threads = 1", False),
     ("concurrency_16", "16 requests per instance instead of 8", "infra: function_threads = 16", False),
+    ("sender_window_off", "no per-number send window (a number's sends past its rate meet 130429 and retry)",
+     "infra: whatsapp_sender_rate = 0", False),
 ]
 
 
