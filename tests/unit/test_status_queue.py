@@ -120,6 +120,25 @@ def test_the_status_function_applies_a_batch_and_a_duplicate_changes_nothing():
     assert w.store.load_room("room-a").counts == {"acked": 1}
 
 
+def test_a_queued_status_from_another_number_than_its_attempts_changes_nothing():
+    # Two numbers; the room's attempt goes out from the first. The number a
+    # status came from travels through the status queue to the rule.
+    w = World()
+    w.settings = dataclasses.replace(w.settings, whatsapp_senders=f"{w.settings.whatsapp_phone_number_id},2002")
+    w.policy = policy_from_settings(w.settings)
+    delivery = w.room_in_flight("room-a")
+    own = w.store.load_room("room-a").in_flight.number
+    assert own == w.settings.whatsapp_phone_number_id
+    other = RoomStatuses("room-a", w.clock.now_us(), (QueuedStatus(delivery, "delivered", sender="2002"),))
+    assert RoomStatuses.decode(other.encode()).statuses[0].sender == "2002"
+    assert w.service.handle_status_push(w.push_of(other)).status == 200
+    assert w.store.load_room("room-a").counts == {}
+    assert any(e.reason == "wrong_sender: 2002" for e in w.events.events)
+    right = RoomStatuses("room-a", w.clock.now_us(), (QueuedStatus(delivery, "delivered", sender=own),))
+    assert w.service.handle_status_push(w.push_of(right, "p2")).status == 200
+    assert w.store.load_room("room-a").counts == {"acked": 1}
+
+
 def test_a_status_naming_another_room_is_not_applied_to_either():
     w = World()
     delivery = w.room_in_flight("room-a")
