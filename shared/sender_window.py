@@ -76,8 +76,7 @@ class SenderWindow:
         None when taken (the send may go), else `SlotTaken` with when to try
         again. A slot is stamped `now_us` plus the time this call spent
         before the write that takes it, and frees `WINDOW_US + GUARD_US`
-        after its stamp. `rate_per_s` 0:
-        not limited (always None).
+        after its stamp. `rate_per_s` 0: not limited (always None).
 
         Raises:
             google.api_core.exceptions.GoogleAPICallError: Firestore failed
