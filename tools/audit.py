@@ -60,6 +60,13 @@ def read_events(path: Path) -> list[dict[str, Any]]:
     return out
 
 
+def sender_waits(events: list[dict[str, Any]]) -> int:
+    """Sends held back because their WhatsApp number was at its rate: the
+    `paced` events whose reason says so (shared/room/flight.py,
+    `send_returned`), not the pair-rate ones."""
+    return sum(1 for e in events if e["event"] == "paced" and "at its rate" in (e.get("reason") or ""))
+
+
 def ended_message_ids(events: list[dict[str, Any]]) -> Counter[str]:
     """How many terminal events each message id has."""
     return Counter(e["message_id"] for e in events if e["event"] in TERMINAL_EVENTS)

@@ -38,7 +38,7 @@ from rich.console import Console
 from rich.table import Table
 
 from shared.events import TERMINAL_EVENTS
-from tools.audit import epoch_s, make_workload, percentile, read_events
+from tools.audit import epoch_s, make_workload, percentile, read_events, sender_waits
 from tools.demo import deliver
 from tools.publisher import OutboundMessage, Publisher
 from tools.stack import PROJECT, ROOT, TOPIC, Stack
@@ -183,7 +183,7 @@ def run_mode(mode: str, args: argparse.Namespace, out: Path, console: Console) -
         totals["status_publishes"] += inv.get("status_publishes", 0)
         for k in ("window_reads", "window_writes"):  # the sender window's share of the Firestore counts
             totals[k] += inv.get(k, 0)
-    totals["window_waits"] = sum(1 for e in events if e["event"] == "paced" and "at its rate" in (e.get("reason") or ""))
+    totals["window_waits"] = sender_waits(events)
     result = {
         "webhook_mode": mode,
         "rooms": args.rooms,

@@ -22,6 +22,7 @@ import argparse
 import sys
 import time
 from collections import defaultdict
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -31,7 +32,7 @@ from rich.table import Table
 
 from shared.room import parse_delivery_id
 from shared.senders import rendezvous_sender
-from tools.audit import make_workload, read_events, summarize
+from tools.audit import make_workload, read_events, sender_waits, summarize
 from tools.demo import deliver, fake_stats
 from tools.stack import ROOT, Stack
 
@@ -106,12 +107,11 @@ class SendersRun:
 
 
 def run(rooms: int, messages_per_room: int, numbers: int, rate: int, out: Path, run_dir: Path,
-        fake_config: dict[str, Any] | None = None, console: Console | None = None,
-        platform_rate: int | None = None) -> SendersRun:
+        fake_config: dict[str, Any] | None = None, console: Console | None = None) -> SendersRun:
     """Start a stack of its own in `run_dir` with `numbers` WhatsApp numbers
     at `rate` messages/s each in baton's WHATSAPP_SENDERS, the fake platform
-    refusing (130429) a number's sends past `platform_rate` (default `rate`)
-    in any one second of its own clock, publish `rooms` x `messages_per_room` at once,
+    refusing (130429) a number's sends past `rate` in any one second of its
+    own clock, publish `rooms` x `messages_per_room` at once,
     wait until every message ended (a stall of 120 s fails), stop the
     stack, and judge. `fake_config`: more fake-platform settings
     (tools/fake_platform/config.py). The event log is `out/events.jsonl`.
@@ -125,12 +125,9 @@ def run(rooms: int, messages_per_room: int, numbers: int, rate: int, out: Path, 
     event_log = out / "events.jsonl"
     event_log.unlink(missing_ok=True)
     messages = make_workload(rooms, messages_per_room, seed=5, prefix="senders")
-    stack = Stack(run_dir, event_log=event_log, fake_config={"number_rate_per_s": platform_rate or rate, **(fake_config or {})},
+    stack = Stack(run_dir, event_log=event_log, fake_config={"number_rate_per_s": rate, **(fake_config or {})},
                   env={"WHATSAPP_SENDERS": ",".join(f"{n}:{rate}" for n in ids)})
-    if console is not None:
-        with console.status("starting the local stack..."):
-            stack.start()
-    else:
+    with console.status("starting the local stack...") if console is not None else nullcontext():
         stack.start()
     try:
         wall = deliver(stack, messages, stall_s=120)
@@ -139,9 +136,9 @@ def run(rooms: int, messages_per_room: int, numbers: int, rate: int, out: Path, 
     finally:
         stack.stop()
     events = read_events(event_log)
-    paced = sum(e["event"] == "paced" and "at its rate" in (e.get("reason") or "") for e in events)
     return SendersRun(ids, {n: rate for n in ids}, messages, summarize(messages, events, stats, wall),
-                      judge_senders(stats["sends"], ids), stats["faults"].get("throughput_error", 0), paced, wall)
+                      judge_senders(stats["sends"], ids), stats["faults"].get("throughput_error", 0),
+                      sender_waits(events), wall)
 
 
 def main() -> int:

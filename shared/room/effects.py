@@ -17,7 +17,9 @@ class Send:
     """Send `message` as `attempt`, if the call can start by `start_by_us`.
 
     `trigger` names what freed the room; `trigger_at_us` is when that request
-    arrived; `cause` is its idempotency key (carried into `SendReturned`)."""
+    arrived; `cause` is its idempotency key (carried into `SendReturned`);
+    `number`: WhatsApp, the phone-number id it goes out from (the attempt's
+    `InFlight.number`), None for other platforms."""
 
     room_id: str
     incarnation: int
@@ -28,6 +30,7 @@ class Send:
     trigger_at_us: int
     start_by_us: int
     cause: str
+    number: str | None = None
 
 @dataclass(frozen=True)
 class ScheduleTimer:

@@ -85,7 +85,7 @@ class TransitionCore:
         self.effects.append(Send(
             state.room_id, state.incarnation, msg, attempt,
             make_delivery_id(state.room_id, state.incarnation, msg.seq, attempt, self.now_us),
-            trigger, self.now_us, self.now_us + self.policy.send_start_deadline_ms * 1000, cause))
+            trigger, self.now_us, self.now_us + self.policy.send_start_deadline_ms * 1000, cause, number))
         return state
 
     def advance(self, state: RoomState, trigger: Trigger, cause: str) -> RoomState:

@@ -36,7 +36,6 @@ from shared.room import (
 )
 from shared.room import SendOutcome as RoomSendOutcome
 from shared.sender_window import SenderWindow
-from shared.senders import sent_from
 from shared.status_queue import (
     StatusPublishFailed,
     StatusQueue,
@@ -93,7 +92,6 @@ class ServiceCore:
         # With one number every message is its (`sender` None): no mapping kept.
         self.sender_ids = tuple(spec.phone_number_id for spec in specs) if len(specs) > 1 else ()
         self.sender_rates = {spec.phone_number_id: spec.rate_per_s for spec in specs}  # parsed once, not per send
-        self.our_senders = tuple(spec.phone_number_id for spec in specs)
         self.prepare_tasks = prepare_tasks
         self.preparers = preparers or {}
         self._status_queue_factory = status_queue
@@ -187,14 +185,14 @@ class ServiceCore:
             # Too late to start: the room's send window assumes no call starts
             # after this. Provably not sent, so a retry is safe.
             result = SendResult(SendOutcome.REFUSED, error_title="send not started within SEND_START_DEADLINE_MS")
-        elif (busy := self._sender_slot(msg, started)) is not None:
+        elif (busy := self._sender_slot(send.number, started)) is not None:
             # Its number is at its rate: no call; the room waits for the slot.
             return self.store.apply(room_id, lambda s: decide(s, SendReturned(
                 send.incarnation, msg.seq, send.attempt, RoomSendOutcome.REFUSED, started, send.cause,
                 sender_busy_until_us=busy), self.policy, component))
         else:
             op_counts().send_calls += 1
-            sender = self.senders.get(f"{msg.provider}:{msg.sender}") or self.senders[msg.provider]
+            sender = self.senders.get(f"{msg.provider}:{send.number}") or self.senders[msg.provider]
             if msg.media_kind is None:
                 result = sender.send(msg.recipient, msg.text, send.delivery_id)
             else:
@@ -235,13 +233,13 @@ class ServiceCore:
                                       result.error_code, result.error_title, result.provider_message_id)
         return self.store.apply(room_id, lambda s: decide(s, returned_event, self.policy, component))
 
-    def _sender_slot(self, msg: Any, now: int) -> int | None:
-        """None when `msg` may be sent now (a slot of its WhatsApp number's
-        per-second window taken, or no window kept), else when (epoch us) to
-        try again. Raises what Firestore raises (the request answers 503)."""
-        if self.sender_window is None or msg.provider != "whatsapp":
+    def _sender_slot(self, number: str | None, now: int) -> int | None:
+        """None when a send from WhatsApp number `number` may go now (a slot
+        of its per-second window taken; no window kept, or not WhatsApp:
+        `number` None), else when (epoch us) to try again. Raises what
+        Firestore raises (the request answers 503)."""
+        if self.sender_window is None or number is None:
             return None
-        number = sent_from(msg.sender, self.our_senders)  # as the rule fixed it (InFlight.number): same settings
         taken = self.sender_window.take(number, self.sender_rates.get(number, 0), now)
         return None if taken is None else taken.ready_at_us
 
