@@ -153,14 +153,16 @@ def room_from_doc(room_id: str, d: dict[str, Any] | None) -> RoomState:
     rule for `SendReturned(ACCEPTED)`: the attempt is SENT with that deadline.
     Entries of other attempts are stale and dropped at the next write.
 
-    The `echoes` map holds the platform's echoes of our own sends, written
-    blind the same way (`RoomStore.record_echo`, Messenger and Instagram
-    only), `{acceptance_key: {"ts": platform stamp, epoch us, "mid": its
-    message id}}`. An entry for the in-flight attempt gives it its platform
-    stamp (what a watermark is judged against) and message id; it also
-    proves the platform took the attempt, so an attempt whose send outcome
-    was unknown is SENT (held to the same deadline, then timed out rather
-    than resent).
+    The `echoes` map holds the platform's own records of our sends, written
+    blind the same way (`RoomStore.record_echo`): Messenger and Instagram
+    echoes, and WhatsApp `sent` statuses when WHATSAPP_SENT_PROOF is on,
+    `{acceptance_key: {"ts": platform stamp, epoch us, "mid": its message
+    id, "num": the WhatsApp number it names, if any}}`. An entry for the
+    in-flight attempt gives it its platform stamp (what a watermark is judged
+    against) and message id; it also proves the platform took the attempt,
+    so an attempt whose send outcome was unknown is SENT (held to the same
+    deadline, then timed out rather than resent). An entry naming another
+    number than the attempt went out from proves nothing and is dropped.
     """
     if not d:
         return RoomState(room_id)
@@ -174,6 +176,8 @@ def room_from_doc(room_id: str, d: dict[str, Any] | None) -> RoomState:
         if deadline is not None:
             flight = replace(flight, phase=Phase.SENT, deadline_us=deadline)
     echo = (d.get("echoes") or {}).get(key)
+    if isinstance(echo, dict) and echo.get("num") is not None and flight.number not in (None, echo["num"]):
+        echo = None  # a status from another number than this attempt's: not its proof
     if isinstance(echo, dict) and isinstance(echo.get("ts"), int) and flight.platform_ts_us is None:
         flight = replace(flight, platform_ts_us=echo["ts"],
                          provider_message_id=flight.provider_message_id or echo.get("mid"))

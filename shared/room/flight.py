@@ -210,6 +210,11 @@ class FlightRules(TransitionCore):
             hold_until = flight.started_at_us + (self.policy.send_window_ms + self.policy.ack_timeout_ms) * 1000
             if self.now_us < hold_until:
                 return self.wait_until(state, flight, hold_until)
+            if flight.platform_ts_us is not None:
+                # The platform's own record (an echo, a WhatsApp `sent`) shows
+                # it took this attempt: held long enough, it times out.
+                return self.end(state, EventType.TIMED_OUT, Trigger.TIMED_OUT, cause,
+                                reason="no send outcome was recorded; the platform's own record shows it took it")
             self.log(EventType.SEND_UNKNOWN, flight.message, attempt=flight.attempt,
                      reason="no send outcome was recorded (crash or lost write): counted as possibly sent")
             return self.resend(state, Trigger.RESEND, "send outcome never recorded", cause)

@@ -140,7 +140,9 @@ def _rules() -> tuple[Rule, ...]:
              "before the return, or if the provider's ack level is `accepted`"),
         Rule(_P.SENDING, "send unknown", frozenset({_P.UNKNOWN, _P.SENDING}) | _NEXT,
              "possibly sent: held until an ack or ack timeout after the call returned, then resent; "
-             "if an earlier attempt was acked meanwhile, the room moves on"),
+             "held as sent (timed out, not resent) once the platform's own record of it came (an echo; a "
+             "WhatsApp `sent` with WHATSAPP_SENT_PROOF=on); if an earlier attempt was acked meanwhile, the room "
+             "moves on"),
         Rule(_P.SENDING, "send refused", frozenset({_P.BACKOFF}) | _NEXT,
              "provably not sent: retry timer (x4 per attempt; 4^n s for a pair rate limit); "
              "dead-lettered after MAX_SEND_ATTEMPTS, and the room moves on"),
@@ -150,7 +152,9 @@ def _rules() -> tuple[Rule, ...]:
              "for the slot as this same attempt (paced), its pair-rate token given back"),
         Rule(_P.SENDING, "timer", frozenset({_P.SENDING}) | _NEXT,
              "no outcome recorded: wait until the send window (start deadline + send timeout) plus the ack "
-             "timeout has passed, then resend as the next attempt (dead-letter after MAX_SEND_ATTEMPTS)"),
+             "timeout has passed, then resend as the next attempt (dead-letter after MAX_SEND_ATTEMPTS); "
+             "ends as timed out instead if the platform's own record of the attempt came (like every SENDING "
+             "rule, this counts on the send window bounding the call)"),
         Rule(_P.SENT, "timer", frozenset({_P.SENT}) | _NEXT,
              "before the ack deadline: a new timer for the rest; after it: ends as timed out, the room moves on"),
         Rule(_P.UNKNOWN, "timer", frozenset({_P.UNKNOWN}) | _NEXT,

@@ -175,8 +175,10 @@ class InFlight:
       numbers); a status of this attempt from another number is ignored.
       None for other platforms and for attempts stored before it was kept.
     - `platform_ts_us`: the platform's own stamp of this attempt (epoch us),
-      from its echo (Messenger `message_echoes`, Instagram `is_echo`): what a
-      watermark receipt is judged against (same clock). None: no echo yet.
+      from its echo (Messenger `message_echoes`, Instagram `is_echo`) or, with
+      WHATSAPP_SENT_PROOF on, its WhatsApp `sent` status (whole seconds):
+      what a Messenger watermark is judged against (same clock), and proof
+      that the platform took the attempt. None: no such record yet.
     """
 
     message: QueuedMessage

@@ -68,3 +68,36 @@ def test_an_echo_turns_an_unknown_send_outcome_into_a_timeout_not_a_resend():
     assert outcome_of(state, TimerFired(state.incarnation, 1, 1, flight.due_at_us, late)) == ["timed_out"]
     unproven = messenger_room(echo=False, outcome=SendOutcome.UNKNOWN)
     assert outcome_of(unproven, TimerFired(unproven.incarnation, 1, 1, flight.due_at_us, late)) == ["resent"]
+
+
+def whatsapp_room(outcome: SendOutcome | None, proof_number: str | None, number: str = "100000000000001"
+                  ) -> RoomState:
+    """A WhatsApp room whose attempt went out from `number`; `outcome` None:
+    no send outcome recorded (a crash). With the blind-written proof of a
+    `sent` status naming `proof_number` (WHATSAPP_SENT_PROOF=on)."""
+    policy = Policy(ack_timeout_ms=3000, whatsapp_numbers=(number, "100000000000002"))
+    state = decide(RoomState("w"), Enqueue("m1", "whatsapp", "15550001", "hi", T0, T0, sender=number),
+                   policy, "t").state
+    if outcome is not None:
+        state = decide(state, SendReturned(state.incarnation, 1, 1, outcome, RETURNED, "c"), policy, "t").state
+    doc = room_to_doc(state)
+    doc["echoes"] = {acceptance_key(state.incarnation, 1, 1): {"ts": STAMP, "mid": "wamid.1", "num": proof_number}}
+    return room_from_doc("w", doc)
+
+
+def test_a_sent_status_from_the_attempts_own_number_proves_it_and_one_from_another_does_not():
+    assert str(whatsapp_room(SendOutcome.UNKNOWN, "100000000000001").in_flight.phase) == "sent"
+    assert str(whatsapp_room(SendOutcome.UNKNOWN, "100000000000002").in_flight.phase) == "unknown"
+    assert str(whatsapp_room(SendOutcome.UNKNOWN, None).in_flight.phase) == "sent"  # no metadata: not checked
+
+
+def test_an_attempt_with_no_recorded_outcome_but_the_platforms_record_times_out_instead_of_being_resent():
+    proven = whatsapp_room(None, "100000000000001")
+    flight = proven.in_flight
+    assert str(flight.phase) == "sending" and flight.platform_ts_us == STAMP
+    late = T0 + (POLICY.send_window_ms + POLICY.ack_timeout_ms) * MS + MS
+    assert outcome_of(proven, TimerFired(proven.incarnation, 1, 1, flight.due_at_us, late)) == ["timed_out"]
+    unproven = whatsapp_room(None, "100000000000002")
+    assert unproven.in_flight.platform_ts_us is None
+    assert outcome_of(unproven, TimerFired(unproven.incarnation, 1, 1, flight.due_at_us, late)) == \
+        ["send_unknown", "resent"]
