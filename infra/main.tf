@@ -105,6 +105,7 @@ locals {
     WHATSAPP_PHONE_NUMBER_ID   = var.whatsapp_phone_number_id
     WHATSAPP_SENDERS           = var.whatsapp_senders
     WHATSAPP_SENDER_RATE       = tostring(var.whatsapp_sender_rate)
+    WHATSAPP_SENT_PROOF        = var.whatsapp_sent_proof
     PROVIDERS                  = join(",", var.providers)
     MESSENGER_PAGE_ID          = var.messenger_page_id
     INSTAGRAM_ACCOUNT_ID       = var.instagram_account_id

@@ -358,6 +358,17 @@ variable "whatsapp_sender_rate" {
   }
 }
 
+variable "whatsapp_sent_proof" {
+  description = "WHATSAPP_SENT_PROOF: \"on\" lets a WhatsApp `sent` status record its attempt as taken by the platform (one blind write of the room per WhatsApp message, about +$0.90 per million messages in Firestore writes at us-central1 prices, docs/cost.md), so an attempt whose send outcome was unknown times out instead of being sent twice; \"off\" (default) only logs `sent`."
+  type        = string
+  default     = "off"
+
+  validation {
+    condition     = contains(["on", "off"], var.whatsapp_sent_proof)
+    error_message = "whatsapp_sent_proof must be on or off."
+  }
+}
+
 variable "providers" {
   description = "PROVIDERS: the platforms this deployment sends to and takes webhooks from (whatsapp, messenger, instagram). Each one's secrets are created here and need a version before the functions deploy."
   type        = list(string)

@@ -55,6 +55,9 @@ ENV_VARS: dict[str, tuple[str, str]] = {
     "WHATSAPP_SENDER_RATE": ("75", "messages/s one WhatsApp number may send, shared by every instance "
                              "(shared/sender_window.py): a little below the platform's 80/s (130429 above it); "
                              "0: not limited by baton"),
+    "WHATSAPP_SENT_PROOF": ("off", "`on`: a WhatsApp `sent` status records its attempt as taken by the platform (one "
+                            "blind write of the room per message), so an attempt whose send outcome was unknown "
+                            "times out instead of being sent again; `off`: `sent` is only logged"),
     "WHATSAPP_ACCESS_TOKEN": ("local-access-token", "secret: bearer token for the send call"),
     "WHATSAPP_APP_SECRET": ("local-app-secret", "secret: HMAC-SHA256 key of X-Hub-Signature-256"),
     "WHATSAPP_VERIFY_TOKEN": ("local-verify-token", "secret: token of the GET hub.verify_token handshake"),
@@ -129,6 +132,7 @@ PROVIDERS = ("whatsapp", "messenger", "instagram")
 
 WEBHOOK_MODES = ("queued", "direct")
 PREPARE_POISON_POLICIES = ("dead_letter", "park")
+ON_OFF = ("on", "off")
 
 
 def _env(name: str) -> str:
@@ -167,6 +171,7 @@ class Settings:
     whatsapp_phone_number_id: str
     whatsapp_senders: str
     whatsapp_sender_rate: int
+    whatsapp_sent_proof: str
     whatsapp_access_token: str
     whatsapp_app_secret: str
     whatsapp_verify_token: str
@@ -219,6 +224,11 @@ class Settings:
         return parse_senders(self.whatsapp_senders, self.whatsapp_phone_number_id, self.whatsapp_sender_rate)
 
     @property
+    def sent_proof(self) -> bool:
+        """WHATSAPP_SENT_PROOF is `on`."""
+        return self.whatsapp_sent_proof == "on"
+
+    @property
     def pacing(self) -> dict[str, tuple[int, int]]:
         """provider -> (ms per token, burst) of a room's pair-rate bucket; 0 ms: off."""
         return {p: (getattr(self, f"pace_interval_ms_{p}"), getattr(self, f"pace_burst_{p}")) for p in PROVIDERS}
@@ -251,7 +261,8 @@ def load() -> Settings:
             is not `delivered`, `read` or `accepted`; PROVIDERS names an unknown
             platform or none; PREPARE_POISON is neither `dead_letter` nor `park`;
             QUIET_EVENTS names an unknown event type; WHATSAPP_SENDERS is
-            not a list of `phone_number_id[:rate]`.
+            not a list of `phone_number_id[:rate]`; WHATSAPP_SENT_PROOF is
+            neither `on` nor `off`.
     """
     values: dict[str, object] = {}
     for f in fields(Settings):
@@ -280,6 +291,8 @@ def load() -> Settings:
             raise ValueError(f"ACK_LEVEL_{provider.upper()}={level!r} must be one of delivered, read, accepted")
     if settings.prepare_poison not in PREPARE_POISON_POLICIES:
         raise ValueError(f"PREPARE_POISON={settings.prepare_poison!r} must be one of {', '.join(PREPARE_POISON_POLICIES)}")
+    if settings.whatsapp_sent_proof not in ON_OFF:
+        raise ValueError(f"WHATSAPP_SENT_PROOF={settings.whatsapp_sent_proof!r} must be `on` or `off`")
     settings.whatsapp_sender_specs  # noqa: B018 (raises ValueError for a malformed WHATSAPP_SENDERS)
     quiet_rules(settings.quiet_events)  # raises ValueError for an unknown event type
     if settings.max_room_bytes > 1_048_576:

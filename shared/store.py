@@ -199,21 +199,25 @@ class RoomStore(KeptRecords, RoomQueries):
         op_counts().firestore_writes += 1
 
     def record_echo(self, room_id: str, incarnation: int, seq: int, attempt: int, platform_ts_us: int,
-                    provider_message_id: str | None) -> None:
-        """Record the platform's echo of our own send of (seq, attempt): its
-        stamp (epoch us, the platform's clock) and message id. One blind write
-        of one entry of the room's `echoes` map, no read (Messenger and
-        Instagram only: WhatsApp sends no echoes); `room_from_doc` folds it
-        into the in-flight attempt and the next transaction clears it.
+                    provider_message_id: str | None, number: str | None = None) -> None:
+        """Record the platform's own record of our send of (seq, attempt): a
+        Messenger or Instagram echo, or a WhatsApp `sent` status
+        (WHATSAPP_SENT_PROOF=on). Its stamp (epoch us, the platform's clock),
+        message id and, for WhatsApp, the number it names
+        (`metadata.phone_number_id`). One blind write of one entry of the
+        room's `echoes` map, no read; `room_from_doc` folds it into the
+        in-flight attempt and the next transaction clears it.
 
         Raises:
             google.api_core.exceptions.GoogleAPICallError: Firestore refused or
                 was unreachable (the webhook answers 503 and Meta sends it again).
         """
         key = acceptance_key(incarnation, seq, attempt)
+        entry: dict[str, object] = {"ts": platform_ts_us, "mid": provider_message_id}
+        if number is not None:
+            entry["num"] = number
         try:
-            self.room_ref(room_id).update({f"echoes.{key}": {"ts": platform_ts_us, "mid": provider_message_id}},
-                                          **self._call)
+            self.room_ref(room_id).update({f"echoes.{key}": entry}, **self._call)
         except gexc.NotFound:
             return  # no such room: nothing waits for this send
         op_counts().firestore_writes += 1

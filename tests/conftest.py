@@ -26,6 +26,9 @@ import requests
 # Short timeouts keep the suite fast; SEND_TIMEOUT_MS must stay below ACK_TIMEOUT_MS.
 TEST_ENV = {"ACK_TIMEOUT_MS": "1500", "SEND_TIMEOUT_MS": "1000", "SEND_START_DEADLINE_MS": "1000",
             "SEND_RETRY_BASE_MS": "300", "WATCHDOG_GRACE_MS": "5000",
+            # The stack's own webhook only logs `sent` (tests/integration/test_sent_proof.py turns
+            # it on in-process), whatever the shell has.
+            "WHATSAPP_SENT_PROOF": "off",
             # Pacing that a test can see in seconds, on Messenger rooms only (no other test sends
             # more than 5 messages to one Messenger recipient).
             "PACE_INTERVAL_MS_MESSENGER": "150", "PACE_BURST_MESSENGER": "5",

@@ -294,13 +294,15 @@ class FakeRoomStore:
             raise gexc.DeadlineExceeded("injected: the acceptance landed, its answer was lost")
 
     def record_echo(self, room_id: str, incarnation: int, seq: int, attempt: int, platform_ts_us: int,
-                    provider_message_id: str | None) -> None:
+                    provider_message_id: str | None, number: str | None = None) -> None:
         """One blind write of the room's `echoes` map (no read, no transaction)."""
         doc = self.docs.get(room_id)
         if doc is None:
             return
-        doc.setdefault("echoes", {})[acceptance_key(incarnation, seq, attempt)] = {
-            "ts": platform_ts_us, "mid": provider_message_id}
+        entry: dict[str, object] = {"ts": platform_ts_us, "mid": provider_message_id}
+        if number is not None:
+            entry["num"] = number
+        doc.setdefault("echoes", {})[acceptance_key(incarnation, seq, attempt)] = entry
         self.versions[room_id] = self.versions.get(room_id, 0) + 1
 
     # -- scheduled messages (shared/records.py's, in memory)

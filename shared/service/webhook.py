@@ -10,9 +10,11 @@ from __future__ import annotations
 import json
 from dataclasses import asdict
 
+from google.api_core import exceptions as gexc
+
 from shared.events import DeliveryEvent, EventType, utc_iso
 from shared.providers.meta_messaging import WEBHOOK_OBJECTS, MessagingItem, parse_messaging
-from shared.providers.whatsapp import handshake_challenge, parse_statuses, signature_valid
+from shared.providers.whatsapp import PlatformStatus, handshake_challenge, parse_statuses, signature_valid
 from shared.push import ROOM_ID
 from shared.room import (
     IgnoreReason,
@@ -91,6 +93,9 @@ class WebhookHandlers(ServiceCore):
                                                provider="whatsapp", status=st.status,
                                                provider_message_id=st.provider_message_id,
                                                reason=f"{IgnoreReason.OTHER_SENDER}: {st.phone_number_id[:20]}"))
+        if self.settings.sent_proof:
+            self._record_sent_proofs([st for st in statuses if st.status == "sent"
+                                      and (st.phone_number_id is None or st.phone_number_id in ours)], arrived)
         queued = [QueuedStatus(st.callback_data or "", st.status, "whatsapp", st.provider_message_id, st.error_code,
                                st.error_title, st.phone_number_id) for st in statuses
                   if st.phone_number_id is None or st.phone_number_id in ours]
@@ -98,6 +103,36 @@ class WebhookHandlers(ServiceCore):
             return self._queue_statuses(queued, arrived)
         applied = self._apply_statuses(queued, None, arrived, "webhook")
         return Reply(200, {"statuses": len(statuses), "applied": applied})
+
+    def _record_sent_proofs(self, statuses: list[PlatformStatus], arrived: int) -> None:
+        """WHATSAPP_SENT_PROOF=on: each `sent` status that names a baton
+        attempt records it as taken by the platform in its room, as an echo
+        does (`RoomStore.record_echo`, one blind write each, in both modes).
+        Its stamp is the status's `timestamp` (s), or `arrived` (epoch us)
+        without one. Without this, an attempt whose send outcome was unknown
+        (a connection dropped after the request was read) is sent again
+        after its ack timeout when no `delivered` or `read` came.
+
+        Best effort: a write that fails is logged (ERROR) and the other
+        statuses go on. A lost proof only brings back the resend it would
+        have saved, while a 503 would hold every room's statuses in this
+        post until Meta sends it again.
+        """
+        for st in statuses:
+            try:
+                room_id, incarnation, seq, attempt, _ = parse_delivery_id(st.callback_data or "")
+            except ValueError:
+                continue  # not ours: logged as `status_unknown` where it is routed
+            if not ROOM_ID.fullmatch(room_id):
+                continue
+            stamp = arrived if st.timestamp_s is None else st.timestamp_s * 1_000_000
+            try:
+                self.store.record_echo(room_id, incarnation, seq, attempt, stamp, st.provider_message_id,
+                                       number=st.phone_number_id)
+            except (gexc.GoogleAPICallError, gexc.RetryError) as exc:
+                print(json.dumps({"severity": "ERROR", "message": f"webhook: room {room_id}: the `sent` proof of "
+                                  f"#{seq} attempt {attempt} was not written: {type(exc).__name__}: {exc}"[:500]}),
+                      flush=True)
 
     def _record_echo(self, item: MessagingItem) -> None:
         """Record an echo's platform stamp for the attempt its metadata names

@@ -1,0 +1,56 @@
+"""WHATSAPP_SENT_PROOF on the emulators (issue 31, item 2): a send whose
+connection was dropped after the platform read it is unknown; the platform's
+`sent` status for that attempt, through the webhook, makes the room time the
+message out instead of sending it a second time. With the switch off the
+same status is only logged and the message is resent."""
+
+from __future__ import annotations
+
+import pytest
+from google.cloud import firestore
+
+from shared.providers.whatsapp import sign
+from shared.store import RoomStore
+from tests.conftest import room_events, wait_for
+from tests.integration.test_functions import push_body, status_body
+from tests.integration.test_guarantees import SECRET, platform_sends, service
+from tools.stack import PROJECT
+
+
+@pytest.fixture(scope="module")
+def store(stack) -> RoomStore:
+    return RoomStore(firestore.Client(project=PROJECT), retention_hours=1)
+
+
+def unknown_send_then_sent_status(stack, store, room_id, fake_config, recipient: str, proof: str) -> list[str]:
+    """Push one message to a recipient that never acks, drop the send's
+    connection after the platform read it, hand the platform's `sent` status
+    to a webhook with WHATSAPP_SENT_PROOF=`proof`, and wait for the message
+    to end or be resent; the room's events."""
+    fake_config({"silent_recipients": [recipient], "drop_after_read": {recipient: 1}})
+    # A cold in-process service may take over a second to its first call: a
+    # start deadline that cannot lapse here keeps this test about the proof.
+    svc = service(stack, store, whatsapp_sent_proof=proof, send_start_deadline_ms=10_000)
+    attrs = {"room_id": room_id, "provider": "whatsapp", "recipient": recipient, "message_id": "m1"}
+    assert svc.handle_push(push_body(attrs, b'{"type":"text","text":"hi"}', "5301")).status == 200
+    assert [e.event for e in svc.events.events].count("send_unknown") == 1
+    assert store.load_room(room_id).in_flight.phase == "unknown"
+    sends = platform_sends(stack, room_id)
+    assert len(sends) == 1  # the platform did take it
+    body = status_body(sends[0]["callback"], "sent")
+    assert svc.handle_status_webhook(body, sign(body, SECRET)).status == 200
+    return wait_for(lambda: [e["event"] for e in room_events(stack, room_id)
+                             if e["event"] in ("timed_out", "resent")] or None, 15, "timed out or resent")
+
+
+def test_a_sent_status_turns_an_unknown_send_into_a_timeout_not_a_resend(stack, store, room_id, fake_config):
+    assert unknown_send_then_sent_status(stack, store, room_id, fake_config, "15551110031", "on") == ["timed_out"]
+    assert store.load_room(room_id).in_flight is None
+    assert len(platform_sends(stack, room_id)) == 1
+
+
+def test_without_the_switch_the_same_sent_status_changes_nothing_and_the_message_is_resent(stack, store, room_id,
+                                                                                            fake_config):
+    assert unknown_send_then_sent_status(stack, store, room_id, fake_config, "15551110032", "off")[0] == "resent"
+    wait_for(lambda: len(platform_sends(stack, room_id)) == 2, 10, "the second send")
+

@@ -1,0 +1,90 @@
+"""WHATSAPP_SENT_PROOF through the webhook over the in-memory fakes (issue 31,
+item 2): when on, a `sent` status of one of our numbers records its attempt
+as taken (one blind write with the number it names), so an attempt whose
+send outcome was unknown is held as sent; when off, or from a number this
+deployment does not send from, nothing is written; a write that fails costs
+the proof only, never the other statuses of the same post."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import pytest
+from google.api_core import exceptions as gexc
+
+from shared import config
+from shared.providers.whatsapp import sign
+from shared.room import Phase, make_delivery_id
+from shared.senders import rendezvous_sender
+from tests.unit.test_faults import SECRET, push_body, service_time
+from tests.unit.test_sender_service import NUMBERS, three_numbers
+
+
+def statuses(*items: tuple[str, str, str]) -> bytes:
+    """A WhatsApp webhook with one change per (delivery id, status, number)."""
+    changes = [{"field": "messages", "value": {
+        "messaging_product": "whatsapp", "metadata": {"display_phone_number": "15550000000", "phone_number_id": number},
+        "statuses": [{"id": f"wamid.{i}", "status": status, "timestamp": "1700000000", "recipient_id": "15550001",
+                      "biz_opaque_callback_data": delivery_id}]}} for i, (delivery_id, status, number) in enumerate(items)]
+    return json.dumps({"object": "whatsapp_business_account", "entry": [{"id": "WABA", "changes": changes}]}).encode()
+
+
+def unknown_room(proof: str, room: str = "room-p"):
+    """A room whose first send had an unknown outcome, the platform having
+    taken it; the world, service and its delivery id."""
+    world, service, platforms = three_numbers()
+    world.settings = dataclasses.replace(world.settings, whatsapp_sent_proof=proof)
+    service.settings = world.settings
+    platforms[rendezvous_sender(room, NUMBERS)].fail_next_send("unknown_reached")
+    with service_time(world):
+        assert service.handle_push(push_body(room, "m1", "15550001", "hi", "p1", world.clock.now_us())).status == 200
+    state = world.store.load_room(room)
+    assert state.in_flight.phase is Phase.UNKNOWN
+    return world, service, make_delivery_id(room, state.incarnation, 1, 1, state.in_flight.started_at_us)
+
+
+def post(world, service, body: bytes) -> int:
+    with service_time(world):
+        return service.handle_status_webhook(body, sign(body, SECRET)).status
+
+
+@pytest.mark.parametrize("proof, phase", [("on", Phase.SENT), ("off", Phase.UNKNOWN)])
+def test_a_sent_status_holds_an_unknown_attempt_as_sent_only_when_the_switch_is_on(proof, phase):
+    world, service, delivery_id = unknown_room(proof)
+    number = rendezvous_sender("room-p", NUMBERS)
+    assert post(world, service, statuses((delivery_id, "sent", number))) == 200
+    assert world.store.load_room("room-p").in_flight.phase is phase
+    echoes = world.store.docs["room-p"].get("echoes") or {}
+    assert [e.get("num") for e in echoes.values()] == ([number] if proof == "on" else [])
+
+
+def test_a_sent_status_of_a_number_we_do_not_send_from_writes_nothing():
+    world, service, delivery_id = unknown_room("on")
+    assert post(world, service, statuses((delivery_id, "sent", "2009"))) == 200
+    assert not world.store.docs["room-p"].get("echoes")
+    assert world.store.load_room("room-p").in_flight.phase is Phase.UNKNOWN
+
+
+def test_a_proof_that_cannot_be_written_does_not_hold_back_the_other_statuses_of_the_post(monkeypatch):
+    world, service, delivery_id = unknown_room("on")
+    other = "room-q"
+    with service_time(world):
+        assert service.handle_push(push_body(other, "m1", "15550001", "hi", "p2", world.clock.now_us())).status == 200
+    state = world.store.load_room(other)
+    other_id = make_delivery_id(other, state.incarnation, 1, 1, state.in_flight.started_at_us)
+
+    def unavailable(*args, **kwargs):
+        raise gexc.ServiceUnavailable("Firestore is away")
+    monkeypatch.setattr(world.store, "record_echo", unavailable)
+    body = statuses((delivery_id, "sent", rendezvous_sender("room-p", NUMBERS)),
+                    (other_id, "delivered", rendezvous_sender(other, NUMBERS)))
+    assert post(world, service, body) == 200
+    assert world.store.load_room(other).counts == {"acked": 1}
+    assert world.store.load_room("room-p").in_flight.phase is Phase.UNKNOWN  # only the proof was lost
+
+
+def test_the_switch_takes_only_on_or_off(monkeypatch):
+    monkeypatch.setenv("WHATSAPP_SENT_PROOF", "yes")
+    with pytest.raises(ValueError, match="WHATSAPP_SENT_PROOF"):
+        config.load()
