@@ -178,6 +178,7 @@ def run(args: argparse.Namespace, console: Console) -> tuple[Verdict, dict]:
         "max_sends_per_message": verdict.max_sends_per_message,
         "unlogged_ends": verdict.unlogged_ends,
         "late_copies": verdict.late_copies,
+        "resent_after_a_status": verdict.resent_after_a_status,
         "send_unknown": kinds["send_unknown"], "resent": kinds["resent"],
         "watchdog_rescued": kinds["watchdog_rescued"], "timer_arm_failed": kinds["timer_arm_failed"],
         "violations": verdict.violations(),
@@ -197,6 +198,8 @@ def print_report(console: Console, report: dict, max_attempts: int) -> None:
     for outcome, n in sorted(report["outcomes"].items()):
         table.add_row(f"messages {outcome}", f"{n:,}")
     table.add_row("send calls / duplicates sent", f"{report['send_calls']:,} / {report['duplicates_sent']:,}")
+    table.add_row("of them resent after a status of the earlier attempt had come",
+                  f"{len(report['resent_after_a_status']):,}")
     table.add_row("most sends of one message (bound: MAX_SEND_ATTEMPTS)",
                   f"{report['max_sends_per_message']} (<= {max_attempts})")
     table.add_row("sends with an unknown outcome / resends", f"{report['send_unknown']:,} / {report['resent']:,}")

@@ -24,6 +24,12 @@ Not violations, but counted:
   send after that deadline the user gets the message twice, the second time
   late. The duplicate is counted in `duplicates_sent`; the order the user
   reads the conversation in is that of the first copies.
+- `resent_after_a_status`, duplicates sent although a status (`sent`,
+  `delivered`, `read`) of an earlier attempt of the message that reached the
+  platform had come before the resend was decided: with WHATSAPP_SENT_PROOF
+  on, a resend should follow only when no status came within the ack window
+  (issue 31, item 2). A status that came after the resend is the webhook's
+  lateness, not this.
 
 Pure: `check()` takes plain data, so tests/unit/test_chaos_check.py can feed it
 hand-made records with each violation.
@@ -61,6 +67,7 @@ class Verdict:
     outcomes: Counter[str] = field(default_factory=Counter)
     unlogged_ends: list[str] = field(default_factory=list)
     late_copies: list[str] = field(default_factory=list)
+    resent_after_a_status: list[str] = field(default_factory=list)
     send_calls: int = 0
     duplicates_sent: int = 0
     max_sends_per_message: int = 0
@@ -81,6 +88,43 @@ def _key(callback: str) -> tuple[str, int, int] | None:
     except ValueError:
         return None
     return room, incarnation, seq
+
+
+def _resent_after_a_status(events: list[dict[str, Any]], sends: list[dict[str, Any]]) -> list[str]:
+    """Duplicates whose resend (attempt k, which reached the platform) was
+    decided after a status of attempt k - 1 had been logged: "room#seq
+    attempt k". Only the attempt in flight can be proven, so only k - 1
+    counts; statuses from another number, or naming no room's attempt
+    (`status_unknown`), prove nothing and are left out. Keys are (room,
+    seq, attempt): a chaos run never re-creates a room, so the incarnation
+    is the same. Event times are the log's `ts` (ISO 8601 UTC, fixed width,
+    so they compare as strings)."""
+    reached: set[tuple[str, int, int]] = set()  # (room, seq, attempt) the platform received
+    for s in sends:
+        try:
+            room, _, seq, attempt, _ = parse_delivery_id(s["callback"])
+        except ValueError:
+            continue
+        reached.add((room, seq, attempt))
+    first_status: dict[tuple[str, int, int], str] = {}
+    for e in events:
+        if e.get("status") not in ("sent", "delivered", "read") or e.get("attempt") is None \
+                or e["event"] == "status_unknown" or str(e.get("reason") or "").startswith(PROVES_NOTHING):
+            continue
+        key = (e["room_id"], e["seq"], e["attempt"])
+        first_status[key] = min(first_status.get(key, e["ts"]), e["ts"])
+    found = []
+    for e in events:
+        if e["event"] != "resent" or (e["room_id"], e["seq"], e["attempt"]) not in reached:
+            continue
+        before = first_status.get((e["room_id"], e["seq"], e["attempt"] - 1))
+        if before is not None and before < e["ts"]:
+            found.append(f"{e['room_id']}#{e['seq']} attempt {e['attempt']}")
+    return sorted(found)
+
+
+# Reasons of statuses that are not about the attempt they name.
+PROVES_NOTHING = ("wrong_sender", "other_sender")
 
 
 def check(published_ids: set[str], events: list[dict[str, Any]], sends: list[dict[str, Any]],
@@ -116,6 +160,7 @@ def check(published_ids: set[str], events: list[dict[str, Any]], sends: list[dic
     v.send_calls = sum(len(t) for t in send_times.values())
     v.duplicates_sent = sum(len(t) - 1 for t in send_times.values())
     v.max_sends_per_message = max((len(t) for t in send_times.values()), default=0)
+    v.resent_after_a_status = _resent_after_a_status(events, sends)
 
     received: dict[tuple[str, int, int], float] = {}
     acked = {(e["room_id"], e["seq"]) for e in terminal if e["event"] == "acked"}

@@ -121,3 +121,37 @@ def test_an_end_the_room_recorded_but_never_logged_is_not_lost_but_counted():
     assert check(**run).lost == ["m2"]
     v = check(**run, ended_in_rooms={"m2"})
     assert v.ok and v.unlogged_ends == ["m2"]
+
+
+def test_a_duplicate_resent_after_a_status_of_the_first_attempt_is_counted_and_one_resent_before_is_not():
+    # #1's first send had an unknown outcome; the platform took it and its
+    # `sent` status was logged at 00:01, before (or, in the second run, after)
+    # the resend of 00:03.
+    def run_with(status_ts: str) -> list[str]:
+        run = clean_run()
+        run["sends"] = [{"callback": did(1), "at": T}, {"callback": did(1, 2), "at": T + 3},
+                        {"callback": did(2), "at": T + 5}]
+        run["events"] += [
+            {**ev("status_ignored", 1), "attempt": 1, "status": "sent", "ts": status_ts},
+            {**ev("resent", 1), "attempt": 2, "ts": "2026-11-25T10:00:03.000000Z"},
+        ]
+        return check(**run).resent_after_a_status
+    assert run_with("2026-11-25T10:00:01.000000Z") == ["r#1 attempt 2"]
+    assert run_with("2026-11-25T10:00:04.000000Z") == []
+
+
+def test_a_resend_that_never_reached_the_platform_or_follows_a_status_that_proves_nothing_is_not_counted():
+    def run_with(resend_reached: bool, reason: str) -> list[str]:
+        run = clean_run()
+        run["sends"] = [{"callback": did(1), "at": T}, {"callback": did(2), "at": T + 5}]
+        if resend_reached:
+            run["sends"].append({"callback": did(1, 2), "at": T + 3})
+        run["events"] += [
+            {**ev("status_ignored", 1), "attempt": 1, "status": "sent", "reason": reason,
+             "ts": "2026-11-25T10:00:01.000000Z"},
+            {**ev("resent", 1), "attempt": 2, "ts": "2026-11-25T10:00:03.000000Z"},
+        ]
+        return check(**run).resent_after_a_status
+    assert run_with(True, "sent_status") == ["r#1 attempt 2"]
+    assert run_with(False, "sent_status") == []  # refused: not a duplicate
+    assert run_with(True, "wrong_sender: 100000000000002") == []
