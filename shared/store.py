@@ -222,6 +222,21 @@ class RoomStore(KeptRecords, RoomQueries):
             return  # no such room: nothing waits for this send
         op_counts().firestore_writes += 1
 
+    def read_room(self, room_id: str) -> RoomState | None:
+        """The stored room as a transaction would see it (blind-written
+        acceptances and echoes folded), or None: one read, counted, outside
+        any transaction, so what it shows may already have changed. For a
+        check whose wrong answer costs only a redundant or a missing blind
+        write (WHATSAPP_SENT_PROOF).
+
+        Raises:
+            google.api_core.exceptions.GoogleAPICallError: Firestore refused or
+                was unreachable.
+        """
+        snap = self.room_ref(room_id).get(**self._call)
+        op_counts().firestore_reads += 1
+        return room_from_doc(room_id, snap.to_dict()) if snap.exists else None
+
     # -- kept records
 
 

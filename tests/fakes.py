@@ -305,6 +305,10 @@ class FakeRoomStore:
         doc.setdefault("echoes", {})[acceptance_key(incarnation, seq, attempt)] = entry
         self.versions[room_id] = self.versions.get(room_id, 0) + 1
 
+    def read_room(self, room_id: str) -> RoomState | None:
+        """One read outside any transaction (RoomStore.read_room)."""
+        return self.load_room(room_id)
+
     # -- scheduled messages (shared/records.py's, in memory)
 
     def record_scheduled(self, message_id: str, room_id: str, deliver_at_us: int, hop_due_us: int, task: str) -> None:

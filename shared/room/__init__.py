@@ -146,6 +146,7 @@ from shared.room.state import (  # noqa: F401
     Trigger,
     ack_deadline_us,
     acks,
+    awaits_platform_proof,
     policy_from_settings,
 )
 from shared.room.transition import (  # noqa: F401
@@ -170,6 +171,7 @@ __all__ = [
     "Trigger",
     "ack_deadline_us",
     "acks",
+    "awaits_platform_proof",
     "policy_from_settings",
     "Enqueue",
     "Park",

@@ -391,6 +391,21 @@ def acks(level: str, status: str) -> bool:
         return status == "read"
     return level == "delivered" and status in ACK_STATUSES
 
+def awaits_platform_proof(state: RoomState, incarnation: int, seq: int, attempt: int, number: str | None) -> bool:
+    """Whether the platform's own record of attempt (incarnation, seq,
+    attempt) sent from `number` (a WhatsApp phone-number id, None: not
+    named) would change what the room does: it is the in-flight attempt, no
+    such record came yet, and its send outcome is not known to be accepted
+    (SENDING: the send may be under way or its outcome lost; UNKNOWN). Only
+    then does WHATSAPP_SENT_PROOF write a `sent` status into the room, so a
+    message whose send returned (the normal path) costs a read, no write.
+    """
+    flight = state.in_flight
+    return (flight is not None and state.incarnation == incarnation and flight.message.seq == seq
+            and flight.attempt == attempt and flight.platform_ts_us is None
+            and flight.phase in (Phase.SENDING, Phase.UNKNOWN)
+            and (number is None or flight.number in (None, number)))
+
 def ack_deadline_us(policy: Policy, returned_at_us: int) -> int:
     """The end of a sent message's ack wait: `ACK_TIMEOUT_MS` after its send returned."""
     return returned_at_us + policy.ack_timeout_ms * 1000

@@ -20,6 +20,7 @@ from shared.room import (
     IgnoreReason,
     RecipientReceipt,
     RoomState,
+    awaits_platform_proof,
     parse_delivery_id,
     recipient_key,
 )
@@ -105,19 +106,27 @@ class WebhookHandlers(ServiceCore):
         return Reply(200, {"statuses": len(statuses), "applied": applied})
 
     def _record_sent_proofs(self, statuses: list[PlatformStatus], arrived: int) -> None:
-        """WHATSAPP_SENT_PROOF=on: each `sent` status that names a baton
-        attempt records it as taken by the platform in its room, as an echo
-        does (`RoomStore.record_echo`, one blind write each, in both modes).
-        Its stamp is the status's `timestamp` (s), or `arrived` (epoch us)
-        without one. Without this, an attempt whose send outcome was unknown
-        (a connection dropped after the request was read) is sent again
-        after its ack timeout when no `delivered` or `read` came.
+        """WHATSAPP_SENT_PROOF=on: a `sent` status that names a baton attempt
+        whose send outcome is not known to be accepted (SENDING or UNKNOWN,
+        `awaits_platform_proof`) records it as taken by the platform in its
+        room, as an echo does (`RoomStore.record_echo`, one blind write, in
+        both modes). Each room named is read once (`RoomStore.read_room`): a
+        message whose send returned accepted, the normal path, costs that
+        read and no write, so a room document's writes per message stay as
+        they are. The stamp is the status's `timestamp` (s), or `arrived`
+        (epoch us) without one. Without this, an attempt whose send outcome
+        was unknown (a connection dropped after the request was read) is sent
+        again after its ack timeout when no `delivered` or `read` came.
 
-        Best effort: a write that fails is logged (ERROR) and the other
-        statuses go on. A lost proof only brings back the resend it would
-        have saved, while a 503 would hold every room's statuses in this
-        post until Meta sends it again.
+        The read and the write are not one transaction: a room that moves on
+        in between gets a stale entry, which its next transaction drops.
+
+        Best effort: a read or write that fails is logged (ERROR) and the
+        other statuses go on. A lost proof only brings back the resend it
+        would have saved, while a 503 would hold every room's statuses in
+        this post until Meta sends it again.
         """
+        rooms: dict[str, RoomState | None] = {}
         for st in statuses:
             try:
                 room_id, incarnation, seq, attempt, _ = parse_delivery_id(st.callback_data or "")
@@ -127,6 +136,11 @@ class WebhookHandlers(ServiceCore):
                 continue
             stamp = arrived if st.timestamp_s is None else st.timestamp_s * 1_000_000
             try:
+                if room_id not in rooms:
+                    rooms[room_id] = self.store.read_room(room_id)
+                state = rooms[room_id]
+                if state is None or not awaits_platform_proof(state, incarnation, seq, attempt, st.phone_number_id):
+                    continue
                 self.store.record_echo(room_id, incarnation, seq, attempt, stamp, st.provider_message_id,
                                        number=st.phone_number_id)
             except (gexc.GoogleAPICallError, gexc.RetryError) as exc:

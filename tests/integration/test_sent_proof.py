@@ -54,3 +54,19 @@ def test_without_the_switch_the_same_sent_status_changes_nothing_and_the_message
     assert unknown_send_then_sent_status(stack, store, room_id, fake_config, "15551110032", "off")[0] == "resent"
     wait_for(lambda: len(platform_sends(stack, room_id)) == 2, 10, "the second send")
 
+
+
+def test_a_sent_status_of_a_send_that_returned_accepted_writes_nothing(stack, store, room_id, fake_config):
+    # The normal path costs the webhook one read of the room and no write.
+    fake_config({"silent_recipients": ["15551110033"]})
+    svc = service(stack, store, whatsapp_sent_proof="on", send_start_deadline_ms=10_000)
+    attrs = {"room_id": room_id, "provider": "whatsapp", "recipient": "15551110033", "message_id": "m1"}
+    assert svc.handle_push(push_body(attrs, b'{"type":"text","text":"hi"}', "5302")).status == 200
+    ref = store.room_ref(room_id)
+    before = ref.get()
+    assert before.to_dict()["accepted"]  # the send's blind-written acceptance
+    body = status_body(platform_sends(stack, room_id)[0]["callback"], "sent")
+    assert svc.handle_status_webhook(body, sign(body, SECRET)).status == 200
+    after = ref.get()
+    assert after.update_time == before.update_time
+    assert not after.to_dict().get("echoes")

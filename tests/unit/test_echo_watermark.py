@@ -15,6 +15,7 @@ from shared.room import (
     SendReturned,
     TimerFired,
     acceptance_key,
+    awaits_platform_proof,
     decide,
     room_from_doc,
     room_to_doc,
@@ -101,3 +102,22 @@ def test_an_attempt_with_no_recorded_outcome_but_the_platforms_record_times_out_
     assert unproven.in_flight.platform_ts_us is None
     assert outcome_of(unproven, TimerFired(unproven.incarnation, 1, 1, flight.due_at_us, late)) == \
         ["send_unknown", "resent"]
+
+
+def test_only_an_attempt_sending_or_unknown_without_the_platforms_record_awaits_a_sent_proof():
+    # The webhook writes a `sent` status into the room only when this says so
+    # (WHATSAPP_SENT_PROOF=on): the normal path, an accepted send, costs a read.
+    def waits(outcome, proof_number=None, inc_delta=0, seq=1, attempt=1, number="100000000000001"):
+        state = whatsapp_room(outcome, proof_number)
+        return awaits_platform_proof(state, state.incarnation + inc_delta, seq, attempt, number)
+    assert waits(None, proof_number="100000000000002")  # sending: the foreign proof was dropped
+    assert waits(SendOutcome.UNKNOWN, proof_number="100000000000002")
+    assert not waits(SendOutcome.UNKNOWN, proof_number="100000000000001")  # proven already
+    assert not waits(SendOutcome.ACCEPTED, proof_number="100000000000002")
+    assert not waits(SendOutcome.REFUSED, proof_number="100000000000002")
+    assert not waits(SendOutcome.UNKNOWN, proof_number="100000000000002", number="100000000000002")
+    assert waits(SendOutcome.UNKNOWN, proof_number="100000000000002", number=None)
+    assert not waits(SendOutcome.UNKNOWN, proof_number="100000000000002", attempt=2)
+    assert not waits(SendOutcome.UNKNOWN, proof_number="100000000000002", seq=2)
+    assert not waits(SendOutcome.UNKNOWN, proof_number="100000000000002", inc_delta=1)
+    assert not awaits_platform_proof(RoomState("w"), 0, 1, 1, None)  # nothing in flight

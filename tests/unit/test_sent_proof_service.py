@@ -1,9 +1,11 @@
 """WHATSAPP_SENT_PROOF through the webhook over the in-memory fakes (issue 31,
 item 2): when on, a `sent` status of one of our numbers records its attempt
-as taken (one blind write with the number it names), so an attempt whose
-send outcome was unknown is held as sent; when off, or from a number this
-deployment does not send from, nothing is written; a write that fails costs
-the proof only, never the other statuses of the same post."""
+as taken (one read of its room, then one blind write with the number it
+names) when the attempt's send outcome is not known to be accepted, so an
+attempt whose send outcome was unknown is held as sent; for an attempt whose
+send returned accepted (the normal path), when off, or from a number this
+deployment does not send from, nothing is written; a read or write that
+fails costs the proof only, never the other statuses of the same post."""
 
 from __future__ import annotations
 
@@ -30,17 +32,19 @@ def statuses(*items: tuple[str, str, str]) -> bytes:
     return json.dumps({"object": "whatsapp_business_account", "entry": [{"id": "WABA", "changes": changes}]}).encode()
 
 
-def unknown_room(proof: str, room: str = "room-p"):
+def unknown_room(proof: str, room: str = "room-p", outcome: str | None = "unknown_reached"):
     """A room whose first send had an unknown outcome, the platform having
-    taken it; the world, service and its delivery id."""
+    taken it (`outcome=None`: the send returned accepted); the world,
+    service and its delivery id."""
     world, service, platforms = three_numbers()
     world.settings = dataclasses.replace(world.settings, whatsapp_sent_proof=proof)
     service.settings = world.settings
-    platforms[rendezvous_sender(room, NUMBERS)].fail_next_send("unknown_reached")
+    if outcome is not None:
+        platforms[rendezvous_sender(room, NUMBERS)].fail_next_send(outcome)
     with service_time(world):
         assert service.handle_push(push_body(room, "m1", "15550001", "hi", "p1", world.clock.now_us())).status == 200
     state = world.store.load_room(room)
-    assert state.in_flight.phase is Phase.UNKNOWN
+    assert state.in_flight.phase is (Phase.SENT if outcome is None else Phase.UNKNOWN)
     return world, service, make_delivery_id(room, state.incarnation, 1, 1, state.in_flight.started_at_us)
 
 
@@ -59,6 +63,15 @@ def test_a_sent_status_holds_an_unknown_attempt_as_sent_only_when_the_switch_is_
     assert [e.get("num") for e in echoes.values()] == ([number] if proof == "on" else [])
 
 
+def test_a_sent_status_of_an_attempt_whose_send_returned_accepted_reads_its_room_and_writes_nothing():
+    world, service, delivery_id = unknown_room("on", outcome=None)
+    before = world.store.versions["room-p"]
+    assert post(world, service, statuses((delivery_id, "sent", rendezvous_sender("room-p", NUMBERS)))) == 200
+    assert not world.store.docs["room-p"].get("echoes")
+    assert world.store.versions["room-p"] == before  # the normal path: no write
+    assert world.store.load_room("room-p").in_flight.phase is Phase.SENT
+
+
 def test_a_sent_status_of_a_number_we_do_not_send_from_writes_nothing():
     world, service, delivery_id = unknown_room("on")
     assert post(world, service, statuses((delivery_id, "sent", "2009"))) == 200
@@ -66,7 +79,9 @@ def test_a_sent_status_of_a_number_we_do_not_send_from_writes_nothing():
     assert world.store.load_room("room-p").in_flight.phase is Phase.UNKNOWN
 
 
-def test_a_proof_that_cannot_be_written_does_not_hold_back_the_other_statuses_of_the_post(monkeypatch):
+@pytest.mark.parametrize("failing", ["read_room", "record_echo"])
+def test_a_proof_that_cannot_be_read_or_written_does_not_hold_back_the_other_statuses_of_the_post(monkeypatch,
+                                                                                                   failing):
     world, service, delivery_id = unknown_room("on")
     other = "room-q"
     with service_time(world):
@@ -76,7 +91,7 @@ def test_a_proof_that_cannot_be_written_does_not_hold_back_the_other_statuses_of
 
     def unavailable(*args, **kwargs):
         raise gexc.ServiceUnavailable("Firestore is away")
-    monkeypatch.setattr(world.store, "record_echo", unavailable)
+    monkeypatch.setattr(world.store, failing, unavailable)
     body = statuses((delivery_id, "sent", rendezvous_sender("room-p", NUMBERS)),
                     (other_id, "delivered", rendezvous_sender(other, NUMBERS)))
     assert post(world, service, body) == 200
