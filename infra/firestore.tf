@@ -54,8 +54,9 @@ resource "google_firestore_field" "ttl" {
 # (https://cloud.google.com/firestore/quotas#indexes). An empty index_config
 # turns off every single-field index of a field, its subfields included.
 # `accepted` (send acceptances written blind, one new key per attempt) and
-# `echoes` (Messenger and Instagram echoes, and WhatsApp `sent` statuses when
-# whatsapp_sent_proof is on, written blind the same way) are
+# `echoes` (Messenger and Instagram echoes, and WhatsApp `sent` statuses of
+# attempts whose send outcome is not known when whatsapp_sent_proof is on,
+# written blind the same way) are
 # exempt for the same reason. `recent_ids` is no longer written, but rooms
 # stored by an older version keep it (the code updates a room field by
 # field) until TTL deletes them.

@@ -359,9 +359,9 @@ variable "whatsapp_sender_rate" {
 }
 
 variable "whatsapp_sent_proof" {
-  description = "WHATSAPP_SENT_PROOF: \"on\" lets a WhatsApp `sent` status record its attempt as taken by the platform (one blind write of the room per WhatsApp message, about +$0.90 per million messages in Firestore writes at us-central1 prices, docs/cost.md), so an attempt whose send outcome was unknown times out instead of being sent twice; \"off\" (default) only logs `sent`."
+  description = "WHATSAPP_SENT_PROOF: \"on\" (default) lets a WhatsApp `sent` status record its attempt as taken by the platform when the attempt's send outcome is not known to be accepted (one read of the room per WhatsApp message, a blind write only then; docs/cost.md prices it), so an attempt whose send outcome was unknown times out instead of being sent twice; \"off\" only logs `sent`."
   type        = string
-  default     = "off"
+  default     = "on"
 
   validation {
     condition     = contains(["on", "off"], var.whatsapp_sent_proof)

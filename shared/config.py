@@ -55,9 +55,10 @@ ENV_VARS: dict[str, tuple[str, str]] = {
     "WHATSAPP_SENDER_RATE": ("75", "messages/s one WhatsApp number may send, shared by every instance "
                              "(shared/sender_window.py): a little below the platform's 80/s (130429 above it); "
                              "0: not limited by baton"),
-    "WHATSAPP_SENT_PROOF": ("off", "`on`: a WhatsApp `sent` status records its attempt as taken by the platform (one "
-                            "blind write of the room per message), so an attempt whose send outcome was unknown "
-                            "times out instead of being sent again; `off`: `sent` is only logged"),
+    "WHATSAPP_SENT_PROOF": ("on", "`on`: a WhatsApp `sent` status records its attempt as taken by the platform "
+                            "when its send outcome is not known to be accepted (one read of the room per message, "
+                            "a blind write only then), so an attempt whose send outcome was unknown times out "
+                            "instead of being sent again; `off`: `sent` is only logged"),
     "WHATSAPP_ACCESS_TOKEN": ("local-access-token", "secret: bearer token for the send call"),
     "WHATSAPP_APP_SECRET": ("local-app-secret", "secret: HMAC-SHA256 key of X-Hub-Signature-256"),
     "WHATSAPP_VERIFY_TOKEN": ("local-verify-token", "secret: token of the GET hub.verify_token handshake"),

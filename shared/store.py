@@ -94,6 +94,11 @@ class RoomStore(KeptRecords, RoomQueries):
                                      predicate=if_transient_error),
                       "timeout": deadline_s}
 
+    def _call_within(self, deadline_s: float | None) -> dict:
+        """The retry and timeout of one call: the store's, or one try of
+        `deadline_s` (s)."""
+        return self._call if deadline_s is None else {"retry": None, "timeout": deadline_s}
+
     def _expire_at(self) -> datetime:
         return datetime.now(UTC) + self._retention
 
@@ -199,7 +204,8 @@ class RoomStore(KeptRecords, RoomQueries):
         op_counts().firestore_writes += 1
 
     def record_echo(self, room_id: str, incarnation: int, seq: int, attempt: int, platform_ts_us: int,
-                    provider_message_id: str | None, number: str | None = None) -> None:
+                    provider_message_id: str | None, number: str | None = None,
+                    deadline_s: float | None = None) -> None:
         """Record the platform's own record of our send of (seq, attempt): a
         Messenger or Instagram echo, or a WhatsApp `sent` status
         (WHATSAPP_SENT_PROOF=on). Its stamp (epoch us, the platform's clock),
@@ -207,6 +213,10 @@ class RoomStore(KeptRecords, RoomQueries):
         (`metadata.phone_number_id`). One blind write of one entry of the
         room's `echoes` map, no read; `room_from_doc` folds it into the
         in-flight attempt and the next transaction clears it.
+
+        `deadline_s`: one try of at most that long (s) instead of the
+        store's retries within its deadline, for a caller to whom a lost
+        write costs little and a slow one much.
 
         Raises:
             google.api_core.exceptions.GoogleAPICallError: Firestore refused or
@@ -217,23 +227,23 @@ class RoomStore(KeptRecords, RoomQueries):
         if number is not None:
             entry["num"] = number
         try:
-            self.room_ref(room_id).update({f"echoes.{key}": entry}, **self._call)
+            self.room_ref(room_id).update({f"echoes.{key}": entry}, **self._call_within(deadline_s))
         except gexc.NotFound:
             return  # no such room: nothing waits for this send
         op_counts().firestore_writes += 1
 
-    def read_room(self, room_id: str) -> RoomState | None:
+    def read_room(self, room_id: str, deadline_s: float | None = None) -> RoomState | None:
         """The stored room as a transaction would see it (blind-written
         acceptances and echoes folded), or None: one read, counted, outside
         any transaction, so what it shows may already have changed. For a
         check whose wrong answer costs only a redundant or a missing blind
-        write (WHATSAPP_SENT_PROOF).
+        write (WHATSAPP_SENT_PROOF). `deadline_s`: as for `record_echo`.
 
         Raises:
             google.api_core.exceptions.GoogleAPICallError: Firestore refused or
                 was unreachable.
         """
-        snap = self.room_ref(room_id).get(**self._call)
+        snap = self.room_ref(room_id).get(**self._call_within(deadline_s))
         op_counts().firestore_reads += 1
         return room_from_doc(room_id, snap.to_dict()) if snap.exists else None
 

@@ -26,8 +26,10 @@ import requests
 # Short timeouts keep the suite fast; SEND_TIMEOUT_MS must stay below ACK_TIMEOUT_MS.
 TEST_ENV = {"ACK_TIMEOUT_MS": "1500", "SEND_TIMEOUT_MS": "1000", "SEND_START_DEADLINE_MS": "1000",
             "SEND_RETRY_BASE_MS": "300", "WATCHDOG_GRACE_MS": "5000",
-            # The stack's own webhook only logs `sent` (tests/integration/test_sent_proof.py turns
-            # it on in-process), whatever the shell has.
+            # The stack's own webhook only logs `sent`, whatever the shell has: the fake platform
+            # posts `sent` 5 ms after taking a message, and the tests of a resend after an unknown
+            # send outcome need it to change nothing. tests/integration/test_sent_proof.py and
+            # tests/unit/test_sent_proof_service.py test the default, `on`.
             "WHATSAPP_SENT_PROOF": "off",
             # Pacing that a test can see in seconds, on Messenger rooms only (no other test sends
             # more than 5 messages to one Messenger recipient).

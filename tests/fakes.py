@@ -294,7 +294,8 @@ class FakeRoomStore:
             raise gexc.DeadlineExceeded("injected: the acceptance landed, its answer was lost")
 
     def record_echo(self, room_id: str, incarnation: int, seq: int, attempt: int, platform_ts_us: int,
-                    provider_message_id: str | None, number: str | None = None) -> None:
+                    provider_message_id: str | None, number: str | None = None,
+                    deadline_s: float | None = None) -> None:
         """One blind write of the room's `echoes` map (no read, no transaction)."""
         doc = self.docs.get(room_id)
         if doc is None:
@@ -305,7 +306,7 @@ class FakeRoomStore:
         doc.setdefault("echoes", {})[acceptance_key(incarnation, seq, attempt)] = entry
         self.versions[room_id] = self.versions.get(room_id, 0) + 1
 
-    def read_room(self, room_id: str) -> RoomState | None:
+    def read_room(self, room_id: str, deadline_s: float | None = None) -> RoomState | None:
         """One read outside any transaction (RoomStore.read_room)."""
         return self.load_room(room_id)
 

@@ -33,6 +33,11 @@ from shared.status_queue import (
     Unroutable,
 )
 
+# One try of at most this long (s) for each read and write of a `sent`
+# proof: Firestore answers a read in tens of ms, and a proof is worth less
+# than the webhook's answer time.
+SENT_PROOF_CALL_S = 1.0
+
 
 class WebhookHandlers(ServiceCore):
     """The `webhook` function."""
@@ -121,10 +126,13 @@ class WebhookHandlers(ServiceCore):
         The read and the write are not one transaction: a room that moves on
         in between gets a stale entry, which its next transaction drops.
 
-        Best effort: a read or write that fails is logged (ERROR) and the
-        other statuses go on. A lost proof only brings back the resend it
-        would have saved, while a 503 would hold every room's statuses in
-        this post until Meta sends it again.
+        Best effort: each read and write is one try of at most
+        SENT_PROOF_CALL_S; the first that fails is logged (ERROR) and ends
+        the proofs of this post, and the statuses go on. A lost proof only
+        brings back the resend it would have saved, while a 503 would hold
+        every room's statuses in this post until Meta sends it again, and
+        retries would hold the answer (in queued mode, the webhook's answer
+        otherwise never waits for Firestore).
         """
         rooms: dict[str, RoomState | None] = {}
         for st in statuses:
@@ -137,16 +145,17 @@ class WebhookHandlers(ServiceCore):
             stamp = arrived if st.timestamp_s is None else st.timestamp_s * 1_000_000
             try:
                 if room_id not in rooms:
-                    rooms[room_id] = self.store.read_room(room_id)
+                    rooms[room_id] = self.store.read_room(room_id, deadline_s=SENT_PROOF_CALL_S)
                 state = rooms[room_id]
                 if state is None or not awaits_platform_proof(state, incarnation, seq, attempt, st.phone_number_id):
                     continue
                 self.store.record_echo(room_id, incarnation, seq, attempt, stamp, st.provider_message_id,
-                                       number=st.phone_number_id)
+                                       number=st.phone_number_id, deadline_s=SENT_PROOF_CALL_S)
             except (gexc.GoogleAPICallError, gexc.RetryError) as exc:
                 print(json.dumps({"severity": "ERROR", "message": f"webhook: room {room_id}: the `sent` proof of "
-                                  f"#{seq} attempt {attempt} was not written: {type(exc).__name__}: {exc}"[:500]}),
-                      flush=True)
+                                  f"#{seq} attempt {attempt} was not written, nor any later one of this post: "
+                                  f"{type(exc).__name__}: {exc}"[:500]}), flush=True)
+                return
 
     def _record_echo(self, item: MessagingItem) -> None:
         """Record an echo's platform stamp for the attempt its metadata names

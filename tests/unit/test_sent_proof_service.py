@@ -19,6 +19,7 @@ from shared import config
 from shared.providers.whatsapp import sign
 from shared.room import Phase, make_delivery_id
 from shared.senders import rendezvous_sender
+from shared.service.webhook import SENT_PROOF_CALL_S
 from tests.unit.test_faults import SECRET, push_body, service_time
 from tests.unit.test_sender_service import NUMBERS, three_numbers
 
@@ -89,14 +90,21 @@ def test_a_proof_that_cannot_be_read_or_written_does_not_hold_back_the_other_sta
     state = world.store.load_room(other)
     other_id = make_delivery_id(other, state.incarnation, 1, 1, state.in_flight.started_at_us)
 
+    calls = []
+
     def unavailable(*args, **kwargs):
+        calls.append(kwargs["deadline_s"])
         raise gexc.ServiceUnavailable("Firestore is away")
     monkeypatch.setattr(world.store, failing, unavailable)
     body = statuses((delivery_id, "sent", rendezvous_sender("room-p", NUMBERS)),
+                    (other_id, "sent", rendezvous_sender(other, NUMBERS)),
                     (other_id, "delivered", rendezvous_sender(other, NUMBERS)))
     assert post(world, service, body) == 200
     assert world.store.load_room(other).counts == {"acked": 1}
     assert world.store.load_room("room-p").in_flight.phase is Phase.UNKNOWN  # only the proof was lost
+    # One try within the proof's budget, and no further proof in this post:
+    # a webhook's answer must not wait out Firestore's outage once per room.
+    assert calls == [SENT_PROOF_CALL_S]
 
 
 def test_the_switch_takes_only_on_or_off(monkeypatch):
