@@ -8,6 +8,7 @@ Verifies and routes; the statuses' effect on a room is statuses.py's.
 from __future__ import annotations
 
 import json
+import time
 from dataclasses import asdict
 
 from google.api_core import exceptions as gexc
@@ -34,9 +35,11 @@ from shared.status_queue import (
 )
 
 # One try of at most this long (s) for each read and write of a `sent`
-# proof: Firestore answers a read in tens of ms, and a proof is worth less
-# than the webhook's answer time.
+# proof, and at most SENT_PROOF_POST_S for the proofs of one post:
+# Firestore answers a read in tens of ms, and a proof is worth less than the
+# webhook's answer time.
 SENT_PROOF_CALL_S = 1.0
+SENT_PROOF_POST_S = 2.0
 
 
 class WebhookHandlers(ServiceCore):
@@ -52,10 +55,13 @@ class WebhookHandlers(ServiceCore):
     def handle_status_webhook(self, raw: bytes, signature: str | None) -> Reply:
         """A signed status webhook: 401 on a bad signature (nothing changes),
         400 on a body of the wrong shape. Then, by WEBHOOK_MODE: `queued`
-        publishes the statuses to the status queue and answers 200 without
-        touching Firestore (`StatusPublishFailed` if Pub/Sub does not take
+        publishes the statuses to the status queue and answers 200 without a
+        room transaction (`StatusPublishFailed` if Pub/Sub does not take
         them: the entry point answers 503); `direct` applies every status
         here (raises what the store raises, after applying the other rooms').
+        In both, with WHATSAPP_SENT_PROOF on, a `sent` status first costs a
+        read of its room and sometimes a blind write, best effort and bounded
+        in time (`_record_sent_proofs`).
 
         Which app signed it: the payload's `object` names the platform
         (`WEBHOOK_OBJECTS`), and only that platform's app secret is tried, so
@@ -127,14 +133,17 @@ class WebhookHandlers(ServiceCore):
         in between gets a stale entry, which its next transaction drops.
 
         Best effort: each read and write is one try of at most
-        SENT_PROOF_CALL_S; the first that fails is logged (ERROR) and ends
-        the proofs of this post, and the statuses go on. A lost proof only
-        brings back the resend it would have saved, while a 503 would hold
-        every room's statuses in this post until Meta sends it again, and
-        retries would hold the answer (in queued mode, the webhook's answer
-        otherwise never waits for Firestore).
+        SENT_PROOF_CALL_S, and the proofs of one post stop once they have
+        taken SENT_PROOF_POST_S; the first call that fails, or a room
+        document that does not parse, is logged (ERROR) and ends the proofs
+        of this post, and the statuses go on. A lost proof only brings back
+        the resend it would have saved, while a 503 or a 500 would hold every
+        room's statuses in this post until Meta sends it again, and retries
+        would hold the answer (in queued mode, the proofs are the only
+        Firestore calls the webhook makes).
         """
         rooms: dict[str, RoomState | None] = {}
+        give_up_at = time.monotonic() + SENT_PROOF_POST_S
         for st in statuses:
             try:
                 room_id, incarnation, seq, attempt, _ = parse_delivery_id(st.callback_data or "")
@@ -144,6 +153,8 @@ class WebhookHandlers(ServiceCore):
                 continue
             stamp = arrived if st.timestamp_s is None else st.timestamp_s * 1_000_000
             try:
+                if time.monotonic() > give_up_at:
+                    raise TimeoutError(f"the proofs of this post took over {SENT_PROOF_POST_S} s")
                 if room_id not in rooms:
                     rooms[room_id] = self.store.read_room(room_id, deadline_s=SENT_PROOF_CALL_S)
                 state = rooms[room_id]
@@ -151,7 +162,9 @@ class WebhookHandlers(ServiceCore):
                     continue
                 self.store.record_echo(room_id, incarnation, seq, attempt, stamp, st.provider_message_id,
                                        number=st.phone_number_id, deadline_s=SENT_PROOF_CALL_S)
-            except (gexc.GoogleAPICallError, gexc.RetryError) as exc:
+                rooms[room_id] = None  # proven: a repeat of this `sent` in the post writes nothing more
+            except (gexc.GoogleAPICallError, gexc.RetryError, TimeoutError, ValueError, KeyError, TypeError) as exc:
+                # ValueError, KeyError, TypeError: a room document room_from_doc cannot read.
                 print(json.dumps({"severity": "ERROR", "message": f"webhook: room {room_id}: the `sent` proof of "
                                   f"#{seq} attempt {attempt} was not written, nor any later one of this post: "
                                   f"{type(exc).__name__}: {exc}"[:500]}), flush=True)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import pytest
 from google.cloud import firestore
 
+from shared.opcounts import begin_request
 from shared.providers.whatsapp import sign
 from shared.store import RoomStore
 from tests.conftest import room_events, wait_for
@@ -66,7 +67,9 @@ def test_a_sent_status_of_a_send_that_returned_accepted_writes_nothing(stack, st
     before = ref.get()
     assert before.to_dict()["accepted"]  # the send's blind-written acceptance
     body = status_body(platform_sends(stack, room_id)[0]["callback"], "sent")
+    counts = begin_request()  # what the entry point does: this request's counters
     assert svc.handle_status_webhook(body, sign(body, SECRET)).status == 200
+    assert (counts.firestore_reads, counts.firestore_writes) == (1, 0)
     after = ref.get()
     assert after.update_time == before.update_time
     assert not after.to_dict().get("echoes")

@@ -111,6 +111,7 @@ def test_only_an_attempt_sending_or_unknown_without_the_platforms_record_awaits_
         state = whatsapp_room(outcome, proof_number)
         return awaits_platform_proof(state, state.incarnation + inc_delta, seq, attempt, number)
     assert waits(None, proof_number="100000000000002")  # sending: the foreign proof was dropped
+    assert not waits(None, proof_number="100000000000001")  # sending, proven already
     assert waits(SendOutcome.UNKNOWN, proof_number="100000000000002")
     assert not waits(SendOutcome.UNKNOWN, proof_number="100000000000001")  # proven already
     assert not waits(SendOutcome.ACCEPTED, proof_number="100000000000002")

@@ -20,7 +20,7 @@ from shared.providers.whatsapp import sign
 from shared.room import Phase, make_delivery_id
 from shared.senders import rendezvous_sender
 from shared.service.webhook import SENT_PROOF_CALL_S
-from tests.unit.test_faults import SECRET, push_body, service_time
+from tests.unit.test_faults import SECRET, push_body, service_time, timer_body
 from tests.unit.test_sender_service import NUMBERS, three_numbers
 
 
@@ -33,20 +33,45 @@ def statuses(*items: tuple[str, str, str]) -> bytes:
     return json.dumps({"object": "whatsapp_business_account", "entry": [{"id": "WABA", "changes": changes}]}).encode()
 
 
+def rooms_with_a_send(proof: str, outcomes: dict[str, str | None]):
+    """Rooms each with its first send made: `outcomes[room]` is the fake
+    platform's fault for it ("unknown_reached": the platform took it, the
+    answer was lost; None: accepted); the world, service, platforms and each
+    room's delivery id."""
+    world, service, platforms = three_numbers()
+    world.settings = dataclasses.replace(world.settings, whatsapp_sent_proof=proof)
+    service.settings = world.settings
+    ids = {}
+    for i, (room, outcome) in enumerate(outcomes.items()):
+        if outcome is not None:
+            platforms[rendezvous_sender(room, NUMBERS)].fail_next_send(outcome)
+        with service_time(world):
+            assert service.handle_push(push_body(room, "m1", "15550001", "hi", f"p{i}",
+                                                 world.clock.now_us())).status == 200
+        state = world.store.load_room(room)
+        assert state.in_flight.phase is (Phase.SENT if outcome is None else Phase.UNKNOWN)
+        ids[room] = make_delivery_id(room, state.incarnation, 1, 1, state.in_flight.started_at_us)
+    return world, service, platforms, ids
+
+
 def unknown_room(proof: str, room: str = "room-p", outcome: str | None = "unknown_reached"):
     """A room whose first send had an unknown outcome, the platform having
     taken it (`outcome=None`: the send returned accepted); the world,
     service and its delivery id."""
-    world, service, platforms = three_numbers()
-    world.settings = dataclasses.replace(world.settings, whatsapp_sent_proof=proof)
-    service.settings = world.settings
-    if outcome is not None:
-        platforms[rendezvous_sender(room, NUMBERS)].fail_next_send(outcome)
-    with service_time(world):
-        assert service.handle_push(push_body(room, "m1", "15550001", "hi", "p1", world.clock.now_us())).status == 200
-    state = world.store.load_room(room)
-    assert state.in_flight.phase is (Phase.SENT if outcome is None else Phase.UNKNOWN)
-    return world, service, make_delivery_id(room, state.incarnation, 1, 1, state.in_flight.started_at_us)
+    world, service, _, ids = rooms_with_a_send(proof, {room: outcome})
+    return world, service, ids[room]
+
+
+def counting(monkeypatch, store, name: str) -> list[tuple]:
+    """Record each call of `store.name` (args), still calling it."""
+    calls: list[tuple] = []
+    real = getattr(store, name)
+
+    def wrapper(*args, **kwargs):
+        calls.append(args)
+        return real(*args, **kwargs)
+    monkeypatch.setattr(store, name, wrapper)
+    return calls
 
 
 def post(world, service, body: bytes) -> int:
@@ -64,13 +89,49 @@ def test_a_sent_status_holds_an_unknown_attempt_as_sent_only_when_the_switch_is_
     assert [e.get("num") for e in echoes.values()] == ([number] if proof == "on" else [])
 
 
-def test_a_sent_status_of_an_attempt_whose_send_returned_accepted_reads_its_room_and_writes_nothing():
+def test_a_sent_status_of_an_attempt_whose_send_returned_accepted_reads_its_room_and_writes_nothing(monkeypatch):
     world, service, delivery_id = unknown_room("on", outcome=None)
+    reads = counting(monkeypatch, world.store, "read_room")
     before = world.store.versions["room-p"]
     assert post(world, service, statuses((delivery_id, "sent", rendezvous_sender("room-p", NUMBERS)))) == 200
+    assert reads == [("room-p",)]  # the proof's one read
     assert not world.store.docs["room-p"].get("echoes")
     assert world.store.versions["room-p"] == before  # the normal path: no write
     assert world.store.load_room("room-p").in_flight.phase is Phase.SENT
+
+
+def test_a_sent_status_repeated_in_one_post_reads_and_writes_its_room_once(monkeypatch):
+    world, service, delivery_id = unknown_room("on")
+    reads = counting(monkeypatch, world.store, "read_room")
+    writes = counting(monkeypatch, world.store, "record_echo")
+    number = rendezvous_sender("room-p", NUMBERS)
+    assert post(world, service, statuses((delivery_id, "sent", number), (delivery_id, "sent", number))) == 200
+    assert (len(reads), len(writes)) == (1, 1)
+    assert world.store.load_room("room-p").in_flight.phase is Phase.SENT
+
+
+def test_a_sent_status_while_the_send_has_no_recorded_outcome_makes_it_time_out_not_resend():
+    # The send reached the platform but its acceptance was never written (the
+    # blind write failed: the push answers 503), so the room holds it as SENDING; its
+    # `sent` status then proves it, and past its hold it times out.
+    world, service, platforms = three_numbers()
+    number = rendezvous_sender("room-s", NUMBERS)
+    world.store.fail_next_accept()
+    with service_time(world), pytest.raises(gexc.ServiceUnavailable):
+        service.handle_push(push_body("room-s", "m1", "15550001", "hi", "p1", world.clock.now_us()))
+    state = world.store.load_room("room-s")
+    assert state.in_flight.phase is Phase.SENDING
+    delivery_id = make_delivery_id("room-s", state.incarnation, 1, 1, state.in_flight.started_at_us)
+    assert post(world, service, statuses((delivery_id, "sent", number))) == 200
+    assert world.store.load_room("room-s").in_flight.platform_ts_us is not None
+    policy = world.policy
+    hold_until = state.in_flight.started_at_us + (policy.send_window_ms + policy.ack_timeout_ms) * 1000
+    world.clock.advance_to_us(hold_until + 1000)
+    with service_time(world):
+        for task in world.timers.due():
+            service.handle_timer(json.dumps(timer_body(task.timer)).encode())
+    assert world.store.load_room("room-s").counts == {"timed_out": 1}
+    assert len(platforms[number].calls) == 1  # not sent a second time
 
 
 def test_a_sent_status_of_a_number_we_do_not_send_from_writes_nothing():
@@ -83,28 +144,33 @@ def test_a_sent_status_of_a_number_we_do_not_send_from_writes_nothing():
 @pytest.mark.parametrize("failing", ["read_room", "record_echo"])
 def test_a_proof_that_cannot_be_read_or_written_does_not_hold_back_the_other_statuses_of_the_post(monkeypatch,
                                                                                                    failing):
-    world, service, delivery_id = unknown_room("on")
-    other = "room-q"
-    with service_time(world):
-        assert service.handle_push(push_body(other, "m1", "15550001", "hi", "p2", world.clock.now_us())).status == 200
-    state = world.store.load_room(other)
-    other_id = make_delivery_id(other, state.incarnation, 1, 1, state.in_flight.started_at_us)
-
+    world, service, platforms, ids = rooms_with_a_send("on", {"room-p": "unknown_reached",
+                                                              "room-q": "unknown_reached"})
     calls = []
 
     def unavailable(*args, **kwargs):
         calls.append(kwargs["deadline_s"])
         raise gexc.ServiceUnavailable("Firestore is away")
     monkeypatch.setattr(world.store, failing, unavailable)
-    body = statuses((delivery_id, "sent", rendezvous_sender("room-p", NUMBERS)),
-                    (other_id, "sent", rendezvous_sender(other, NUMBERS)),
-                    (other_id, "delivered", rendezvous_sender(other, NUMBERS)))
+    body = statuses((ids["room-p"], "sent", rendezvous_sender("room-p", NUMBERS)),
+                    (ids["room-q"], "sent", rendezvous_sender("room-q", NUMBERS)),
+                    (ids["room-q"], "delivered", rendezvous_sender("room-q", NUMBERS)))
     assert post(world, service, body) == 200
-    assert world.store.load_room(other).counts == {"acked": 1}
+    assert world.store.load_room("room-q").counts == {"acked": 1}
     assert world.store.load_room("room-p").in_flight.phase is Phase.UNKNOWN  # only the proof was lost
     # One try within the proof's budget, and no further proof in this post:
     # a webhook's answer must not wait out Firestore's outage once per room.
     assert calls == [SENT_PROOF_CALL_S]
+
+
+def test_a_room_document_that_does_not_parse_costs_its_proof_not_a_500_for_the_post():
+    world, service, platforms, ids = rooms_with_a_send("on", {"room-p": "unknown_reached", "room-q": None})
+    world.store.docs["room-p"]["in_flight"] = {"phase": "sending"}  # no message: room_from_doc raises
+    body = statuses((ids["room-p"], "sent", rendezvous_sender("room-p", NUMBERS)),
+                    (ids["room-q"], "delivered", rendezvous_sender("room-q", NUMBERS)))
+    assert post(world, service, body) == 200
+    assert world.store.load_room("room-q").counts == {"acked": 1}
+    assert not world.store.docs["room-p"].get("echoes")
 
 
 def test_the_switch_takes_only_on_or_off(monkeypatch):
