@@ -56,7 +56,6 @@ def test_without_the_switch_the_same_sent_status_changes_nothing_and_the_message
     wait_for(lambda: len(platform_sends(stack, room_id)) == 2, 10, "the second send")
 
 
-
 def test_a_sent_status_of_a_send_that_returned_accepted_writes_nothing(stack, store, room_id, fake_config):
     # The normal path costs the webhook one read of the room and no write.
     fake_config({"silent_recipients": ["15551110033"]})
