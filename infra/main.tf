@@ -106,7 +106,7 @@ locals {
     WHATSAPP_SENDERS           = var.whatsapp_senders
     WHATSAPP_SENDER_RATE       = tostring(var.whatsapp_sender_rate)
     WHATSAPP_SENT_PROOF        = var.whatsapp_sent_proof
-    PROVIDERS                  = join(",", var.providers)
+    PROVIDERS                  = join(",", var.platforms)
     MESSENGER_PAGE_ID          = var.messenger_page_id
     INSTAGRAM_ACCOUNT_ID       = var.instagram_account_id
     ACK_LEVEL_WHATSAPP         = var.ack_levels["whatsapp"]
@@ -154,6 +154,7 @@ resource "google_project_service" "apis" {
     "firestore.googleapis.com",            # room state
     "iam.googleapis.com",                  # service accounts
     "logging.googleapis.com",              # the delivery-event sink
+    "monitoring.googleapis.com",           # the dashboard and the alert policies (operations.tf)
     "pubsub.googleapis.com",               # outbound topic, ordered push, dead letters
     "run.googleapis.com",                  # 2nd gen functions run as Cloud Run services
     "secretmanager.googleapis.com",        # WhatsApp credentials

@@ -20,39 +20,7 @@
 # single-field indexes serve
 # (https://cloud.google.com/firestore/docs/query-data/index-overview).
 
-variable "alert_notification_channels" {
-  description = "Notification channel ids (projects/P/notificationChannels/N) the alert policies notify; empty: alerts show in the console only."
-  type        = list(string)
-  default     = []
-}
-
-variable "alert_watchdog_rescues" {
-  description = "Watchdog rescues in 10 minutes above which the watchdog alert fires (a few are normal after an outage)."
-  type        = number
-  default     = 5
-}
-
-variable "alert_timed_out_share" {
-  description = "Share (0-1) of ended messages that timed out over 15 minutes above which the timed-out alert fires."
-  type        = number
-  default     = 0.05
-  validation {
-    condition     = var.alert_timed_out_share > 0 && var.alert_timed_out_share < 1
-    error_message = "alert_timed_out_share is a share between 0 and 1."
-  }
-}
-
-variable "alert_oldest_unacked_s" {
-  description = "Age in seconds of the oldest unacked message of the enqueue subscription above which its alert fires."
-  type        = number
-  default     = 300
-}
-
-variable "alert_function_5xx_per_s" {
-  description = "5xx answers per second of any baton function (5-minute rate) above which the 5xx alert fires."
-  type        = number
-  default     = 0.1
-}
+# The alerts' variables (alert_*) are in variables.tf, with the others.
 
 locals {
   # Every metric counts only delivery events (the sink's own filter, logging in main.tf).
@@ -215,7 +183,7 @@ resource "google_monitoring_dashboard" "baton" {
     }
   })
 
-  depends_on = [google_logging_metric.messages_ended, google_logging_metric.delivery_counter, google_logging_metric.delivery_latency]
+  depends_on = [google_project_service.apis, google_logging_metric.messages_ended, google_logging_metric.delivery_counter, google_logging_metric.delivery_latency]
 }
 
 # Anything that waits for an operator: a message baton dead-lettered, or one
@@ -258,7 +226,7 @@ resource "google_monitoring_alert_policy" "needs_operator" {
     mime_type = "text/markdown"
     content   = "Run `baton --project ${var.project_id} dead-letters list`, then redrive or skip each (docs/operations.md, \"A poison message\")."
   }
-  depends_on = [google_logging_metric.messages_ended, google_logging_metric.delivery_counter]
+  depends_on = [google_project_service.apis, google_logging_metric.messages_ended, google_logging_metric.delivery_counter]
 }
 
 resource "google_monitoring_alert_policy" "watchdog_rescues" {
@@ -285,7 +253,7 @@ resource "google_monitoring_alert_policy" "watchdog_rescues" {
     mime_type = "text/markdown"
     content   = "Timers are lost or not armed: look for `timer_arm_failed` and at the Cloud Tasks queues; `baton rooms list --stuck` (docs/operations.md, \"A stuck room\")."
   }
-  depends_on = [google_logging_metric.delivery_counter]
+  depends_on = [google_project_service.apis, google_logging_metric.delivery_counter]
 }
 
 # The share of ended messages that timed out over 15 minutes: a ratio
@@ -320,7 +288,7 @@ resource "google_monitoring_alert_policy" "timed_out_share" {
     mime_type = "text/markdown"
     content   = "The platform's statuses are not coming back in ACK_TIMEOUT_MS: check the webhook (5xx alert) and the platform's status page (docs/operations.md, \"A platform outage\")."
   }
-  depends_on = [google_logging_metric.messages_ended]
+  depends_on = [google_project_service.apis, google_logging_metric.messages_ended]
 }
 
 resource "google_monitoring_alert_policy" "oldest_unacked" {
@@ -346,6 +314,7 @@ resource "google_monitoring_alert_policy" "oldest_unacked" {
     mime_type = "text/markdown"
     content   = "Pushes are refused or failing: full rooms (`backpressure`), Firestore trouble, or enqueue answering 5xx; `baton rooms list --lag` (docs/operations.md)."
   }
+  depends_on = [google_project_service.apis]
 }
 
 resource "google_monitoring_alert_policy" "function_5xx" {
@@ -373,4 +342,5 @@ resource "google_monitoring_alert_policy" "function_5xx" {
     mime_type = "text/markdown"
     content   = "A function fails requests (its callers retry): read its logs at severity>=ERROR (docs/operations.md, \"A platform outage\")."
   }
+  depends_on = [google_project_service.apis]
 }

@@ -3,7 +3,7 @@
 # before the functions are deployed (docs/deploy.md, "Secrets first").
 locals {
   # Environment variable (shared/config.py SECRET_ENV_VARS) -> secret name and
-  # the platform it belongs to. Only the platforms in var.providers get their
+  # the platform it belongs to. Only the platforms in var.platforms get their
   # secrets (and need a version before the functions deploy).
   all_secrets = {
     WHATSAPP_ACCESS_TOKEN  = { name = "whatsapp-access-token", provider = "whatsapp" }   # bearer token of the send call
@@ -14,14 +14,14 @@ locals {
     INSTAGRAM_ACCESS_TOKEN = { name = "instagram-access-token", provider = "instagram" } # Instagram messaging token
     INSTAGRAM_APP_SECRET   = { name = "instagram-app-secret", provider = "instagram" }   # the Instagram app's signing key
   }
-  secrets = { for env, s in local.all_secrets : env => s.name if contains(concat(var.providers, ["any"]), s.provider) }
+  secrets = { for env, s in local.all_secrets : env => s.name if contains(concat(var.platforms, ["any"]), s.provider) }
   # Which function reads which secret, and only those are mounted and
   # granted: every function that applies room events may send (access
   # tokens): sweep re-drives a room, which can resend its message, and
   # deadletter runs the same room rules and effects as enqueue. Only the
   # webhook checks signatures and answers the handshake; in queued mode it
   # sends nothing, so it does not get the access tokens. A secret of a
-  # platform not in var.providers is neither created nor mounted (the code
+  # platform not in var.platforms is neither created nor mounted (the code
   # then refuses that app's webhooks: PROVIDERS).
   sending_secrets = ["WHATSAPP_ACCESS_TOKEN", "MESSENGER_ACCESS_TOKEN", "INSTAGRAM_ACCESS_TOKEN"]
   webhook_secrets = {

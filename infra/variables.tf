@@ -88,7 +88,7 @@ variable "function_cpu" {
   default     = "1"
 
   validation {
-    condition     = can(tonumber(var.function_cpu)) && tonumber(var.function_cpu) >= 0.083 && tonumber(var.function_cpu) <= 8
+    condition     = try(tonumber(var.function_cpu) >= 0.083 && tonumber(var.function_cpu) <= 8, false)
     error_message = "function_cpu must be a number of vCPUs from 0.083 to 8 (Cloud Run's limits)."
   }
 }
@@ -369,19 +369,19 @@ variable "whatsapp_sent_proof" {
   }
 }
 
-variable "providers" {
+variable "platforms" {
   description = "PROVIDERS: the platforms this deployment sends to and takes webhooks from (whatsapp, messenger, instagram). Each one's secrets are created here and need a version before the functions deploy."
   type        = list(string)
   default     = ["whatsapp"]
 
   validation {
-    condition     = length(var.providers) > 0 && alltrue([for p in var.providers : contains(["whatsapp", "messenger", "instagram"], p)])
-    error_message = "providers is a non-empty list of whatsapp, messenger, instagram."
+    condition     = length(var.platforms) > 0 && alltrue([for p in var.platforms : contains(["whatsapp", "messenger", "instagram"], p)])
+    error_message = "platforms is a non-empty list of whatsapp, messenger, instagram."
   }
 }
 
 variable "messenger_page_id" {
-  description = "MESSENGER_PAGE_ID: the Facebook Page that sends Messenger messages (not a secret); empty unless providers has messenger."
+  description = "MESSENGER_PAGE_ID: the Facebook Page that sends Messenger messages (not a secret); empty unless platforms has messenger."
   type        = string
   default     = ""
 
@@ -392,7 +392,7 @@ variable "messenger_page_id" {
 }
 
 variable "instagram_account_id" {
-  description = "INSTAGRAM_ACCOUNT_ID: the Instagram professional account that sends (not a secret); empty unless providers has instagram."
+  description = "INSTAGRAM_ACCOUNT_ID: the Instagram professional account that sends (not a secret); empty unless platforms has instagram."
   type        = string
   default     = ""
 
@@ -473,8 +473,8 @@ variable "tasks_queue_count" {
   default     = null
 
   validation {
-    condition     = var.tasks_queue_count == null || (coalesce(var.tasks_queue_count, 1) >= 1 && coalesce(var.tasks_queue_count, 1) <= 50 && coalesce(var.tasks_queue_count, 1) == floor(coalesce(var.tasks_queue_count, 1)))
-    error_message = "tasks_queue_count must be a whole number 1..50."
+    condition     = var.tasks_queue_count == null || (coalesce(var.tasks_queue_count, 1) >= 1 && coalesce(var.tasks_queue_count, 1) == floor(coalesce(var.tasks_queue_count, 1)))
+    error_message = "tasks_queue_count must be a whole number, 1 or more (modules/sizing holds every queue count, set or derived, to Cloud Tasks' 1,000 queues per region)."
   }
 }
 
@@ -484,8 +484,8 @@ variable "tasks_queues_retired" {
   default     = 0
 
   validation {
-    condition     = var.tasks_queues_retired >= 0 && var.tasks_queues_retired <= 49 && var.tasks_queues_retired == floor(var.tasks_queues_retired)
-    error_message = "tasks_queues_retired must be a whole number 0..49."
+    condition     = var.tasks_queues_retired >= 0 && var.tasks_queues_retired <= 999 && var.tasks_queues_retired == floor(var.tasks_queues_retired)
+    error_message = "tasks_queues_retired must be a whole number 0..999."
   }
 }
 
@@ -657,8 +657,8 @@ variable "prepare_queue_count" {
   default     = null
 
   validation {
-    condition     = var.prepare_queue_count == null || (coalesce(var.prepare_queue_count, 1) >= 1 && coalesce(var.prepare_queue_count, 1) <= 50 && coalesce(var.prepare_queue_count, 1) == floor(coalesce(var.prepare_queue_count, 1)))
-    error_message = "prepare_queue_count must be a whole number 1..50."
+    condition     = var.prepare_queue_count == null || (coalesce(var.prepare_queue_count, 1) >= 1 && coalesce(var.prepare_queue_count, 1) == floor(coalesce(var.prepare_queue_count, 1)))
+    error_message = "prepare_queue_count must be a whole number, 1 or more (modules/sizing holds every queue count, set or derived, to Cloud Tasks' 1,000 queues per region)."
   }
 }
 
@@ -668,8 +668,8 @@ variable "prepare_queues_retired" {
   default     = 0
 
   validation {
-    condition     = var.prepare_queues_retired >= 0 && var.prepare_queues_retired <= 49 && var.prepare_queues_retired == floor(var.prepare_queues_retired)
-    error_message = "prepare_queues_retired must be a whole number 0..49."
+    condition     = var.prepare_queues_retired >= 0 && var.prepare_queues_retired <= 999 && var.prepare_queues_retired == floor(var.prepare_queues_retired)
+    error_message = "prepare_queues_retired must be a whole number 0..999."
   }
 }
 
@@ -704,4 +704,40 @@ variable "sequence_gap_timeout_ms" {
     condition     = var.sequence_gap_timeout_ms >= 1 && var.sequence_gap_timeout_ms <= 2592000000
     error_message = "sequence_gap_timeout_ms must be 1..2592000000 (a timer task is scheduled at most 30 days ahead)."
   }
+}
+
+# ----------------------------------------------------- alerts (operations.tf) --
+
+variable "alert_notification_channels" {
+  description = "Notification channel ids (projects/P/notificationChannels/N) the alert policies notify; empty: alerts show in the console only."
+  type        = list(string)
+  default     = []
+}
+
+variable "alert_watchdog_rescues" {
+  description = "Watchdog rescues in 10 minutes above which the watchdog alert fires (a few are normal after an outage)."
+  type        = number
+  default     = 5
+}
+
+variable "alert_timed_out_share" {
+  description = "Share (0-1) of ended messages that timed out over 15 minutes above which the timed-out alert fires."
+  type        = number
+  default     = 0.05
+  validation {
+    condition     = var.alert_timed_out_share > 0 && var.alert_timed_out_share < 1
+    error_message = "alert_timed_out_share is a share between 0 and 1."
+  }
+}
+
+variable "alert_oldest_unacked_s" {
+  description = "Age in seconds of the oldest unacked message of the enqueue subscription above which its alert fires."
+  type        = number
+  default     = 300
+}
+
+variable "alert_function_5xx_per_s" {
+  description = "5xx answers per second of any baton function (5-minute rate) above which the 5xx alert fires."
+  type        = number
+  default     = 0.1
 }

@@ -37,14 +37,14 @@ $(INFRA_STAMP): requirements-infra.txt
 package:
 	$(INFRA_PYTHON) tools/package.py
 
-# terraform fmt runs offline (init and validate need providers, which cannot
-# be downloaded here). Where terraform is missing the check is skipped, loudly.
+# terraform fmt runs offline; init, the sizing plans and the variables'
+# validations run in infra-pytest (tests/infra/test_terraform_cli.py,
+# test_sizing.py). A missing terraform fails: the checks it stands for would
+# otherwise pass unseen.
 infra-fmt:
-	@if command -v $(INFRA_TERRAFORM) >/dev/null 2>&1; then \
-		$(INFRA_TERRAFORM) fmt -check -recursive -diff $(INFRA_DIR) && echo "terraform fmt -check: ok"; \
-	else \
-		echo "SKIPPED: terraform fmt -check ($(INFRA_TERRAFORM) is not installed on this machine)"; \
-	fi
+	@command -v $(INFRA_TERRAFORM) >/dev/null 2>&1 || { \
+		echo "terraform fmt -check: $(INFRA_TERRAFORM) is not installed (https://developer.hashicorp.com/terraform/install)" >&2; exit 1; }
+	$(INFRA_TERRAFORM) fmt -check -recursive -diff $(INFRA_DIR) && echo "terraform fmt -check: ok"
 
 $(INFRA_SCHEMA_STAMP): $(INFRA_SCHEMA_LIST) tests/infra/provider_schema.py $(INFRA_STAMP)
 	mkdir -p $(INFRA_SCHEMA_DIR)
@@ -56,7 +56,7 @@ $(INFRA_SCHEMA_STAMP): $(INFRA_SCHEMA_LIST) tests/infra/provider_schema.py $(INF
 infra-schemas: $(INFRA_SCHEMA_STAMP)
 
 infra-pytest: $(INFRA_STAMP) $(INFRA_SCHEMA_STAMP)
-	BATON_PROVIDER_SCHEMAS=$(INFRA_SCHEMA_DIR) $(INFRA_PY) -m pytest tests/infra -q
+	BATON_PROVIDER_SCHEMAS=$(INFRA_SCHEMA_DIR) BATON_TERRAFORM=$(INFRA_TERRAFORM) $(INFRA_PY) -m pytest tests/infra -q
 
 # Every skipped check carries its reason inline (checkov:skip=ID:reason);
 # tests/infra checks that none is missing one.

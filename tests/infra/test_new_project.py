@@ -5,7 +5,6 @@ parser and the checks that predate these)."""
 
 from __future__ import annotations
 
-import math
 import re
 from pathlib import Path
 from typing import Any
@@ -13,7 +12,7 @@ from typing import Any
 import hcl2
 import pytest
 
-from shared.config import ENV_VARS, PREPARE_POISON_POLICIES, ZERO_ALLOWED
+from shared.config import ENV_VARS
 from tests.infra.test_terraform import (
     FUNCTIONS,
     INFRA,
@@ -36,92 +35,8 @@ def depends_on(body: dict) -> list[str]:
     return [d.removeprefix("${").removesuffix("}") for d in as_list(body.get("depends_on", []))]
 
 
-# ------------------------------------------- variable validations, evaluated --
-
-HELPERS = {
-    "_regex": lambda pattern, value: re.search(pattern, value) if isinstance(value, str) else None,
-    "_can": lambda value: value is not None,
-    "_tonumber": lambda value: _number(value),
-    "floor": math.floor,
-    "contains": lambda items, value: value in items,
-    "length": len,
-    "setsubtract": lambda a, b: set(a) - set(b),
-    "keys": lambda m: list(m),
-    "values": lambda m: list(m.values()),
-    "alltrue": all,
-    "coalesce": lambda *items: next(item for item in items if item is not None),
-    "null": None,
-}
-
-
-def _number(value: Any) -> float | None:
-    try:
-        return float(value)
-    except (TypeError, ValueError):
-        return None
-
-
-def accepts(tf: dict, name: str, value: Any) -> bool:
-    """Whether every validation block of variable `name` accepts `value`:
-    the HCL conditions used in variables.tf, translated to Python."""
-    results = []
-    for validation in blocks(tf["variable"][name], "validation"):
-        expr = validation["condition"].removeprefix("${").removesuffix("}")
-        expr = re.sub(r"\[for (\w+) in (.+?) : (.+)\]\)$", r"[\3 for \1 in \2])", expr)
-        expr = expr.replace("&&", " and ").replace("||", " or ")
-        expr = re.sub(r"!(?!=)", " not ", expr)
-        expr = expr.replace("can(", "_can(").replace("regex(", "_regex(").replace("tonumber(", "_tonumber(")
-        expr = re.sub(r"\btrue\b", "True", re.sub(r"\bfalse\b", "False", expr))
-        expr = expr.replace(f"var.{name}", "_value")
-        assert "var." not in expr, f"{name}: a validation refers to another variable: {expr}"
-        # Globals, not locals: a list comprehension sees only globals.
-        results.append(bool(eval(expr, {"__builtins__": {}, **HELPERS, "_value": value})))  # noqa: S307
-    assert results, f"variable {name} has no validation"
-    return all(results)
-
-
-@pytest.mark.parametrize("name, good, bad", [
-    ("region", ["europe-west1", "us-central1", "asia-northeast3"], ["europe-west1-b", "eu", "EUROPE-WEST1", ""]),
-    ("firestore_location", ["europe-west1", "eur3", "nam5"], ["europe-west1-b", "EU", ""]),
-    ("firestore_database", ["(default)", "baton-staging"], ["(other)", "Baton", "ab", "x-", "-x" + "a" * 70]),
-    ("name_prefix", ["baton", "b2", "chat-prod-eu-001"], ["a", "Baton", "baton-", "1baton", "a" * 17]),
-    ("function_timeout_seconds", [15, 60, 1800], [14, 1801, 3600]),
-    ("function_memory", ["512Mi", "1Gi"], ["512", "0.5Gi", "512MB"]),
-    ("function_cpu", ["1", "0.5", "2"], ["0", "16", "one"]),
-    ("push_ack_deadline_seconds", [10, 60, 600], [9, 601]),
-    ("dead_letter_max_attempts", [5, 100], [4, 101]),
-    ("status_dead_letter_max_attempts", [5, 100], [4, 101]),
-    ("tasks_queue_count", [1, 2, 50], [0, 51, 1.5]),
-    ("tasks_queues_retired", [0, 3], [-1, 50, 0.5]),
-    ("ack_timeout_ms", [1, 3000], [0, 2592000001]),
-    ("max_room_bytes", [900000, 1048576], [0, 1048577]),
-    ("webhook_mode", ["direct", "queued"], ["Direct", "async", ""]),
-    ("webhook_public_access", ["all_users", "invoker_iam_check_disabled"], ["allUsers", ""]),
-    ("outbound_publishers", [[], ["serviceAccount:p@x.iam.gserviceaccount.com", "group:producers@example.com"]],
-     [["allUsers"], ["allAuthenticatedUsers"], ["p@x.iam.gserviceaccount.com"]]),
-    ("whatsapp_phone_number_id", ["123456789012345"], ["+1 555 0100", "abc", ""]),
-    ("min_instances", [{f: 0 for f in FUNCTIONS}],
-     [{"enqueue": 1}, {f: -1 for f in FUNCTIONS}, {f: 0 for f in FUNCTIONS - {"prepare"}}]),
-    ("max_instances", [{f: 1 for f in FUNCTIONS}], [{f: 0 for f in FUNCTIONS}, {f: 1 for f in FUNCTIONS - {"prepare"}}]),
-    ("prepare_ahead", [0, 8, 1000], [-1, 1.5]),
-    ("prepare_timeout_ms", [1, 30000], [0, 2592000001]),
-    ("max_prepare_attempts", [1, 4], [0, 2.5]),
-    ("prepare_retry_base_ms", [1, 1000], [0]),
-    ("prepare_poison", list(PREPARE_POISON_POLICIES), ["dead-letter", "Park", "drop", ""]),
-    ("prepare_queue_count", [1, 2, 50], [0, 51, 1.5]),
-    ("prepare_queues_retired", [0, 3], [-1, 50, 0.5]),
-    ("media_max_bytes", [1, 5242880, 104857600], [0, 104857601, 0.5]),
-    ("media_timeout_ms", [1, 20000], [0]),
-    ("sequence_gap_timeout_ms", [1, 30000], [0, 2592000001]),
-])
-def test_variables_with_a_valid_range_refuse_values_outside_it(tf, name, good, bad):
-    default = tf["variable"][name].get("default")
-    if default is not None:
-        assert accepts(tf, name, default), f"{name}: the default {default!r} is refused"
-    for value in good:
-        assert accepts(tf, name, value), f"{name}: {value!r} should be accepted"
-    for value in bad:
-        assert not accepts(tf, name, value), f"{name}: {value!r} should be refused"
+# Each variable's validation blocks are evaluated by Terraform itself:
+# tests/infra/test_variable_validations.py.
 
 
 def test_cross_variable_limits_are_preconditions(tf):
@@ -348,29 +263,6 @@ def test_the_defaults_pass_the_preparation_preconditions(tf):
     assert memory_bytes("1Gi") == 2 * memory_bytes("512Mi")
 
 
-def test_numeric_settings_refuse_what_the_code_refuses(tf):
-    """A whole-number setting that Terraform passes as tostring(var.x) is
-    validated like shared/config.py reads it: 0 allowed exactly for
-    ZERO_ALLOWED, 1 always allowed."""
-    env = tf["locals"]["function_env"]
-    checked = []
-    for name, value in env.items():
-        variable = name.lower()
-        if value != f"${{tostring(var.{variable})}}" or name not in ENV_VARS:
-            continue
-        assert accepts(tf, variable, 1), variable
-        assert accepts(tf, variable, 0) == (variable in ZERO_ALLOWED), variable
-        assert not accepts(tf, variable, -1), variable
-        checked.append(variable)
-    assert {"prepare_ahead", "media_max_bytes", "sequence_gap_timeout_ms"} <= set(checked)
-    # Derived from the target peak unless set (scale.tf); when set, at least 1.
-    for derived in ("tasks_queue_count", "prepare_queue_count"):
-        assert accepts(tf, derived, None) and accepts(tf, derived, 1) and not accepts(tf, derived, 0), derived
-    assert tf["variable"]["prepare_ahead"]["default"] == int(ENV_VARS["PREPARE_AHEAD"][0])
-    assert tf["variable"]["prepare_poison"]["default"] == ENV_VARS["PREPARE_POISON"][0]
-    assert env["PREPARE_POISON"] == "${var.prepare_poison}"
-
-
 # ----------------------------------------------------------- least privilege --
 
 
@@ -489,17 +381,6 @@ def test_both_modes_share_their_settings_with_the_code(tf):
         resource(tf, "google_pubsub_topic", "statuses")["name"] + "-dead-letter")
     assert tf["variable"]["webhook_mode"]["default"] == ENV_VARS["WEBHOOK_MODE"][0]
     assert tf["variable"]["status_max_attempts"]["default"] == int(ENV_VARS["STATUS_MAX_ATTEMPTS"][0])
-
-
-def test_the_example_tfvars_sets_only_valid_values(tf):
-    """The example a new user copies must pass every validation."""
-    with (INFRA / "examples" / "terraform.tfvars.example").open() as fh:
-        example = {k: v[0] if isinstance(v, list) and len(v) == 1 and not isinstance(v[0], str) or
-                   (isinstance(v, list) and len(v) == 1) else v for k, v in hcl2.load(fh).items()}
-    for name, value in example.items():
-        assert name in tf["variable"], name
-        if any(True for _ in blocks(tf["variable"][name], "validation")):
-            assert accepts(tf, name, value), f"examples/terraform.tfvars.example: {name} = {value!r} is refused"
 
 
 def test_no_file_in_infra_names_a_path_outside_the_repository():

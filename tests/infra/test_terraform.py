@@ -355,7 +355,7 @@ def test_secrets_are_never_plain_environment_variables(tf, tf_text):
     assert not any("secret" in str(value).lower() for value in env.values())
     assert set(tf["locals"]["all_secrets"]) == SECRET_ENV_VARS
     # Only the enabled platforms' secrets exist (and the handshake token, which every app uses).
-    assert "contains(concat(var.providers,['any']),s.provider)" in tf["locals"]["secrets"]
+    assert "contains(concat(var.platforms,['any']),s.provider)" in tf["locals"]["secrets"]
     per_function = tf["locals"]["function_secrets"]
     assert set(per_function) == FUNCTIONS
     # The webhook: all of them in direct mode; in queued mode it sends nothing,
@@ -485,7 +485,7 @@ def test_prepare_queues_match_what_the_code_expects(tf):
     assert prefix == ENV_VARS["PREPARE_QUEUE_PREFIX"][0]
     # Unset: derived from target_peak_messages_per_s (scale.tf), at least 1 queue.
     assert tf["variable"]["prepare_queue_count"]["default"] is None
-    assert tf["locals"]["prepare_queue_count"] == "${coalesce(var.prepare_queue_count,local.derived_prepare_queue_count)}"
+    assert tf["locals"]["prepare_queue_count"] == "${module.sizing.prepare_queue_count}"
     # Not a prefix of the timer queues' names or the reverse: each queue is
     # listed, granted and drained as one kind only.
     timers = tf["locals"]["tasks_queue_prefix"].replace("${var.name_prefix}", tf["variable"]["name_prefix"]["default"])
@@ -500,8 +500,8 @@ def test_prepare_queues_dispatch_as_fast_and_as_wide_as_the_service_allows(tf):
     assert limits["max_dispatches_per_second"] == MAX_DISPATCHES_PER_SECOND
     assert limits["max_dispatches_per_second"] * 1 <= limits["max_concurrent_dispatches"] <= MAX_CONCURRENT_DISPATCHES
     # ... and `prepare` may scale to what its queues keep in flight at the
-    # target peak: scale.tf refuses max_instances x threads below that.
-    check = resource(tf, "terraform_data", "scale_check")
+    # target peak: the sizing module refuses max_instances x threads below that.
+    check = resource(parse(INFRA / "modules" / "sizing"), "terraform_data", "checks")
     conditions = [p["condition"] for p in blocks(check["lifecycle"], "precondition")]
     assert any("local.max_instances[f] * var.function_threads >= load" in c for c in conditions)
 
@@ -641,10 +641,12 @@ def test_delivery_settings_default_to_the_codes_defaults_and_are_validated(tf):
 
 
 def test_every_function_has_instance_limits(tf):
-    # max_instances unset: derived per function from the target peak (scale.tf).
+    # max_instances unset: derived per function from the target peak (modules/sizing).
     assert tf["variable"]["max_instances"]["default"] is None
-    assert set(members(str(list(tf["locals"]["seconds_per_request"])))) == FUNCTIONS
-    assert set(tf["locals"]["per_message"]) == FUNCTIONS
+    sizing = parse(INFRA / "modules" / "sizing")
+    assert set(members(str(list(sizing["locals"]["seconds_per_request"])))) == FUNCTIONS
+    assert set(sizing["locals"]["per_message"]) == FUNCTIONS
+    assert tf["locals"]["max_instances"] == "${module.sizing.max_instances}"
     for limit in ("min_instances", "max_instances"):
         body = tf["variable"][limit]
         assert limit == "max_instances" or set(body["default"]) == FUNCTIONS, limit
@@ -706,7 +708,8 @@ def test_layout_follows_terraform_google_modules():
     assert {"versions.tf", "variables.tf", "outputs.tf", "main.tf"} <= names
     assert list((INFRA / "examples").glob("*.tfvars*")), "no example tfvars"
     example = next((INFRA / "examples").glob("*.tfvars*")).read_text()
-    declared = set(re.findall(r'^variable "([^"]+)"', (INFRA / "variables.tf").read_text(), re.M))
+    declared = {name for file in ("variables.tf", "scale.tf")
+                for name in re.findall(r'^variable "([^"]+)"', (INFRA / file).read_text(), re.M)}
     assigned = set(re.findall(r"^([a-z0-9_]+)\s*=", example, re.M))
     assert assigned <= declared, f"example sets unknown variables: {assigned - declared}"
 
@@ -716,6 +719,8 @@ def test_the_deploy_guide_lists_every_resource_and_no_other(tf):
     resource that is gone (such as the old dead-letter pull subscription)."""
     guide = (ROOT / "docs" / "deploy.md").read_text()
     declared = {f"{rtype}.{name}" for rtype, named in tf["resource"].items() for name in named}
+    sizing = parse(INFRA / "modules" / "sizing")["resource"]
+    declared |= {f"{rtype}.{name}" for rtype, named in sizing.items() for name in named}
     named = set(re.findall(r"\b((?:google|time|terraform)_[a-z0-9_]+\.[a-z0-9_]+)", guide))
     assert declared - named == set(), "resources missing from docs/deploy.md"
     assert named - declared == set(), "docs/deploy.md names resources that do not exist"

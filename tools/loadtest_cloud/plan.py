@@ -92,7 +92,7 @@ def build(test: LoadTest, source_dir: str = ".") -> list[Step]:
     tf_vars = (f"-var=project_id={p}", f"-var=region={r}", f"-var=name_prefix={prefix}",
                f"-var=firestore_database={prefix}-db", "-var=whatsapp_api_base={fake_url}",
                f"-var=target_peak_messages_per_s={max(1, round(test.rate))}", "-var=deletion_protection=false",
-               '-var=providers=["whatsapp"]')
+               '-var=platforms=["whatsapp"]')
     # One random token (made by the run, never printed) is the fake's access
     # token and app secret, and baton's secrets of the same names.
     entry = ("python -m tools.fake_platform --host 0.0.0.0 --port $PORT --webhook-url $WEBHOOK_URL "
