@@ -5,3 +5,10 @@
 SCALE_ARGS ?=
 scale-model: venv
 	$(PY) -m tools.scale_model $(SCALE_ARGS)
+
+# docs/scale.md's sizing table, from the outputs of infra/modules/sizing as
+# `terraform plan` derives them (tools/scale_model/sizing_table.py); no
+# provider needed. tests/infra/test_sizing.py fails when page and module
+# disagree.
+scale-table:
+	python3 -m tools.scale_model.sizing_table --write docs/scale.md

@@ -8,6 +8,7 @@ answer's content (the wire-format modules do).
 from __future__ import annotations
 
 import argparse
+import hmac
 import json
 import re
 import signal
@@ -32,7 +33,12 @@ ASSET_PATH = re.compile(r"^/assets/(?P<name>[A-Za-z0-9._-]+)$")
 MAX_UPLOAD_REQUEST_BYTES = 64 * 1024 * 1024
 
 
-def make_handler(fake: FakeGraphApi) -> type[BaseHTTPRequestHandler]:
+def make_handler(fake: FakeGraphApi, control_token: str | None = None) -> type[BaseHTTPRequestHandler]:
+    """`control_token`: when set, `/_fake/*` (but health) answers 401 without
+    `Authorization: Bearer <it>` (the fake deployed public for the cloud load
+    test: its sends are guarded by the access token, its controls by this)."""
+    control = f"Bearer {control_token}" if control_token else None
+
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
         # Headers and body go out in two writes: without TCP_NODELAY every
@@ -76,7 +82,16 @@ def make_handler(fake: FakeGraphApi) -> type[BaseHTTPRequestHandler]:
             length = int(self.headers.get("Content-Length") or 0)
             return json.loads(self.rfile.read(length) or b"{}")
 
+        def _refused_control(self) -> bool:
+            if control and self.path.startswith("/_fake/") and self.path != "/_fake/health" and not hmac.compare_digest(
+                    self.headers.get("Authorization") or "", control):
+                self._json(401, {"error": "the fake's control token is needed"})
+                return True
+            return False
+
         def do_GET(self) -> None:
+            if self._refused_control():
+                return None
             if self.path == "/_fake/stats":
                 return self._json(200, fake.stats())
             if self.path == "/_fake/health":
@@ -96,6 +111,8 @@ def make_handler(fake: FakeGraphApi) -> type[BaseHTTPRequestHandler]:
             self._json(404, _error(100, "Unknown path", "GraphMethodException"))
 
         def do_POST(self) -> None:
+            if self._refused_control():
+                return None
             media = MEDIA_PATH.match(self.path)
             if media:
                 length = int(self.headers.get("Content-Length") or 0)
@@ -140,13 +157,14 @@ def main() -> None:
     parser.add_argument("--instagram", default="300000000000003:local-instagram-token:local-instagram-secret",
                         help="IG-ID:TOKEN:SECRET of the Instagram app")
     parser.add_argument("--config", default="{}", help="JSON object: FakeConfig fields to override")
+    parser.add_argument("--control-token", default=None, help="guard /_fake/* with this bearer token (public deploys)")
     args = parser.parse_args()
     config = FakeConfig()
     apps = tuple(MetaApp(provider, *spec.split(":", 2))
                  for provider, spec in (("messenger", args.messenger), ("instagram", args.instagram)))
     fake = FakeGraphApi(args.webhook_url, args.app_secret, args.access_token, config, apps)
     fake.update_config(json.loads(args.config))
-    server = ThreadingHTTPServer((args.host, args.port), make_handler(fake))
+    server = ThreadingHTTPServer((args.host, args.port), make_handler(fake, args.control_token))
     server.daemon_threads = True
 
     def stop(*_: Any) -> None:

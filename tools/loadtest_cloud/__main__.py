@@ -43,15 +43,15 @@ def run(steps: list[Step], out: Path) -> int:
     teardown steps run even when an earlier step failed."""
     out.mkdir(parents=True, exist_ok=True)
     now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    values = {"token": secrets.token_hex(24), "started_at": now, "ended_at": now, "fake_url": "", "webhook_url": "",
-              "identity_token": "", "token_of_gcloud": "", "out": str(out)}
+    token = secrets.token_hex(24)
+    values = {"token": token, "control_header": f"Authorization: Bearer {token}", "started_at": now, "ended_at": now,
+              "fake_url": "", "webhook_url": "", "token_of_gcloud": "", "out": str(out.resolve()), "root": str(ROOT)}
     status = 0
     for step in steps:
         if status and step.phase != "teardown":
             continue
         if step.phase in ("verdict", "monitoring"):
             values["ended_at"] = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-            values["identity_token"] = _gcloud("auth", "print-identity-token")
             values["token_of_gcloud"] = _gcloud("auth", "print-access-token")
         argv = [a.format(**values) for a in step.argv]
         print(f"[{step.phase}] {step.what}", flush=True)

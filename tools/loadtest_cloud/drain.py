@@ -1,11 +1,11 @@
 """Wait until the fake platform has made `--expect` sends, or time is up.
-Reads `GET /_fake/stats` with the caller's identity token (the service is
-private). Exit 0 when drained, 1 on timeout."""
+Reads `GET /_fake/stats` with the fake's control token, read from stdin
+(the service is public; its controls need the token). Exit 0 when
+drained, 1 on timeout."""
 
 from __future__ import annotations
 
 import argparse
-import subprocess
 import sys
 import time
 
@@ -18,8 +18,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--expect", type=int, required=True)
     parser.add_argument("--timeout-s", type=int, default=1800)
     args = parser.parse_args(argv)
-    token = subprocess.run(["gcloud", "auth", "print-identity-token"], check=True, capture_output=True,
-                           text=True).stdout.strip()
+    token = sys.stdin.read().strip()
+    if not token:
+        parser.error("the fake's control token is read from stdin")
     deadline = time.monotonic() + args.timeout_s
     while time.monotonic() < deadline:
         stats = requests.get(f"{args.fake_url}/_fake/stats", headers={"Authorization": f"Bearer {token}"},

@@ -3,7 +3,24 @@
 Pure: building the plan touches nothing, so `--dry-run` prints exactly what
 a run would do, and tests/unit/test_loadtest_cloud.py checks it offline.
 Each `Step` is a command line (`argv`) run in order; `{fake_url}`,
-`{webhook_url}` and `{token}` are filled in from what earlier steps print.
+`{webhook_url}`, `{out}` and `{root}` are filled in when it runs, from what
+earlier steps print and where the run writes; the run's random `token` only
+ever goes to a step's stdin or a service's environment.
+
+What keeps the run apart from production: Terraform runs in a copy of
+infra/ (`{out}/infra`, tools/loadtest_cloud/workdir.py) without the
+production `terraform.tfvars`, `*.auto.tfvars` and `backend.tf`, with its own
+local state, and every variable the configuration requires (and every one
+the load test depends on) is passed on the command line (`REQUIRED_VARS`).
+
+How baton reaches the fake: baton's real send path sends the WhatsApp access
+token as a bearer token, never a Google identity token, so the fake platform
+is public (`--allow-unauthenticated`) and refuses any send without that
+token (tools/fake_platform/whatsapp.py answers 401, as the Graph API
+does); its own controls (`/_fake/stats`, `/_fake/config`, `/_fake/reset`)
+need the same token (`--control-token`). The token is the run's own random
+secret: the fake's access token and app secret, and baton's secrets of the
+same names.
 
 Sources of the commands and metric types:
 - `gcloud run deploy --source` builds with Google Cloud's buildpacks; the
@@ -19,10 +36,17 @@ Sources of the commands and metric types:
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 
 REGION_PATTERN = re.compile(r"^[a-z]+-[a-z]+[0-9]$")
+# infra/'s variables with no default, each passed by every apply and destroy.
+REQUIRED_VARS = ("project_id", "whatsapp_phone_number_id")
+# The fake's sending numbers: the fake accepts any id; each carries 950 msg/s
+# (Meta's upgraded tier, as the sizing counts it: infra/modules/sizing).
+FAKE_NUMBER_BASE = 100000000000001
+FAKE_NUMBER_RATE = 950
 PROJECT_PATTERN = re.compile(r"^[a-z][a-z0-9-]{4,28}[a-z0-9]$")
 PREFIX_PATTERN = re.compile(r"^[a-z][a-z0-9-]{0,14}[a-z0-9]$")
 METRICS = ("run.googleapis.com/container/instance_count", "run.googleapis.com/request_count",
@@ -69,6 +93,13 @@ class LoadTest:
     def total(self) -> int:
         return self.rooms * self.messages
 
+    @property
+    def senders(self) -> str:
+        """WHATSAPP_SENDERS of fake numbers that carry `rate` through the send
+        window (a number sends its rate x 1 / 1.05)."""
+        count = max(1, math.ceil(self.rate * 1.05 / FAKE_NUMBER_RATE))
+        return ",".join(f"{FAKE_NUMBER_BASE + i}:{FAKE_NUMBER_RATE}" for i in range(count))
+
 
 @dataclass(frozen=True)
 class Step:
@@ -88,37 +119,45 @@ def build(test: LoadTest, source_dir: str = ".") -> list[Step]:
     test.validate()
     p, r, prefix = test.project, test.region, test.name_prefix
     gc = ("gcloud", f"--project={p}")
-    tf = ("terraform", "-chdir=infra")
-    tf_vars = (f"-var=project_id={p}", f"-var=region={r}", f"-var=name_prefix={prefix}",
+    workdir = "{out}/infra"
+    tf = ("terraform", f"-chdir={workdir}")
+    tf_vars = (f"-var=project_id={p}", f"-var=whatsapp_phone_number_id={FAKE_NUMBER_BASE}",
+               f"-var=whatsapp_senders={test.senders}", f"-var=region={r}", f"-var=name_prefix={prefix}",
                f"-var=firestore_database={prefix}-db", "-var=whatsapp_api_base={fake_url}",
                f"-var=target_peak_messages_per_s={max(1, round(test.rate))}", "-var=deletion_protection=false",
-               '-var=platforms=["whatsapp"]')
+               '-var=platforms=["whatsapp"]', f"-var=ack_timeout_ms={test.ack_timeout_ms}",
+               "-var=source_archive={root}/dist/baton-functions.zip", "-var=alert_notification_channels=[]")
     # One random token (made by the run, never printed) is the fake's access
-    # token and app secret, and baton's secrets of the same names.
+    # token, app secret and control token, and baton's secrets of the same names.
     entry = ("python -m tools.fake_platform --host 0.0.0.0 --port $PORT --webhook-url $WEBHOOK_URL "
-             "--app-secret $APP_SECRET --access-token $APP_SECRET")
+             "--app-secret $APP_SECRET --access-token $APP_SECRET --control-token $APP_SECRET")
     since = "{started_at}"
+    stats_request = ("curl", "-sf", "-H", "@-", "{fake_url}/_fake/stats")
     return [
         Step("deploy", "enable the APIs the fake platform's build and service need",
              (*gc, "services", "enable", "run.googleapis.com", "cloudbuild.googleapis.com",
               "artifactregistry.googleapis.com", "monitoring.googleapis.com")),
-        Step("deploy", "build and deploy the fake platform as a Cloud Run service (private: callers need a token)",
+        Step("deploy", "build and deploy the fake platform as a public Cloud Run service: every send needs the "
+             "run's access token (baton's real send path), every control call the same token",
              (*gc, "run", "deploy", test.fake_service, f"--source={source_dir}", f"--region={r}",
-              "--no-allow-unauthenticated", "--min-instances=1", "--max-instances=20", "--concurrency=200",
+              "--allow-unauthenticated", "--min-instances=1", "--max-instances=1", "--concurrency=200",
               f"--set-build-env-vars=GOOGLE_ENTRYPOINT={entry}",
               "--set-env-vars=WEBHOOK_URL=http://pending.invalid/,APP_SECRET={token}")),
         Step("deploy", "read the fake platform's URL", (*gc, "run", "services", "describe", test.fake_service,
                                                         f"--region={r}", "--format=value(status.url)"),
              capture="fake_url"),
-        Step("deploy", f"a separate workspace for the `{prefix}` deployment (its state never mixes with production)",
-             (*tf, "workspace", "select", "-or-create", prefix)),
+        Step("deploy", "build the functions' source archive (make package)", ("python3", "tools/package.py")),
+        Step("deploy", f"a copy of infra/ for the `{prefix}` deployment, without the production terraform.tfvars, "
+             "*.auto.tfvars and backend.tf: its own variables and its own local state",
+             ("python", "-m", "tools.loadtest_cloud.workdir", f"--to={workdir}")),
+        Step("deploy", "install the pinned providers in the copy", (*tf, "init", "-input=false")),
         Step("deploy", "create baton's secrets first: the functions need a version of each to deploy (docs/deploy.md)",
-             (*tf, "apply", "-auto-approve", "-target=google_secret_manager_secret.platform", *tf_vars)),
+             (*tf, "apply", "-auto-approve", "-input=false", "-target=google_secret_manager_secret.platform", *tf_vars)),
         *[Step("deploy", f"the secret {name}: the run's token", (*gc, "secrets", "versions", "add", f"{prefix}-{name}",
                                                                  "--data-file=-"), stdin="token")
           for name in ("whatsapp-access-token", "whatsapp-app-secret", "whatsapp-verify-token")],
         Step("deploy", "deploy baton under the load-test prefix, sending to the fake platform",
-             (*tf, "apply", "-auto-approve", *tf_vars)),
+             (*tf, "apply", "-auto-approve", "-input=false", *tf_vars)),
         Step("configure", "read baton's webhook URL", (*tf, "output", "-raw", "webhook_url"), capture="webhook_url"),
         Step("configure", "point the fake platform's status webhooks at baton",
              (*gc, "run", "services", "update", test.fake_service, f"--region={r}",
@@ -129,10 +168,9 @@ def build(test: LoadTest, source_dir: str = ".") -> list[Step]:
               f"--run-id={prefix}")),
         Step("drain", f"wait until the fake platform has {test.total:,} sends or {test.drain_timeout_s} s pass",
              ("python", "-m", "tools.loadtest_cloud.drain", "--fake-url={fake_url}", f"--expect={test.total}",
-              f"--timeout-s={test.drain_timeout_s}")),
-        Step("verdict", "the fake's record (sends, what each device received)",
-             ("curl", "-sf", "-H", "Authorization: Bearer {identity_token}", "{fake_url}/_fake/stats"),
-             save="stats.json"),
+              f"--timeout-s={test.drain_timeout_s}"), stdin="token"),
+        Step("verdict", "the fake's record (sends, what each device received)", stats_request,
+             stdin="control_header", save="stats.json"),
         Step("verdict", "the delivery event log of this deployment's services",
              (*gc, "logging", "read", f'jsonPayload.log_type="baton.delivery" AND '
               f'resource.labels.service_name:"{prefix}-" AND timestamp>="{since}"', "--format=json"),
@@ -147,10 +185,10 @@ def build(test: LoadTest, source_dir: str = ".") -> list[Step]:
                 f"filter=metric.type%3D%22{metric}%22&interval.startTime={since}&interval.endTime={{ended_at}}"),
                save=f"metric-{metric.split('/')[-1]}.json")
           for metric in METRICS],
-        Step("teardown", f"destroy the `{prefix}` deployment", (*tf, "destroy", "-auto-approve", *tf_vars)),
+        Step("teardown", f"destroy the `{prefix}` deployment",
+             (*tf, "destroy", "-auto-approve", "-input=false", *tf_vars)),
         Step("teardown", "delete the fake platform", (*gc, "run", "services", "delete", test.fake_service,
                                                       f"--region={r}", "--quiet")),
-        Step("teardown", "back to the default workspace", (*tf, "workspace", "select", "default")),
     ]
 
 

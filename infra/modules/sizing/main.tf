@@ -53,6 +53,12 @@ locals {
   whatsapp_upgraded_tier = 1000
   whatsapp_default_rate  = 75
   whatsapp_upgraded_rate = 950
+  # baton's send window (shared/sender_window.py) lets one send through per
+  # slot per second, and frees a slot GUARD_US (50 ms) after its second: a
+  # saturated number sends its configured rate x 1 / 1.05.
+  sender_window_s       = 1.0
+  sender_window_guard_s = 0.05
+  sender_efficiency     = local.sender_window_s / (local.sender_window_s + local.sender_window_guard_s)
   # Messenger and Instagram: 300 Send API calls/s per Page or professional
   # account for text, links, reactions and stickers
   # (https://developers.facebook.com/documentation/business-messaging/messenger-platform/overview/rate-limiting).
@@ -67,7 +73,7 @@ locals {
   sender_rates_in_order = length(local.sender_specs) == 0 ? [var.whatsapp_sender_rate] : local.sender_rates_given
   whatsapp_number_rates = [for r in local.sender_rates_in_order : r == 0 ? local.whatsapp_default_tier : r]
   sender_capacity = {
-    whatsapp  = contains(var.platforms, "whatsapp") ? sum(local.whatsapp_number_rates) : 0
+    whatsapp  = contains(var.platforms, "whatsapp") ? sum(local.whatsapp_number_rates) * local.sender_efficiency : 0
     messenger = contains(var.platforms, "messenger") ? local.meta_page_text_calls_per_s : 0
     instagram = contains(var.platforms, "instagram") ? local.meta_page_text_calls_per_s : 0
   }
@@ -127,6 +133,16 @@ locals {
     } if demand > 0 },
   )
   headroom = { for name, c in local.components : name => c.at_target > 0 ? c.capacity / c.at_target : null }
+
+  # The highest target these threads, shards, senders and retired queues
+  # can be sized for: past it a derived max_instances passes 1,000, a shard
+  # 500 writes/s, the senders their rates, or the queues 1,000 per region.
+  sizable_up_to = min(concat(
+    [for f, n in local.per_message : local.max_instances_limit * var.function_threads * local.instance_util / (n * local.seconds_per_request[f]) if n > 0],
+    [var.index_shards * local.sequential_index_limit / local.index_writes_per_message],
+    [for p, share in local.shares : local.sender_capacity[p] / share if share > 0],
+    [(local.queues_per_region - 1 - var.tasks_queues_retired - var.prepare_queues_retired) * local.queue_dispatch_limit * local.limit_share / (local.timer_tasks_per_message + local.per_message.prepare)],
+  )...)
 }
 
 # Nothing to create: the checks run at plan time and refuse the apply.
@@ -152,11 +168,11 @@ resource "terraform_data" "checks" {
     }
     precondition {
       condition     = local.whatsapp_shortfall == 0
-      error_message = "The WhatsApp numbers carry ${local.sender_capacity.whatsapp} msg/s, short by ${ceil(local.whatsapp_shortfall)} msg/s of the target's WhatsApp share (${local.platform_demand.whatsapp} msg/s): it needs ${ceil(local.platform_demand.whatsapp / local.whatsapp_default_rate)} numbers at 75 msg/s (Meta's default tier) or ${ceil(local.platform_demand.whatsapp / local.whatsapp_upgraded_rate)} at 950 msg/s (upgraded to 1,000/s) in whatsapp_senders, or a lower target_peak_messages_per_s."
+      error_message = "The WhatsApp numbers carry ${format("%.0f", local.sender_capacity.whatsapp)} msg/s (their rates in whatsapp_senders, less the send window's 50 ms guard), short by ${ceil(local.whatsapp_shortfall)} msg/s of the target's WhatsApp share (${format("%.0f", local.platform_demand.whatsapp)} msg/s): it needs ${ceil(local.platform_demand.whatsapp / (local.whatsapp_default_rate * local.sender_efficiency))} numbers at 75 msg/s (Meta's default tier) or ${ceil(local.platform_demand.whatsapp / (local.whatsapp_upgraded_rate * local.sender_efficiency))} at 950 msg/s (upgraded to 1,000/s) in whatsapp_senders, or a lower target_peak_messages_per_s."
     }
     precondition {
       condition     = local.platform_demand.messenger <= local.sender_capacity.messenger && local.platform_demand.instagram <= local.sender_capacity.instagram
-      error_message = "The target's Messenger or Instagram share (${local.platform_demand.messenger} and ${local.platform_demand.instagram} msg/s) passes one Page's or account's 300 Send API calls/s for text: lower target_peak_messages_per_s or the share."
+      error_message = "The target's Messenger or Instagram share (${format("%.0f", local.platform_demand.messenger)} and ${format("%.0f", local.platform_demand.instagram)} msg/s) passes one Page's or account's 300 Send API calls/s for text: lower target_peak_messages_per_s or the share."
     }
     precondition {
       condition     = local.dispatches_per_timer_queue <= local.queue_dispatch_limit

@@ -48,3 +48,8 @@ output "max_messages_per_s" {
   # 1000000000: at least one number for min() when nothing carries load (a target of 0).
   value = local.target * min(concat([for v in values(local.headroom) : v if v != null], [1000000000])...)
 }
+
+output "sizable_up_to_messages_per_s" {
+  description = "The highest target_peak_messages_per_s these threads, index shards, senders and retired queues can be sized for (messages/s); above it the plan is refused."
+  value       = local.sizable_up_to
+}
