@@ -3,10 +3,13 @@ index range a room write lands in, read from infra/firestore.tf."""
 
 from __future__ import annotations
 
+import json
+import re
 from pathlib import Path
 
 from tools.scale_model.meter import IndexLayout, Meter, peak_and_p99
 
+ROOT = Path(__file__).resolve().parents[2]
 NOW = 1_795_000_000_000_000
 TF = '''
 resource "google_firestore_field" "room_unindexed" {
@@ -63,7 +66,11 @@ def test_the_model_passes_on_this_layout_and_fails_on_the_unsharded_one(tmp_path
     fails on the sequential index range."""
     from tools.scale_model.__main__ import ROOT, main
 
-    small = ["--sample", "0.004", "--duration-s", "40", "--burst-s", "20", "--tasks-queues", "100"]
+    # Numbers to spare: a sample this small gives each number a few slots of
+    # its send window, where waits are not the deployment's (sampled_senders).
+    senders = ",".join(f"{1000001 + i}:950" for i in range(40))
+    small = ["--sample", "0.004", "--duration-s", "40", "--burst-s", "20", "--tasks-queues", "100",
+             "--senders", senders]
     assert main(small) == 0
     assert "verdict: PASS" in capsys.readouterr().out
     before = tmp_path / "firestore.tf"
@@ -74,3 +81,37 @@ def test_the_model_passes_on_this_layout_and_fails_on_the_unsharded_one(tmp_path
     assert main([*small, "--index-shards", "1", "--firestore-tf", str(before)]) == 1
     out = capsys.readouterr().out
     assert "index writes per sequential range (10 s) [wake_at_us]" in out and "OVER" in out
+
+
+def test_the_models_firestore_operations_per_message_agree_with_bench_core(capsys):
+    """`make scale-model` runs the real send window (shared/sender_window.py
+    over an in-memory client) and the sent proof (shared/service/webhook.py)
+    and counts their reads and writes with the room store's; on a small run
+    its per-message counts agree with `make bench-core`'s (the snapshot
+    docs/cost-inputs.json keeps) within 10%. The send window's reads depend
+    on how busy a number is, so the run loads one number at 75 msg/s (as
+    bench-core does) at 42 msg/s, about the mean of bench-core's light, half
+    and capacity phases weighted by their messages."""
+    from tools.scale_model.__main__ import main
+
+    assert main(["--rooms", "200", "--sample", "0.25", "--burst", "0", "--background", "42",
+                 "--duration-s", "60", "--senders", "1000001:75"]) == 0
+    line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("per message"))
+    match = re.search(r"([\d.]+) Firestore writes \(([\d.]+) of the send window\), ([\d.]+) reads \(([\d.]+) of the "
+                      r"send window\)", line)
+    assert match, line
+    model = dict(zip(("firestore_writes", "window_writes", "firestore_reads", "window_reads"),
+                     map(float, match.groups()), strict=True))
+    bench = json.loads((ROOT / "docs" / "cost-inputs.json").read_text())["modes"]["direct"]["counts"]
+    for name, value in model.items():
+        measured = bench[f"{name}_per_message"]
+        assert abs(value - measured) <= 0.10 * measured, f"{name}: model {value:.2f}, bench-core {measured:.2f}"
+    # The send window is in: a write per send and more than one read.
+    assert model["window_writes"] >= 0.95 and model["window_reads"] > 1
+
+
+def test_a_sampled_number_keeps_its_share_of_the_window():
+    from tools.scale_model.__main__ import sampled_senders
+
+    assert sampled_senders("1000001:950,1000002", 0.04) == "1000001:38,1000002:3"
+    assert sampled_senders("1000001:10", 0.01) == "1000001:1"

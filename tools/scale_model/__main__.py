@@ -47,6 +47,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--index-shards", type=int, default=128, help="INDEX_SHARDS (infra default)")
     parser.add_argument("--tasks-queues", type=int, default=0, help="timer queues; 0: derived as infra/scale.tf does")
     parser.add_argument("--threads", type=int, default=8, help="requests per function instance (function_threads)")
+    parser.add_argument("--senders", default="",
+                        help="WHATSAPP_SENDERS of the deployment (id:rate,...); empty: as many numbers at 950 msg/s as "
+                             "the peak needs through the send window (infra/modules/sizing)")
     parser.add_argument("--firestore-tf", type=Path, default=ROOT / "infra" / "firestore.tf",
                         help="the index layout to judge (default: this checkout's infra/firestore.tf)")
     args = parser.parse_args(argv)
@@ -54,9 +57,10 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--sample must be in (0, 1]")
     peak = args.burst + args.background
     queues = args.tasks_queues or max(1, math.ceil(peak * 1.1 / (500 * QUEUE_LIMIT_SHARE)))
-    world = ScaleWorld.build(args.firestore_tf, args.index_shards, queues)
     rooms = max(1, round(args.rooms * args.sample))
     scale = args.rooms / rooms
+    senders = args.senders or ",".join(f"{1000001 + i}:950" for i in range(math.ceil(peak * 1.05 / 950)))
+    world = ScaleWorld.build(args.firestore_tf, args.index_shards, queues, sampled_senders(senders, 1 / scale))
     load = Load(rooms, args.background / scale, args.burst / scale, 30, args.burst_s, args.duration_s)
     traffic = Traffic(world, load)
     started = time.monotonic()
@@ -77,6 +81,25 @@ def main(argv: list[str] | None = None) -> int:
                     for s, v in _per_key_scale(sampled, lambda r: index_shard(r, args.index_shards),
                                                args.rooms / args.index_shards).items()}}
     return report(world, traffic, scale, args.threads, key_scale)
+
+
+def sampled_senders(spec: str, share: float) -> str:
+    """WHATSAPP_SENDERS for the sample: each number keeps its id and gets
+    `share` of its rate (at least 1), so the sampled rooms fill its send
+    window as the whole deployment's rooms fill the real one."""
+    numbers = []
+    for item in spec.replace(" ", "").split(","):
+        number, _, rate = item.partition(":")
+        numbers.append(f"{number}:{max(1, round(int(rate or 75) * share))}")
+    return ",".join(numbers)
+
+
+def per_message(world: ScaleWorld, traffic: Traffic) -> dict[str, float]:
+    """Firestore operations per message of the run (reads and writes, the
+    send window's among them), as bench-core's metrics count them."""
+    messages = max(1, traffic.published)
+    return {name: world.meter.total(name) / messages
+            for name in ("firestore_reads", "firestore_writes", "window_reads", "window_writes")}
 
 
 def _per_key_scale(rooms: list[str], key_of: Callable[[str], object], real_per_key: float) -> dict[object, float]:
@@ -123,7 +146,10 @@ def report(world: ScaleWorld, traffic: Traffic, scale: float, threads: int, key_
         print(f"{what:<{width}}  {peak:>10,.1f}  {p99:>10,.1f}  {limit:>10,.0f}  {verdict:<7}  {source}")
     messages = traffic.published * scale
     print("\nper message (the whole run): "
-          f"{meter.total('database writes') * scale / messages:.2f} Firestore writes, "
+          f"{meter.total('firestore_writes') * scale / messages:.2f} Firestore writes "
+          f"({meter.total('window_writes') * scale / messages:.2f} of the send window), "
+          f"{meter.total('firestore_reads') * scale / messages:.2f} reads "
+          f"({meter.total('window_reads') * scale / messages:.2f} of the send window), "
           f"{meter.total('sequential index range writes') * scale / messages:.2f} sequential index entries, "
           f"{meter.total('task creates per queue') * scale / messages:.2f} task creates, "
           f"{meter.total('function invocations') * scale / messages:.2f} invocations, "

@@ -19,6 +19,7 @@ from collections import defaultdict, deque
 from dataclasses import dataclass
 
 from shared.events import utc_iso
+from shared.opcounts import begin_request
 from shared.providers.whatsapp import sign
 from shared.tasks import queue_index, timer_body
 from tools.scale_model.world import ScaleWorld
@@ -80,7 +81,11 @@ class Traffic:
         while self.heap:
             at_us, _, kind, payload = heapq.heappop(self.heap)
             clock.advance_to_us(at_us)
+            counts = begin_request()  # each event is one request: its Firestore operations counted apart
             getattr(self, f"_on_{kind}")(payload)
+            for name in ("firestore_reads", "firestore_writes", "window_reads", "window_writes"):
+                if getattr(counts, name):
+                    self.world.meter.count(name, "all", getattr(counts, name), at_us)
             self._follow_up()
 
     # -- events

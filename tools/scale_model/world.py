@@ -4,22 +4,31 @@
 tests/fakes.py and a simulated clock, and meters every operation the model
 checks: room writes per document and per index range (`IndexLayout`),
 timer task creates and dispatches per queue (`shared.tasks.queue_index`),
-invocations per function, event-log bytes.
+invocations per function, event-log bytes, and each request's Firestore
+reads and writes (shared/opcounts.py): the room store's as the real
+`RoomStore` counts them (one read per transaction and per `read_room`, one
+write per committed change and per blind write), and the send window's by
+the real `SenderWindow` over an in-memory client (memfirestore.py), which
+counts its own.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import random
 from pathlib import Path
 from typing import Any
 
 from shared import config
 from shared.events import DeliveryEvent
-from shared.room import Decision, policy_from_settings
+from shared.opcounts import op_counts
+from shared.room import Decision, RoomState, policy_from_settings
+from shared.sender_window import SenderWindow
 from shared.service import DeliveryService
 from shared.tasks import queue_index
 from tests.fakes import FakePlatform, FakeRoomStore, FakeTimers, SimClock
+from tools.scale_model.memfirestore import MemFirestore
 from tools.scale_model.meter import IndexLayout, Meter
 
 
@@ -31,7 +40,21 @@ class MeteredStore(FakeRoomStore):
         super().__init__(clock, index_shards=index_shards)
         self._meter, self._layout = meter, layout
 
+    def apply(self, room_id: str, decide_fn: Any) -> Decision:
+        op_counts().firestore_reads += 1  # RoomStore.apply reads the room once (no contention in virtual time)
+        return super().apply(room_id, decide_fn)
+
+    def read_room(self, room_id: str, deadline_s: float | None = None) -> RoomState | None:
+        op_counts().firestore_reads += 1
+        return super().read_room(room_id, deadline_s)
+
+    def record_echo(self, room_id: str, *args: Any, **kwargs: Any) -> None:
+        if room_id in self.docs:
+            op_counts().firestore_writes += 1
+        super().record_echo(room_id, *args, **kwargs)
+
     def _write(self, room_id: str, decision: Decision) -> str:
+        op_counts().firestore_writes += 1 + len(decision.dead_letters)
         old = self.docs.get(room_id)
         write_id = super()._write(room_id, decision)
         now = self._clock.now_us()
@@ -42,6 +65,8 @@ class MeteredStore(FakeRoomStore):
         return write_id
 
     def record_accepted(self, room_id: str, incarnation: int, seq: int, attempt: int, deadline_us: int) -> None:
+        if room_id in self.docs:
+            op_counts().firestore_writes += 1
         super().record_accepted(room_id, incarnation, seq, attempt, deadline_us)
         self._meter.count("document writes", room_id, 1, self._clock.now_us())
         self._meter.count("database writes", "all", 1, self._clock.now_us())
@@ -92,16 +117,21 @@ class ScaleWorld:
     service: DeliveryService
 
     @classmethod
-    def build(cls, firestore_tf: Path, index_shards: int, tasks_queue_count: int) -> ScaleWorld:
+    def build(cls, firestore_tf: Path, index_shards: int, tasks_queue_count: int,
+              whatsapp_senders: str = "", seed: int = 7) -> ScaleWorld:
         """A world with the local defaults but for the queue and shard counts
-        the deployment would have, in direct webhook mode."""
+        the deployment would have, in direct webhook mode, sending from
+        `whatsapp_senders` (WHATSAPP_SENDERS; empty: the local default
+        number) through the real send window."""
         clock, meter = SimClock(), Meter()
         settings = dataclasses.replace(config.load(), webhook_mode="direct", event_log_path="", metrics_log_path="",
-                                       index_shards=index_shards, tasks_queue_count=tasks_queue_count)
+                                       index_shards=index_shards, tasks_queue_count=tasks_queue_count,
+                                       whatsapp_senders=whatsapp_senders)
         store = MeteredStore(clock, meter, IndexLayout.from_terraform(firestore_tf), index_shards)
         timers = MeteredTimers(clock, meter, tasks_queue_count)
         platform = FakePlatform(clock, settings.send_timeout_ms)
         log = CountingLog(meter, clock)
+        window = SenderWindow(MemFirestore(), random.Random(seed))  # type: ignore[arg-type]
         service = DeliveryService(settings, policy_from_settings(settings), store, timers,  # type: ignore[arg-type]
-                                  {"whatsapp": platform}, log)  # type: ignore[arg-type]
+                                  {"whatsapp": platform}, log, sender_window=window)  # type: ignore[arg-type]
         return cls(clock, meter, store, timers, platform, log, settings, service)
