@@ -132,7 +132,7 @@ def test_every_required_variable_is_passed_and_the_production_tfvars_never_read(
 def test_the_senders_carry_the_rate_the_deployment_is_sized_for():
     for rate in (1, 100, 950, 2_000, 30_000):
         numbers = LoadTest("my-project-1", rate=rate).senders.split(",")
-        assert len(numbers) * 950 / 1.05 >= rate and len({n.split(":")[0] for n in numbers}) == len(numbers)
+        assert len(numbers) * 950 / 1.05 * 0.7 >= rate and len({n.split(":")[0] for n in numbers}) == len(numbers)
 
 
 def test_the_copy_of_infra_leaves_the_production_deployment_out(tmp_path):

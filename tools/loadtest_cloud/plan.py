@@ -95,9 +95,10 @@ class LoadTest:
 
     @property
     def senders(self) -> str:
-        """WHATSAPP_SENDERS of fake numbers that carry `rate` through the send
-        window (a number sends its rate x 1 / 1.05)."""
-        count = max(1, math.ceil(self.rate * 1.05 / FAKE_NUMBER_RATE))
+        """WHATSAPP_SENDERS of fake numbers that carry `rate` as the sizing
+        asks: through the send window (a number sends its rate x 1 / 1.05),
+        at most 70% busy (infra/modules/sizing)."""
+        count = max(1, math.ceil(self.rate * 1.05 / (FAKE_NUMBER_RATE * 0.7)))
         return ",".join(f"{FAKE_NUMBER_BASE + i}:{FAKE_NUMBER_RATE}" for i in range(count))
 
 

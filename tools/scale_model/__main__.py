@@ -49,7 +49,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=8, help="requests per function instance (function_threads)")
     parser.add_argument("--senders", default="",
                         help="WHATSAPP_SENDERS of the deployment (id:rate,...); empty: as many numbers at 950 msg/s as "
-                             "the peak needs through the send window (infra/modules/sizing)")
+                             "the sizing asks for, at most 70%% busy at the peak (infra/modules/sizing)")
     parser.add_argument("--firestore-tf", type=Path, default=ROOT / "infra" / "firestore.tf",
                         help="the index layout to judge (default: this checkout's infra/firestore.tf)")
     args = parser.parse_args(argv)
@@ -59,7 +59,8 @@ def main(argv: list[str] | None = None) -> int:
     queues = args.tasks_queues or max(1, math.ceil(peak * 1.1 / (500 * QUEUE_LIMIT_SHARE)))
     rooms = max(1, round(args.rooms * args.sample))
     scale = args.rooms / rooms
-    senders = args.senders or ",".join(f"{1000001 + i}:950" for i in range(math.ceil(peak * 1.05 / 950)))
+    # As many numbers at 950 msg/s as the sizing asks for: at most 70% busy at the peak (infra/modules/sizing).
+    senders = args.senders or ",".join(f"{1000001 + i}:950" for i in range(math.ceil(peak * 1.05 / (950 * 0.7))))
     world = ScaleWorld.build(args.firestore_tf, args.index_shards, queues, sampled_senders(senders, 1 / scale))
     load = Load(rooms, args.background / scale, args.burst / scale, 30, args.burst_s, args.duration_s)
     traffic = Traffic(world, load)

@@ -38,20 +38,21 @@ def senders(count: int, rate: int) -> str:
 
 
 # The configurations the page shows: the defaults (one number), and the
-# 1,000 / 10,000 / 30,000 msg/s of docs/scale.md with the numbers, shards
+# 1,000 / 10,000 / 30,000 msg/s of docs/scale.md with the numbers (at most
+# 70% busy), shards
 # and threads each needs. tests/infra/test_sizing.py plans the same ones.
 CASES: dict[str, dict[str, Any]] = {
     "default": {},
     "1,000 msg/s": {"target_peak_messages_per_s": 1000, "whatsapp_senders": senders(2, 950)},
-    "10,000 msg/s": {"target_peak_messages_per_s": 10000, "whatsapp_senders": senders(12, 950)},
-    "30,000 msg/s": {"target_peak_messages_per_s": 30000, "whatsapp_senders": senders(34, 950),
+    "10,000 msg/s": {"target_peak_messages_per_s": 10000, "whatsapp_senders": senders(16, 950)},
+    "30,000 msg/s": {"target_peak_messages_per_s": 30000, "whatsapp_senders": senders(48, 950),
                      "index_shards": 256, "function_threads": 32},
 }
 CASE_NOTES = {
     "default": "one number at 75 msg/s; the target unset",
     "1,000 msg/s": "2 numbers at 950 msg/s (the example tfvars)",
-    "10,000 msg/s": "12 numbers at 950 msg/s",
-    "30,000 msg/s": "34 numbers at 950 msg/s, `index_shards` 256, `function_threads` 32",
+    "10,000 msg/s": "16 numbers at 950 msg/s",
+    "30,000 msg/s": "48 numbers at 950 msg/s, `index_shards` 256, `function_threads` 32",
 }
 # The documented limit behind each kind of component, with its source.
 LIMITS = {
@@ -60,7 +61,8 @@ LIMITS = {
     "queues": "500 dispatches/s per queue, 1,000 queues per region ([Cloud Tasks](https://cloud.google.com/tasks/docs/quotas))",
     "index": "500 writes/s per sequential index range "
              "([shard timestamps](https://cloud.google.com/firestore/docs/solutions/shard-timestamp))",
-    "whatsapp": "the numbers' rates less the send window's guard (x 1/1.05); 80 msg/s per number, 1,000 after "
+    "whatsapp": "the numbers' rates less the send window's guard (x 1/1.05), sized at most 70% busy; 80 msg/s per "
+                "number, 1,000 after "
                 "Meta's upgrade ([throughput](https://developers.facebook.com/documentation/business-messaging/whatsapp/throughput))",
     "meta": "300 Send API calls/s per Page or account for text ([rate limiting]"
             "(https://developers.facebook.com/documentation/business-messaging/messenger-platform/overview/rate-limiting))",

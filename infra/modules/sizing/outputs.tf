@@ -28,6 +28,11 @@ output "sender_capacity" {
   value       = local.sender_capacity
 }
 
+output "usable_sender_capacity" {
+  description = "Messages/s the configured senders are sized to carry, per platform: WhatsApp numbers at most 70% busy (their send window's waits), Messenger and Instagram at 300 calls/s."
+  value       = local.usable_capacity
+}
+
 output "whatsapp_number_rates" {
   description = "Each configured WhatsApp number's rate, messages/s, in WHATSAPP_SENDERS order."
   value       = local.whatsapp_number_rates
