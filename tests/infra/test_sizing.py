@@ -160,3 +160,21 @@ def test_the_scale_page_shows_what_the_module_derives(sizing_dir):
     assert sizing_table.current_block(page) == sizing_table.render(sized), "run `make scale-table`"
     # At the users' 10,000 msg/s the page states the headroom of the default threads and shards.
     assert sized["10,000 msg/s"]["sizable_up_to_messages_per_s"] >= 10_000
+
+
+def test_the_scale_model_sizes_as_the_module_does():
+    """tools/scale_model judges instances and queues with the module's own
+    seconds per request, utilisation and queue share."""
+    tree = ast.parse((ROOT / "tools" / "scale_model" / "__main__.py").read_text())
+    model = {t.id: ast.literal_eval(node.value) for node in tree.body if isinstance(node, ast.Assign)
+             for t in node.targets if isinstance(t, ast.Name)
+             and t.id in ("SECONDS_PER_REQUEST", "INSTANCE_UTILISATION", "QUEUE_LIMIT_SHARE", "SENDER_LIMIT_SHARE")}
+    module = parse(INFRA / "modules" / "sizing")["locals"]
+    seconds = module["seconds_per_request"]
+    assert {f: float(seconds[f]) for f in model["SECONDS_PER_REQUEST"]} == model["SECONDS_PER_REQUEST"]
+    assert float(module["instance_util"]) == model["INSTANCE_UTILISATION"]
+    assert float(module["limit_share"]) == model["QUEUE_LIMIT_SHARE"]
+    plan_py = ast.parse((ROOT / "tools" / "loadtest_cloud" / "plan.py").read_text())
+    loadtest = {t.id: ast.literal_eval(node.value) for node in plan_py.body if isinstance(node, ast.Assign)
+                for t in node.targets if isinstance(t, ast.Name) and t.id == "SENDER_LIMIT_SHARE"}
+    assert float(module["sender_limit_share"]) == model["SENDER_LIMIT_SHARE"] == loadtest["SENDER_LIMIT_SHARE"]

@@ -47,6 +47,7 @@ REQUIRED_VARS = ("project_id", "whatsapp_phone_number_id")
 # (Meta's upgraded tier, as the sizing counts it: infra/modules/sizing).
 FAKE_NUMBER_BASE = 100000000000001
 FAKE_NUMBER_RATE = 950
+SENDER_LIMIT_SHARE = 0.7  # at most this busy at the peak, as the sizing asks
 PROJECT_PATTERN = re.compile(r"^[a-z][a-z0-9-]{4,28}[a-z0-9]$")
 PREFIX_PATTERN = re.compile(r"^[a-z][a-z0-9-]{0,14}[a-z0-9]$")
 METRICS = ("run.googleapis.com/container/instance_count", "run.googleapis.com/request_count",
@@ -83,7 +84,7 @@ class LoadTest:
         if self.rooms < 1 or self.messages < 1:
             raise ValueError("--rooms and --messages must be at least 1")
         if not 0 < self.rate <= 50_000:
-            raise ValueError("--rate must be above 0 and at most 50000 messages/s (infra/scale.tf's range)")
+            raise ValueError("--rate must be above 0 and at most 50000 messages/s (target_peak_messages_per_s's range)")
 
     @property
     def fake_service(self) -> str:
@@ -98,7 +99,7 @@ class LoadTest:
         """WHATSAPP_SENDERS of fake numbers that carry `rate` as the sizing
         asks: through the send window (a number sends its rate x 1 / 1.05),
         at most 70% busy (infra/modules/sizing)."""
-        count = max(1, math.ceil(self.rate * 1.05 / (FAKE_NUMBER_RATE * 0.7)))
+        count = max(1, math.ceil(self.rate * 1.05 / (FAKE_NUMBER_RATE * SENDER_LIMIT_SHARE)))
         return ",".join(f"{FAKE_NUMBER_BASE + i}:{FAKE_NUMBER_RATE}" for i in range(count))
 
 

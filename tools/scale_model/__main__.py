@@ -28,12 +28,15 @@ from tools.scale_model.traffic import Load, Traffic
 from tools.scale_model.world import ScaleWorld
 
 ROOT = Path(__file__).resolve().parents[2]
-# Seconds one request of each function takes in the cloud (infra/scale.tf).
+# Seconds one request of each function takes in the cloud (infra/modules/sizing; tests/infra/test_sizing.py
+# keeps them equal).
 SECONDS_PER_REQUEST = {"enqueue": 0.3, "webhook": 0.15, "timeout": 0.1}
 INSTANCE_UTILISATION = 0.6
-# Timer queues are sized for this share of their 500 dispatches/s (infra/scale.tf): timers come in waves
+# Timer queues are sized for this share of their 500 dispatches/s (infra/modules/sizing): timers come in waves
 # one ack timeout after a burst starts.
 QUEUE_LIMIT_SHARE = 0.6
+# WhatsApp numbers are sized at most this busy at the peak (infra/modules/sizing, docs/scale.md).
+SENDER_LIMIT_SHARE = 0.7
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -45,7 +48,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--background", type=float, default=1_000, help="steady messages/s (all rooms)")
     parser.add_argument("--duration-s", type=float, default=150, help="publishing time, s")
     parser.add_argument("--index-shards", type=int, default=128, help="INDEX_SHARDS (infra default)")
-    parser.add_argument("--tasks-queues", type=int, default=0, help="timer queues; 0: derived as infra/scale.tf does")
+    parser.add_argument("--tasks-queues", type=int, default=0, help="timer queues; 0: derived as infra/modules/sizing does")
     parser.add_argument("--threads", type=int, default=8, help="requests per function instance (function_threads)")
     parser.add_argument("--senders", default="",
                         help="WHATSAPP_SENDERS of the deployment (id:rate,...); empty: as many numbers at 950 msg/s as "
@@ -60,7 +63,7 @@ def main(argv: list[str] | None = None) -> int:
     rooms = max(1, round(args.rooms * args.sample))
     scale = args.rooms / rooms
     # As many numbers at 950 msg/s as the sizing asks for: at most 70% busy at the peak (infra/modules/sizing).
-    senders = args.senders or ",".join(f"{1000001 + i}:950" for i in range(math.ceil(peak * 1.05 / (950 * 0.7))))
+    senders = args.senders or ",".join(f"{1000001 + i}:950" for i in range(math.ceil(peak * 1.05 / (950 * SENDER_LIMIT_SHARE))))
     world = ScaleWorld.build(args.firestore_tf, args.index_shards, queues, sampled_senders(senders, 1 / scale))
     load = Load(rooms, args.background / scale, args.burst / scale, 30, args.burst_s, args.duration_s)
     traffic = Traffic(world, load)
