@@ -38,14 +38,19 @@ after finding another busy gets no lease (L = 0: the number is busy, and a
 lease would keep capacity from instances that need it); so does one whose
 lease would not fit.
 
-Cost: an instance that sends x messages/s from a number holds about x
-slots, each renewed once per lease: about x / L writes/s, with L up to
-LEASE_MAX_US, and reads only to find a slot it does not hold. At a third
-of the rate (bench-core's half-capacity run) a few hundredths to a tenth of
-an operation per send (docs/benchmarks.md), against 3.4 before leases.
+Cost: an instance holding n slots of a number renews each once per lease,
+and those leases share R x 1 s (above), so they last about 2R/n s and it
+writes about n^2/(2R) times a second; at x sends/s it holds a little more
+slots than x (its busiest second). Reads only to find a slot it does not
+hold. Measured (`make bench-core`, 2026-11-27, docs/benchmarks.md): 0 reads
+and 0.16 writes a send in the half-capacity run (a number at a seventh of
+its rate, three processes sending), 0.04 and 0.28 over the whole run,
+against 2.44 and 1.02 before leases. Documents of k slots each would divide
+the writes by k (not done: one taken for a single send strands k - 1 of the
+rate, which hurts when many instances each send rarely from a number).
 Many instances each sending from a number less than once per lease pay a
-write per send and no read (a renewal), or, on a busy number, a read and
-a write (a take without lease).
+write per send and no read (a renewal), or, on a busy number, a read and a
+write (a take without lease).
 
 A slot's clock is the function's wall clock, stamped just before the write
 that takes it; the platform counts the request when it arrives, after that
