@@ -204,8 +204,10 @@ class SenderWindow:
             op_counts().firestore_writes += 1
             op_counts().window_writes += 1
         with self._lock:
+            # Its send leaves after this write: its next one through this
+            # slot a SPAN after now, not after the stamp (the write may be slow).
             held.until_us, held.update_time, held.last_use_us, held.writing = (
-                stamp + lease_us, result.update_time, stamp, False)
+                stamp + lease_us, result.update_time, clock(), False)
         return True
 
     def _take_free(self, phone_number_id: str, number: _Number, slots: list[int], rate_per_s: int, clock,
@@ -239,7 +241,7 @@ class SenderWindow:
                 op_counts().firestore_writes += 1
                 op_counts().window_writes += 1
             with self._lock:
-                number.held[k] = _Held(stamp + lease, result.update_time, stamp)
+                number.held[k] = _Held(stamp + lease, result.update_time, clock())  # as in `_renew`
             return None
         return SlotTaken(min(ready)) if ready else SlotTaken(clock() + SPAN_US)
 
