@@ -29,13 +29,14 @@ from shared.room import (
 )
 from shared.service import core
 from shared.service.core import Reply, ServiceCore
-from shared.service.sent_proofs import PendingProof
+from shared.service.sent_proofs import PendingProof, SentProofRecord
 from shared.status_queue import (
     QueuedStatus,
     RecipientReceipts,
     RoomStatuses,
     Unroutable,
 )
+from shared.store import RoomStore
 
 # One try of at most this long (s) for each read and write of a `sent`
 # proof, and at most SENT_PROOF_POST_S for the proofs of one post:
@@ -44,8 +45,67 @@ from shared.status_queue import (
 SENT_PROOF_CALL_S = 1.0
 SENT_PROOF_POST_S = 2.0
 # A post that comes this soon (us) after the instance's previous one defers
-# its `sent` proofs (`_note_sent_proofs`): more posts are coming to check them.
+# its `sent` proofs (`note_sent_proofs`): more posts are coming to check them.
 PROOF_BUSY_US = 250_000
+
+
+def note_sent_proofs(record: SentProofRecord, statuses: list[PlatformStatus], arrived: int,
+                     send_timeout_ms: int) -> None:
+    """WHATSAPP_SENT_PROOF=on, first step, no I/O: what a post's statuses
+    (`arrived`, epoch us) tell the instance's own `record`
+    (shared/service/sent_proofs.py). A `delivered` or `read` settles its
+    message, a `failed` its attempt;
+    a `sent` of an attempt not known to be settled waits for its check,
+    while posts keep coming (the previous one less than PROOF_BUSY_US
+    before), until SEND_TIMEOUT_MS after its attempt's start (its
+    delivery id): its ack, usually a fraction of a second behind it, can
+    settle it first, and the check still comes before the earliest resend
+    of an unknown outcome (ACK_TIMEOUT_MS after the send returned, always
+    longer: config.load). Otherwise at once: no later post may come to
+    check it in time."""
+    busy = record.last_post_us is not None and 0 <= arrived - record.last_post_us < PROOF_BUSY_US
+    record.last_post_us = arrived
+    for st in statuses:
+        try:
+            room_id, incarnation, seq, attempt, started = parse_delivery_id(st.callback_data or "")
+        except ValueError:
+            continue  # not ours: logged as `status_unknown` where it is routed
+        if not ROOM_ID.fullmatch(room_id):
+            continue
+        if st.status in ACK_STATUSES:
+            record.settle_message(room_id, incarnation, seq)
+        elif st.status == "failed":
+            record.settle((room_id, incarnation, seq, attempt))
+        elif st.status == "sent" and not record.is_settled((room_id, incarnation, seq, attempt)):
+            due = max(arrived, started + send_timeout_ms * 1000) if busy else arrived
+            record.wait(PendingProof((room_id, incarnation, seq, attempt),
+                                     arrived if st.timestamp_s is None else st.timestamp_s * 1_000_000,
+                                     st.provider_message_id, st.phone_number_id, due))
+
+
+def check_due_proofs(record: SentProofRecord, store: RoomStore, now: int) -> None:
+    """`WebhookHandlers._record_sent_proofs`' work, on `record` and `store`."""
+    rooms: dict[str, RoomState | None] = {}
+    give_up_at = time.monotonic() + SENT_PROOF_POST_S
+    for proof in record.take_due(now):
+        room_id, incarnation, seq, attempt = proof.attempt
+        try:
+            if time.monotonic() > give_up_at:
+                raise TimeoutError(f"the proofs of this post took over {SENT_PROOF_POST_S} s")
+            if room_id not in rooms:
+                rooms[room_id] = store.read_room(room_id, deadline_s=SENT_PROOF_CALL_S)
+            state = rooms[room_id]
+            if state is None or not awaits_platform_proof(state, incarnation, seq, attempt, proof.number):
+                continue
+            store.record_echo(room_id, incarnation, seq, attempt, proof.platform_ts_us,
+                              proof.provider_message_id, number=proof.number, deadline_s=SENT_PROOF_CALL_S)
+            rooms[room_id] = None  # proven: a repeat of this `sent` in the post writes nothing more
+        except (gexc.GoogleAPICallError, gexc.RetryError, TimeoutError, ValueError, KeyError, TypeError) as exc:
+            # ValueError, KeyError, TypeError: a room document room_from_doc cannot read.
+            print(json.dumps({"severity": "ERROR", "message": f"webhook: room {room_id}: the `sent` proof of "
+                              f"#{seq} attempt {attempt} was not written, nor any later one of this post: "
+                              f"{type(exc).__name__}: {exc}"[:500]}), flush=True)
+            return
 
 
 class WebhookHandlers(ServiceCore):
@@ -68,7 +128,7 @@ class WebhookHandlers(ServiceCore):
         In both, with WHATSAPP_SENT_PROOF on, a `sent` status of an attempt
         this instance does not know to be settled costs, once it is due, a
         read of its room and sometimes a blind write, best effort and bounded
-        in time (`_note_sent_proofs`, `_record_sent_proofs`).
+        in time (`note_sent_proofs`, `_record_sent_proofs`).
 
         Which app signed it: the payload's `object` names the platform
         (`WEBHOOK_OBJECTS`), and only that platform's app secret is tried, so
@@ -113,8 +173,9 @@ class WebhookHandlers(ServiceCore):
                                                provider_message_id=st.provider_message_id,
                                                reason=f"{IgnoreReason.OTHER_SENDER}: {st.phone_number_id[:20]}"))
         if self.settings.sent_proof:
-            self._note_sent_proofs([st for st in statuses
-                                    if st.phone_number_id is None or st.phone_number_id in ours], arrived)
+            note_sent_proofs(self.sent_proofs, [st for st in statuses
+                                                if st.phone_number_id is None or st.phone_number_id in ours],
+                             arrived, self.policy.send_timeout_ms)
         queued = [QueuedStatus(st.callback_data or "", st.status, "whatsapp", st.provider_message_id, st.error_code,
                                st.error_title, st.phone_number_id) for st in statuses
                   if st.phone_number_id is None or st.phone_number_id in ours]
@@ -126,38 +187,6 @@ class WebhookHandlers(ServiceCore):
         if self.settings.sent_proof:
             self._record_sent_proofs(core.now_us())
         return reply
-
-    def _note_sent_proofs(self, statuses: list[PlatformStatus], arrived: int) -> None:
-        """WHATSAPP_SENT_PROOF=on, first step, no I/O: what this post tells
-        the instance's own record (shared/service/sent_proofs.py). A
-        `delivered` or `read` settles its message, a `failed` its attempt;
-        a `sent` of an attempt not known to be settled waits for its check,
-        while posts keep coming (the previous one less than PROOF_BUSY_US
-        before), until SEND_TIMEOUT_MS after its attempt's start (its
-        delivery id): its ack, usually a fraction of a second behind it, can
-        settle it first, and the check still comes before the earliest resend
-        of an unknown outcome (ACK_TIMEOUT_MS after the send returned, always
-        longer: config.load). Otherwise at once: no later post may come to
-        check it in time."""
-        record = self.sent_proofs
-        busy = record.last_post_us is not None and 0 <= arrived - record.last_post_us < PROOF_BUSY_US
-        record.last_post_us = arrived
-        for st in statuses:
-            try:
-                room_id, incarnation, seq, attempt, started = parse_delivery_id(st.callback_data or "")
-            except ValueError:
-                continue  # not ours: logged as `status_unknown` where it is routed
-            if not ROOM_ID.fullmatch(room_id):
-                continue
-            if st.status in ACK_STATUSES:
-                record.settle_message(room_id, incarnation, seq)
-            elif st.status == "failed":
-                record.settle((room_id, incarnation, seq, attempt))
-            elif st.status == "sent" and not record.is_settled((room_id, incarnation, seq, attempt)):
-                due = max(arrived, started + self.policy.send_timeout_ms * 1000) if busy else arrived
-                record.wait(PendingProof((room_id, incarnation, seq, attempt),
-                                         arrived if st.timestamp_s is None else st.timestamp_s * 1_000_000,
-                                         st.provider_message_id, st.phone_number_id, due))
 
     def _record_sent_proofs(self, now: int) -> None:
         """WHATSAPP_SENT_PROOF=on, second step, after the post's statuses:
@@ -187,33 +216,10 @@ class WebhookHandlers(ServiceCore):
         counts = op_counts()
         reads, writes = counts.firestore_reads, counts.firestore_writes
         try:
-            self._check_due_proofs(now)
+            check_due_proofs(self.sent_proofs, self.store, now)
         finally:  # the proof's share of this request's counts (bench-core, make cost)
             counts.proof_reads += counts.firestore_reads - reads
             counts.proof_writes += counts.firestore_writes - writes
-
-    def _check_due_proofs(self, now: int) -> None:
-        rooms: dict[str, RoomState | None] = {}
-        give_up_at = time.monotonic() + SENT_PROOF_POST_S
-        for proof in self.sent_proofs.take_due(now):
-            room_id, incarnation, seq, attempt = proof.attempt
-            try:
-                if time.monotonic() > give_up_at:
-                    raise TimeoutError(f"the proofs of this post took over {SENT_PROOF_POST_S} s")
-                if room_id not in rooms:
-                    rooms[room_id] = self.store.read_room(room_id, deadline_s=SENT_PROOF_CALL_S)
-                state = rooms[room_id]
-                if state is None or not awaits_platform_proof(state, incarnation, seq, attempt, proof.number):
-                    continue
-                self.store.record_echo(room_id, incarnation, seq, attempt, proof.platform_ts_us,
-                                       proof.provider_message_id, number=proof.number, deadline_s=SENT_PROOF_CALL_S)
-                rooms[room_id] = None  # proven: a repeat of this `sent` in the post writes nothing more
-            except (gexc.GoogleAPICallError, gexc.RetryError, TimeoutError, ValueError, KeyError, TypeError) as exc:
-                # ValueError, KeyError, TypeError: a room document room_from_doc cannot read.
-                print(json.dumps({"severity": "ERROR", "message": f"webhook: room {room_id}: the `sent` proof of "
-                                  f"#{seq} attempt {attempt} was not written, nor any later one of this post: "
-                                  f"{type(exc).__name__}: {exc}"[:500]}), flush=True)
-                return
 
     def _record_echo(self, item: MessagingItem) -> None:
         """Record an echo's platform stamp for the attempt its metadata names
