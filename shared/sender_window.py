@@ -60,7 +60,13 @@ second, and the platform would see R + 1 in a second. So a slot frees only
 `GUARD_US` after its second is over (the largest such difference this
 covers). Measured with `python -m tools.demo_senders --rooms 300 --rate 5`
 (2026-11-25, 2-core machine): 16 x 130429 in 600 sends with the slot stamped
-at the send's decision and no guard, 0 with both.
+at the send's decision and no guard, 0 with both. `make demo-senders` on
+2026-11-27 16:36-16:47 UTC, the machine loaded by other sessions (its
+emulator ran at a third of its speed): 2 x 130429 in 2,000 sends with
+leases, 5 with the slots of f16701a in the same conditions: on a machine
+this loaded, sends arrive more than GUARD_US apart from when they left.
+A slot's next send through its holder is timed from when the write that
+took it returned, since its send leaves only then.
 
 Whatever takes a slot comes before the send's last deadline check, with no
 I/O between that check and the platform call (shared/service/core.py).
