@@ -56,8 +56,8 @@ ENV_VARS: dict[str, tuple[str, str]] = {
                              "(shared/sender_window.py): a little below the platform's 80/s (130429 above it); "
                              "0: not limited by baton"),
     "WHATSAPP_SENT_PROOF": ("on", "`on`: a WhatsApp `sent` status records its attempt as taken by the platform "
-                            "when its send outcome is not known to be accepted (one read of the room per message, "
-                            "a blind write only then), so an attempt whose send outcome was unknown times out "
+                            "when its send outcome is not known to be accepted (a read of the room only for a `sent` "
+                            "its webhook instance does not know to be settled, a blind write only then), so an attempt whose send outcome was unknown times out "
                             "instead of being sent again; `off`: `sent` is only logged"),
     "WHATSAPP_ACCESS_TOKEN": ("local-access-token", "secret: bearer token for the send call"),
     "WHATSAPP_APP_SECRET": ("local-app-secret", "secret: HMAC-SHA256 key of X-Hub-Signature-256"),

@@ -23,6 +23,8 @@ class OpCounts:
     status_publishes: int = 0  # messages published to the status queue or its error queue
     window_reads: int = 0  # of firestore_reads: the sender window's (shared/sender_window.py)
     window_writes: int = 0  # of firestore_writes: the sender window's
+    proof_reads: int = 0  # of firestore_reads: WHATSAPP_SENT_PROOF's (shared/service/webhook.py)
+    proof_writes: int = 0  # of firestore_writes: WHATSAPP_SENT_PROOF's
 
 _current: ContextVar[OpCounts | None] = ContextVar("baton_op_counts", default=None)
 

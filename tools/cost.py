@@ -99,7 +99,7 @@ ASSUMED: dict[str, tuple[float, str]] = {
 # (https://cloud.google.com/run/docs/about-instance-autoscaling).
 LOAD = {"rounding_s": 0.1, "target_utilization": 0.6}
 REFERENCE_RATE = 20.0  # msgs/s: the headline's sustained load (about 52 million a month)
-RATES = (0.4, 1.0, 5.0, 20.0, 100.0)
+RATES = (0.4, 1.0, 5.0, 20.0, 100.0, 1_000.0, 10_000.0)
 
 
 # --------------------------------------------------------------- inputs --
@@ -263,16 +263,17 @@ def cost(inputs: dict[str, Any], deploy: dict[str, Any], rate: float,
         reads -= c.get("window_reads_per_message", 0)
         writes -= c.get("window_writes_per_message", 0)
     if "sent_proof_off" in levers:
-        # WHATSAPP_SENT_PROOF=off: no read of the room for each `sent` status
-        # (one per message, in the webhook invocation that carries it). The
-        # blind writes that follow when the attempt's send outcome is not
-        # known yet are left in: 0.12-0.14 per message on the local stack,
-        # whose fake platform posts `sent` 5 ms after taking a message
-        # (docs/configuration.md), fewer where `sent` comes later.
-        reads -= 1.0
+        # WHATSAPP_SENT_PROOF=off: none of the proof's reads of a room and
+        # blind writes, as measured (`proof_reads`, `proof_writes`: only for
+        # a `sent` the webhook instance does not know to be settled), in the
+        # webhook invocations that make them.
+        proof_reads = c.get("proof_reads_per_message", 0)
+        reads -= proof_reads
+        writes -= c.get("proof_writes_per_message", 0)
         if inv.get("webhook"):
             hook = fns.setdefault("webhook", {})
-            hook["reads"] = max(0.0, hook.get("reads", 0) - 1.0 / inv["webhook"])
+            hook["reads"] = max(0.0, hook.get("reads", 0) - proof_reads / inv["webhook"])
+            hook["writes"] = max(0.0, hook.get("writes", 0) - c.get("proof_writes_per_message", 0) / inv["webhook"])
     if "quiet_ignored_events" in levers:
         events_per_message -= ev.get("status_ignored_per_message", 0) + (
             0 if "delete_timer_on_ack" in levers else stale)
@@ -387,8 +388,9 @@ LEVERS: list[tuple[str, str, str, bool]] = [
     ("concurrency_16", "16 requests per instance instead of 8", "infra: function_threads = 16", False),
     ("sender_window_off", "no per-number send window (a number's sends past its rate meet 130429 and retry)",
      "infra: whatsapp_sender_rate = 0", False),
-    ("sent_proof_off", "a WhatsApp `sent` status is only logged: no read of its room per message, and more "
-     "resends after an unknown send outcome", "infra: whatsapp_sent_proof = \"off\"", False),
+    ("sent_proof_off", "a WhatsApp `sent` status is only logged: none of the proof's reads and writes (for a "
+     "`sent` its webhook instance does not know to be settled), and more resends after an unknown send outcome",
+     "infra: whatsapp_sent_proof = \"off\"", False),
 ]
 
 

@@ -36,6 +36,7 @@ from shared.room import (
 )
 from shared.room import SendOutcome as RoomSendOutcome
 from shared.sender_window import SenderWindow
+from shared.service.sent_proofs import SentProofRecord
 from shared.status_queue import (
     StatusPublishFailed,
     StatusQueue,
@@ -88,6 +89,8 @@ class ServiceCore:
                  sender_window: SenderWindow | None = None) -> None:
         self.scheduled = scheduled
         self.sender_window = sender_window
+        # The attempts this instance knows need no `sent` proof (webhook.py).
+        self.sent_proofs = SentProofRecord()
         specs = settings.whatsapp_sender_specs
         # With one number every message is its (`sender` None): no mapping kept.
         self.sender_ids = tuple(spec.phone_number_id for spec in specs) if len(specs) > 1 else ()
@@ -227,6 +230,8 @@ class ServiceCore:
             # transaction: their receipts name it, not our delivery id.)
             self.store.record_accepted(room_id, send.incarnation, msg.seq, send.attempt,
                                        ack_deadline_us(self.policy, returned))
+            # Recorded as accepted: its `sent` status proves nothing more (no read for it here).
+            self.sent_proofs.settle((room_id, send.incarnation, msg.seq, send.attempt))
             return None
         returned_event = SendReturned(send.incarnation, msg.seq, send.attempt, RoomSendOutcome(str(result.outcome)),
                                       returned, send.cause, result.permanent, result.rate_limited,
@@ -255,6 +260,7 @@ class ServiceCore:
             "firestore_reads": c.firestore_reads, "firestore_writes": c.firestore_writes,
             "tasks_created": c.tasks_created, "send_calls": c.send_calls, "status_publishes": c.status_publishes,
             "window_reads": c.window_reads, "window_writes": c.window_writes,
+            "proof_reads": c.proof_reads, "proof_writes": c.proof_writes,
         })
 
 

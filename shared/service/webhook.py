@@ -14,10 +14,12 @@ from dataclasses import asdict
 from google.api_core import exceptions as gexc
 
 from shared.events import DeliveryEvent, EventType, utc_iso
+from shared.opcounts import op_counts
 from shared.providers.meta_messaging import WEBHOOK_OBJECTS, MessagingItem, parse_messaging
 from shared.providers.whatsapp import PlatformStatus, handshake_challenge, parse_statuses, signature_valid
 from shared.push import ROOM_ID
 from shared.room import (
+    ACK_STATUSES,
     IgnoreReason,
     RecipientReceipt,
     RoomState,
@@ -27,12 +29,14 @@ from shared.room import (
 )
 from shared.service import core
 from shared.service.core import Reply, ServiceCore
+from shared.service.sent_proofs import PendingProof, SentProofRecord
 from shared.status_queue import (
     QueuedStatus,
     RecipientReceipts,
     RoomStatuses,
     Unroutable,
 )
+from shared.store import RoomStore
 
 # One try of at most this long (s) for each read and write of a `sent`
 # proof, and at most SENT_PROOF_POST_S for the proofs of one post:
@@ -40,6 +44,68 @@ from shared.status_queue import (
 # webhook's answer time.
 SENT_PROOF_CALL_S = 1.0
 SENT_PROOF_POST_S = 2.0
+# A post that comes this soon (us) after the instance's previous one defers
+# its `sent` proofs (`note_sent_proofs`): more posts are coming to check them.
+PROOF_BUSY_US = 250_000
+
+
+def note_sent_proofs(record: SentProofRecord, statuses: list[PlatformStatus], arrived: int,
+                     send_timeout_ms: int) -> None:
+    """WHATSAPP_SENT_PROOF=on, first step, no I/O: what a post's statuses
+    (`arrived`, epoch us) tell the instance's own `record`
+    (shared/service/sent_proofs.py). A `delivered` or `read` settles its
+    message, a `failed` its attempt;
+    a `sent` of an attempt not known to be settled waits for its check,
+    while posts keep coming (the previous one less than PROOF_BUSY_US
+    before), until SEND_TIMEOUT_MS after its attempt's start (its
+    delivery id): its ack, usually a fraction of a second behind it, can
+    settle it first, and the check still comes before the earliest resend
+    of an unknown outcome (ACK_TIMEOUT_MS after the send returned, always
+    longer: config.load). Otherwise at once: no later post may come to
+    check it in time."""
+    busy = record.last_post_us is not None and 0 <= arrived - record.last_post_us < PROOF_BUSY_US
+    record.last_post_us = arrived
+    for st in statuses:
+        try:
+            room_id, incarnation, seq, attempt, started = parse_delivery_id(st.callback_data or "")
+        except ValueError:
+            continue  # not ours: logged as `status_unknown` where it is routed
+        if not ROOM_ID.fullmatch(room_id):
+            continue
+        if st.status in ACK_STATUSES:
+            record.settle_message(room_id, incarnation, seq)
+        elif st.status == "failed":
+            record.settle((room_id, incarnation, seq, attempt))
+        elif st.status == "sent" and not record.is_settled((room_id, incarnation, seq, attempt)):
+            due = max(arrived, started + send_timeout_ms * 1000) if busy else arrived
+            record.wait(PendingProof((room_id, incarnation, seq, attempt),
+                                     arrived if st.timestamp_s is None else st.timestamp_s * 1_000_000,
+                                     st.provider_message_id, st.phone_number_id, due))
+
+
+def check_due_proofs(record: SentProofRecord, store: RoomStore, now: int) -> None:
+    """`WebhookHandlers._record_sent_proofs`' work, on `record` and `store`."""
+    rooms: dict[str, RoomState | None] = {}
+    give_up_at = time.monotonic() + SENT_PROOF_POST_S
+    for proof in record.take_due(now):
+        room_id, incarnation, seq, attempt = proof.attempt
+        try:
+            if time.monotonic() > give_up_at:
+                raise TimeoutError(f"the proofs of this post took over {SENT_PROOF_POST_S} s")
+            if room_id not in rooms:
+                rooms[room_id] = store.read_room(room_id, deadline_s=SENT_PROOF_CALL_S)
+            state = rooms[room_id]
+            if state is None or not awaits_platform_proof(state, incarnation, seq, attempt, proof.number):
+                continue
+            store.record_echo(room_id, incarnation, seq, attempt, proof.platform_ts_us,
+                              proof.provider_message_id, number=proof.number, deadline_s=SENT_PROOF_CALL_S)
+            rooms[room_id] = None  # proven: a repeat of this `sent` in the post writes nothing more
+        except (gexc.GoogleAPICallError, gexc.RetryError, TimeoutError, ValueError, KeyError, TypeError) as exc:
+            # ValueError, KeyError, TypeError: a room document room_from_doc cannot read.
+            print(json.dumps({"severity": "ERROR", "message": f"webhook: room {room_id}: the `sent` proof of "
+                              f"#{seq} attempt {attempt} was not written, nor any later one of this post: "
+                              f"{type(exc).__name__}: {exc}"[:500]}), flush=True)
+            return
 
 
 class WebhookHandlers(ServiceCore):
@@ -59,9 +125,10 @@ class WebhookHandlers(ServiceCore):
         room transaction (`StatusPublishFailed` if Pub/Sub does not take
         them: the entry point answers 503); `direct` applies every status
         here (raises what the store raises, after applying the other rooms').
-        In both, with WHATSAPP_SENT_PROOF on, a `sent` status first costs a
+        In both, with WHATSAPP_SENT_PROOF on, a `sent` status of an attempt
+        this instance does not know to be settled costs, once it is due, a
         read of its room and sometimes a blind write, best effort and bounded
-        in time (`_record_sent_proofs`).
+        in time (`note_sent_proofs`, `_record_sent_proofs`).
 
         Which app signed it: the payload's `object` names the platform
         (`WEBHOOK_OBJECTS`), and only that platform's app secret is tried, so
@@ -106,28 +173,33 @@ class WebhookHandlers(ServiceCore):
                                                provider_message_id=st.provider_message_id,
                                                reason=f"{IgnoreReason.OTHER_SENDER}: {st.phone_number_id[:20]}"))
         if self.settings.sent_proof:
-            self._record_sent_proofs([st for st in statuses if st.status == "sent"
-                                      and (st.phone_number_id is None or st.phone_number_id in ours)], arrived)
+            note_sent_proofs(self.sent_proofs, [st for st in statuses
+                                                if st.phone_number_id is None or st.phone_number_id in ours],
+                             arrived, self.policy.send_timeout_ms)
         queued = [QueuedStatus(st.callback_data or "", st.status, "whatsapp", st.provider_message_id, st.error_code,
                                st.error_title, st.phone_number_id) for st in statuses
                   if st.phone_number_id is None or st.phone_number_id in ours]
         if self.settings.webhook_mode == "queued":
-            return self._queue_statuses(queued, arrived)
-        applied = self._apply_statuses(queued, None, arrived, "webhook")
-        return Reply(200, {"statuses": len(statuses), "applied": applied})
+            reply = self._queue_statuses(queued, arrived)
+        else:
+            reply = Reply(200, {"statuses": len(statuses), "applied": self._apply_statuses(queued, None, arrived,
+                                                                                           "webhook")})
+        if self.settings.sent_proof:
+            self._record_sent_proofs(core.now_us())
+        return reply
 
-    def _record_sent_proofs(self, statuses: list[PlatformStatus], arrived: int) -> None:
-        """WHATSAPP_SENT_PROOF=on: a `sent` status that names a baton attempt
-        whose send outcome is not known to be accepted (SENDING or UNKNOWN,
-        `awaits_platform_proof`) records it as taken by the platform in its
-        room, as an echo does (`RoomStore.record_echo`, one blind write, in
-        both modes). Each room named is read once (`RoomStore.read_room`): a
-        message whose send returned accepted, the normal path, costs that
-        read and no write, so a room document's writes per message stay as
-        they are. The stamp is the status's `timestamp` (s), or `arrived`
-        (epoch us) without one. Without this, an attempt whose send outcome
-        was unknown (a connection dropped after the request was read) is sent
-        again after its ack timeout when no `delivered` or `read` came.
+    def _record_sent_proofs(self, now: int) -> None:
+        """WHATSAPP_SENT_PROOF=on, second step, after the post's statuses:
+        each proof due by `now` (epoch us) and still unsettled records its
+        attempt as taken by the platform in its room, when the attempt's send
+        outcome is not known to be accepted (SENDING or UNKNOWN,
+        `awaits_platform_proof`), as an echo does (`RoomStore.record_echo`,
+        one blind write). Each room named is read once (`RoomStore.read_room`);
+        an attempt this instance knows is settled costs nothing. The stamp is
+        the status's `timestamp` (s), or its arrival (epoch us) without one.
+        Without this, an attempt whose send outcome was unknown (a connection
+        dropped after the request was read) is sent again after its ack
+        timeout when no `delivered` or `read` came.
 
         The read and the write are not one transaction: a room that moves on
         in between gets a stale entry, which its next transaction drops.
@@ -136,39 +208,18 @@ class WebhookHandlers(ServiceCore):
         SENT_PROOF_CALL_S, and the proofs of one post stop once they have
         taken SENT_PROOF_POST_S; the first call that fails, or a room
         document that does not parse, is logged (ERROR) and ends the proofs
-        of this post, and the statuses go on. A lost proof only brings back
-        the resend it would have saved, while a 503 or a 500 would hold every
-        room's statuses in this post until Meta sends it again, and retries
-        would hold the answer (in queued mode, the proofs are the only
-        Firestore calls the webhook makes).
+        of this post (the due ones are dropped), and the statuses go on. A
+        lost proof only brings back the resend it would have saved, while a
+        503 or a 500 would hold every room's statuses in this post until
+        Meta sends it again, and retries would hold the answer.
         """
-        rooms: dict[str, RoomState | None] = {}
-        give_up_at = time.monotonic() + SENT_PROOF_POST_S
-        for st in statuses:
-            try:
-                room_id, incarnation, seq, attempt, _ = parse_delivery_id(st.callback_data or "")
-            except ValueError:
-                continue  # not ours: logged as `status_unknown` where it is routed
-            if not ROOM_ID.fullmatch(room_id):
-                continue
-            stamp = arrived if st.timestamp_s is None else st.timestamp_s * 1_000_000
-            try:
-                if time.monotonic() > give_up_at:
-                    raise TimeoutError(f"the proofs of this post took over {SENT_PROOF_POST_S} s")
-                if room_id not in rooms:
-                    rooms[room_id] = self.store.read_room(room_id, deadline_s=SENT_PROOF_CALL_S)
-                state = rooms[room_id]
-                if state is None or not awaits_platform_proof(state, incarnation, seq, attempt, st.phone_number_id):
-                    continue
-                self.store.record_echo(room_id, incarnation, seq, attempt, stamp, st.provider_message_id,
-                                       number=st.phone_number_id, deadline_s=SENT_PROOF_CALL_S)
-                rooms[room_id] = None  # proven: a repeat of this `sent` in the post writes nothing more
-            except (gexc.GoogleAPICallError, gexc.RetryError, TimeoutError, ValueError, KeyError, TypeError) as exc:
-                # ValueError, KeyError, TypeError: a room document room_from_doc cannot read.
-                print(json.dumps({"severity": "ERROR", "message": f"webhook: room {room_id}: the `sent` proof of "
-                                  f"#{seq} attempt {attempt} was not written, nor any later one of this post: "
-                                  f"{type(exc).__name__}: {exc}"[:500]}), flush=True)
-                return
+        counts = op_counts()
+        reads, writes = counts.firestore_reads, counts.firestore_writes
+        try:
+            check_due_proofs(self.sent_proofs, self.store, now)
+        finally:  # the proof's share of this request's counts (bench-core, make cost)
+            counts.proof_reads += counts.firestore_reads - reads
+            counts.proof_writes += counts.firestore_writes - writes
 
     def _record_echo(self, item: MessagingItem) -> None:
         """Record an echo's platform stamp for the attempt its metadata names

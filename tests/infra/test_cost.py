@@ -198,3 +198,20 @@ def test_a_preparation_is_billed_for_its_whole_upload_unless_uploads_share_insta
     # The `prepared` event is billed only where the delivery events are kept.
     dropped = cost.prepare_cost(inputs, {**deploy, "keep_delivery_events": False}, 100.0)
     assert line(dropped, "Cloud Logging: the `prepared`")[3] == 0 < line(shared, "Cloud Logging: the `prepared`")[3]
+
+
+def test_the_window_and_proof_levers_remove_their_measured_counts(cost, snapshot, deploy):
+    # Priced from the counts bench-core measured for each (issue 46), not from
+    # an assumed read per message.
+    inputs = copy.deepcopy(snapshot["modes"]["direct"])
+    counts = inputs["counts"]
+    counts.update(window_reads_per_message=0.03, window_writes_per_message=0.07,
+                  proof_reads_per_message=0.2, proof_writes_per_message=0.01)
+    base = cost.cost(inputs, deploy, 20.0)
+    window = cost.cost(inputs, deploy, 20.0, frozenset({"sender_window_off"}))
+    proof = cost.cost(inputs, deploy, 20.0, frozenset({"sent_proof_off"}))
+    for result, gone in ((window, (0.03, 0.07)), (proof, (0.2, 0.01))):
+        assert line(base, "Firestore document reads")[1] - line(result, "Firestore document reads")[1] \
+            == pytest.approx(gone[0])
+        assert line(base, "Firestore document writes")[1] - line(result, "Firestore document writes")[1] \
+            == pytest.approx(gone[1])

@@ -57,7 +57,8 @@ def test_without_the_switch_the_same_sent_status_changes_nothing_and_the_message
 
 
 def test_a_sent_status_of_a_send_that_returned_accepted_writes_nothing(stack, store, room_id, fake_config):
-    # The normal path costs the webhook one read of the room and no write.
+    # The normal path costs another webhook instance one read of the room and
+    # no write, and the instance that saw the send accepted nothing.
     fake_config({"silent_recipients": ["15551110033"]})
     svc = service(stack, store, whatsapp_sent_proof="on", send_start_deadline_ms=10_000)
     attrs = {"room_id": room_id, "provider": "whatsapp", "recipient": "15551110033", "message_id": "m1"}
@@ -68,6 +69,10 @@ def test_a_sent_status_of_a_send_that_returned_accepted_writes_nothing(stack, st
     body = status_body(platform_sends(stack, room_id)[0]["callback"], "sent")
     counts = begin_request()  # what the entry point does: this request's counters
     assert svc.handle_status_webhook(body, sign(body, SECRET)).status == 200
+    assert (counts.firestore_reads, counts.firestore_writes) == (0, 0)
+    other = service(stack, store, whatsapp_sent_proof="on", send_start_deadline_ms=10_000)
+    counts = begin_request()
+    assert other.handle_status_webhook(body, sign(body, SECRET)).status == 200
     assert (counts.firestore_reads, counts.firestore_writes) == (1, 0)
     after = ref.get()
     assert after.update_time == before.update_time

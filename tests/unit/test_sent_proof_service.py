@@ -19,6 +19,7 @@ from shared import config
 from shared.providers.whatsapp import sign
 from shared.room import Phase, make_delivery_id
 from shared.senders import rendezvous_sender
+from shared.service import DeliveryService
 from shared.service.webhook import SENT_PROOF_CALL_S
 from tests.unit.test_faults import SECRET, push_body, service_time, timer_body
 from tests.unit.test_sender_service import NUMBERS, three_numbers
@@ -89,14 +90,68 @@ def test_a_sent_status_holds_an_unknown_attempt_as_sent_only_when_the_switch_is_
     assert [e.get("num") for e in echoes.values()] == ([number] if proof == "on" else [])
 
 
-def test_a_sent_status_of_an_attempt_whose_send_returned_accepted_reads_its_room_and_writes_nothing(monkeypatch):
+def another_instance(service: DeliveryService) -> DeliveryService:
+    """A second function instance of the same deployment: same store,
+    timers, platforms and log, its own memory."""
+    return DeliveryService(service.settings, service.policy, service.store, service.timers,  # type: ignore[arg-type]
+                           service.senders, service.events)
+
+
+def test_a_sent_status_of_an_attempt_whose_send_returned_accepted_costs_another_instance_a_read_no_write(
+        monkeypatch):
+    world, service, delivery_id = unknown_room("on", outcome=None)
+    reads = counting(monkeypatch, world.store, "read_room")
+    before = world.store.versions["room-p"]
+    assert post(world, another_instance(service),
+                statuses((delivery_id, "sent", rendezvous_sender("room-p", NUMBERS)))) == 200
+    assert reads == [("room-p",)]  # the proof's one read
+    assert not world.store.docs["room-p"].get("echoes")
+    assert world.store.versions["room-p"] == before  # the normal path: no write
+    assert world.store.load_room("room-p").in_flight.phase is Phase.SENT
+
+
+def test_a_sent_status_of_an_attempt_this_instance_saw_accepted_reads_nothing(monkeypatch):
     world, service, delivery_id = unknown_room("on", outcome=None)
     reads = counting(monkeypatch, world.store, "read_room")
     before = world.store.versions["room-p"]
     assert post(world, service, statuses((delivery_id, "sent", rendezvous_sender("room-p", NUMBERS)))) == 200
-    assert reads == [("room-p",)]  # the proof's one read
-    assert not world.store.docs["room-p"].get("echoes")
-    assert world.store.versions["room-p"] == before  # the normal path: no write
+    assert reads == []
+    assert world.store.versions["room-p"] == before
+
+
+def busy_instance(world, service) -> DeliveryService:
+    """Another instance that has just had a post: its next `sent` proofs wait."""
+    other = another_instance(service)
+    assert post(world, other, statuses()) == 200
+    return other
+
+
+def test_while_posts_keep_coming_a_sent_status_waits_and_its_ack_settles_it_without_a_read(monkeypatch):
+    world, service, delivery_id = unknown_room("on")
+    reads = counting(monkeypatch, world.store, "read_room")
+    number = rendezvous_sender("room-p", NUMBERS)
+    other = busy_instance(world, service)
+    assert post(world, other, statuses((delivery_id, "sent", number))) == 200
+    assert reads == [] and other.sent_proofs.pending() == 1
+    assert post(world, other, statuses((delivery_id, "delivered", number))) == 200
+    world.clock.advance_to_us(world.clock.now_us() + world.policy.send_timeout_ms * 1000)
+    assert post(world, other, statuses()) == 200
+    assert reads == [] and other.sent_proofs.pending() == 0
+    assert world.store.load_room("room-p").counts == {"acked": 1}
+
+
+def test_a_waiting_sent_status_still_unsettled_is_proven_by_the_first_post_after_its_due_time(monkeypatch):
+    world, service, delivery_id = unknown_room("on")
+    number = rendezvous_sender("room-p", NUMBERS)
+    other = busy_instance(world, service)
+    assert post(world, other, statuses((delivery_id, "sent", number))) == 200
+    assert world.store.load_room("room-p").in_flight.phase is Phase.UNKNOWN  # not yet
+    started = world.store.load_room("room-p").in_flight.started_at_us
+    due = started // 1000 * 1000 + world.policy.send_timeout_ms * 1000
+    # Before the earliest resend: ACK_TIMEOUT_MS after the send returned.
+    assert due < world.store.load_room("room-p").in_flight.deadline_us
+    world.clock.advance_to_us(due)
+    assert post(world, other, statuses()) == 200
     assert world.store.load_room("room-p").in_flight.phase is Phase.SENT
 
 

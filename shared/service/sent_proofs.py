@@ -1,0 +1,99 @@
+"""What a function instance knows, without a read, about the WhatsApp
+attempts whose `sent` status could still prove something
+(WHATSAPP_SENT_PROOF, shared/service/webhook.py): pure, in memory, no I/O.
+
+A `sent` status changes what a room does only for an attempt whose send
+outcome is not recorded as accepted (`awaits_platform_proof`). The webhook
+learns that an attempt is past needing it, with no read, from its own
+record: the attempts this instance sent and saw accepted (in direct mode the
+webhook sends a room's next message after its ack), and those whose
+`delivered`, `read` or `failed` status it has seen (the ack ends the
+message; the room's own rules take it from there). A `sent` that arrives
+while more posts keep coming waits here until SEND_TIMEOUT_MS after its
+attempt's start (`due_us`), so that its message's ack, usually a fraction
+of a second behind it, can settle it first; only what is still unsettled
+then costs the read of its room. Another instance's record is not seen:
+with n webhook instances an ack meets its `sent` on the same one about 1/n
+of the time, and the instance that sent a message is the webhook only for
+sends that follow an ack (direct mode).
+
+Bounded: at most MAX_ENTRIES of each kind; the oldest go first (a lost
+pending proof only brings back the resend it would have saved).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass
+
+MAX_ENTRIES = 50_000
+Attempt = tuple[str, int, int, int]  # room id, incarnation, seq, attempt
+
+
+@dataclass(frozen=True)
+class PendingProof:
+    """A `sent` status waiting for its check: the attempt it names, the
+    platform's stamp of it (epoch us), its message id and number, and when
+    (epoch us) it is checked."""
+
+    attempt: Attempt
+    platform_ts_us: int
+    provider_message_id: str | None
+    number: str | None
+    due_us: int
+
+
+class SentProofRecord:
+    """The attempts this instance knows need no proof, and the `sent`
+    statuses waiting for their check. Thread-safe."""
+
+    def __init__(self, max_entries: int = MAX_ENTRIES) -> None:
+        self._lock = threading.Lock()
+        self._max = max_entries
+        self._settled: OrderedDict[tuple, None] = OrderedDict()
+        self._pending: OrderedDict[Attempt, PendingProof] = OrderedDict()
+        self.last_post_us: int | None = None  # when this instance's previous status post arrived
+
+    def settle(self, attempt: Attempt) -> None:
+        """This attempt needs no proof: its send returned accepted and that
+        was recorded, or a `failed` status of it came."""
+        self._add_settled(attempt)
+
+    def settle_message(self, room_id: str, incarnation: int, seq: int) -> None:
+        """Every attempt of this message needs no proof: a `delivered` or
+        `read` status of one of them came (it acks the message)."""
+        self._add_settled((room_id, incarnation, seq))
+
+    def _add_settled(self, key: tuple) -> None:
+        with self._lock:
+            self._settled[key] = None
+            self._settled.move_to_end(key)
+            while len(self._settled) > self._max:
+                self._settled.popitem(last=False)
+
+    def is_settled(self, attempt: Attempt) -> bool:
+        """Whether this instance knows `attempt` needs no proof."""
+        with self._lock:
+            return attempt in self._settled or attempt[:3] in self._settled
+
+    def wait(self, proof: PendingProof) -> None:
+        """Keep `proof` until its due time (a repeat of it keeps the first)."""
+        with self._lock:
+            self._pending.setdefault(proof.attempt, proof)
+            while len(self._pending) > self._max:
+                self._pending.popitem(last=False)
+
+    def take_due(self, now_us: int) -> list[PendingProof]:
+        """The proofs due by `now_us` that are still unsettled, in the order
+        they came, removed from the record (settled ones are dropped)."""
+        with self._lock:
+            due = [p for p in self._pending.values() if p.due_us <= now_us]
+            for p in due:
+                del self._pending[p.attempt]
+            return [p for p in due if p.attempt not in self._settled and p.attempt[:3] not in self._settled]
+
+    def pending(self) -> int:
+        """How many proofs wait."""
+        with self._lock:
+            return len(self._pending)
