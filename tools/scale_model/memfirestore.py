@@ -1,6 +1,7 @@
 """An in-memory stand-in for the part of `google.cloud.firestore.Client` the
 send window uses (shared/sender_window.py): documents by collection and id,
-`get`, `create`, and `update` on a `last_update_time` precondition, with
+`get`, `create` and `update` (each returning the new `update_time`, as
+Firestore's `WriteResult` does) on a `last_update_time` precondition, with
 Firestore's errors (AlreadyExists, FailedPrecondition, NotFound).
 
 So `make scale-model` runs the real `SenderWindow`, which counts its own
@@ -20,6 +21,13 @@ from google.api_core import exceptions as gexc
 @dataclass(frozen=True)
 class _Precondition:
     last_update_time: int
+
+
+@dataclass(frozen=True)
+class WriteResult:
+    """What `create` and `update` return: the document's new `update_time`."""
+
+    update_time: int
 
 
 @dataclass(frozen=True)
@@ -68,15 +76,19 @@ class _Document:
         stored = self._db.docs.get(self._key)
         return Snapshot(False, None, None) if stored is None else Snapshot(True, copy.deepcopy(stored[0]), stored[1])
 
-    def create(self, fields: dict[str, Any], **_: Any) -> None:
+    def create(self, fields: dict[str, Any], **_: Any) -> WriteResult:
         if self._key in self._db.docs:
             raise gexc.AlreadyExists(f"{self._key} exists")
-        self._db.docs[self._key] = (copy.deepcopy(fields), self._db._stamp())
+        stamp = self._db._stamp()
+        self._db.docs[self._key] = (copy.deepcopy(fields), stamp)
+        return WriteResult(stamp)
 
-    def update(self, fields: dict[str, Any], option: _Precondition | None = None, **_: Any) -> None:
+    def update(self, fields: dict[str, Any], option: _Precondition | None = None, **_: Any) -> WriteResult:
         stored = self._db.docs.get(self._key)
         if stored is None:
             raise gexc.NotFound(f"{self._key} does not exist")
         if option is not None and option.last_update_time != stored[1]:
             raise gexc.FailedPrecondition(f"{self._key} changed since it was read")
-        self._db.docs[self._key] = ({**stored[0], **copy.deepcopy(fields)}, self._db._stamp())
+        stamp = self._db._stamp()
+        self._db.docs[self._key] = ({**stored[0], **copy.deepcopy(fields)}, stamp)
+        return WriteResult(stamp)
