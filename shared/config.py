@@ -299,3 +299,47 @@ def load() -> Settings:
     if settings.max_room_bytes > 1_048_576:
         raise ValueError("MAX_ROOM_BYTES must not exceed Firestore's 1 MiB document limit (1048576)")
     return settings
+
+
+# Read by the `admin` function only (shared/admin/): infra/admin.tf sets them
+# on that function, not on the seven others (so not in ENV_VARS).
+ADMIN_ENV_VARS: dict[str, tuple[str, str]] = {
+    "ADMIN_AUTH": ("google", "how the admin function verifies its caller: `google` (a Google-signed ID token; in the "
+                   "cloud) or `local` (the local stack's stand-in token signed with ADMIN_LOCAL_KEY; never in the cloud)"),
+    "ADMIN_OPERATORS": ("", "comma-separated e-mail addresses (or `domain:example.com`) allowed to act besides IAM's "
+                        "invoker check; empty: every caller IAM lets through"),
+    "ADMIN_AUDIENCES": ("", "comma-separated ID-token audiences accepted besides the function's own URL (e.g. the "
+                        "OAuth client id of `gcloud auth print-identity-token`)"),
+    "ADMIN_LOCAL_KEY": ("", "ADMIN_AUTH=local only: the HMAC key of the stand-in tokens (the local stack makes one)"),
+}
+ADMIN_AUTH_MODES = ("google", "local")
+
+
+@dataclass(frozen=True)
+class AdminSettings:
+    """The admin function's own settings (ADMIN_ENV_VARS)."""
+
+    auth: str
+    operators: tuple[str, ...]
+    audiences: tuple[str, ...]
+    local_key: str
+
+
+def load_admin() -> AdminSettings:
+    """Read ADMIN_ENV_VARS from the environment.
+
+    Raises:
+        ValueError: ADMIN_AUTH is neither `google` nor `local`, or `local`
+            without ADMIN_LOCAL_KEY.
+    """
+
+    def listed(name: str) -> tuple[str, ...]:
+        return tuple(p.strip() for p in os.environ.get(name, ADMIN_ENV_VARS[name][0]).split(",") if p.strip())
+
+    auth = os.environ.get("ADMIN_AUTH", ADMIN_ENV_VARS["ADMIN_AUTH"][0])
+    key = os.environ.get("ADMIN_LOCAL_KEY", "")
+    if auth not in ADMIN_AUTH_MODES:
+        raise ValueError(f"ADMIN_AUTH={auth!r} must be one of {', '.join(ADMIN_AUTH_MODES)}")
+    if auth == "local" and not key:
+        raise ValueError("ADMIN_AUTH=local needs ADMIN_LOCAL_KEY")
+    return AdminSettings(auth, listed("ADMIN_OPERATORS"), listed("ADMIN_AUDIENCES"), key)

@@ -85,7 +85,8 @@ class ServiceCore:
                  senders: dict[str, Sender], events: EventLog,
                  status_queue: Callable[[], StatusQueue] | None = None, scheduled: Any = None,
                  prepare_tasks: Any = None, preparers: dict[str, Preparer] | None = None,
-                 sender_window: SenderWindow | None = None) -> None:
+                 sender_window: SenderWindow | None = None, incident: Any = None) -> None:
+        self.incident = incident  # the incident switch (shared/admin/incident.py), None: never held
         self.scheduled = scheduled
         self.sender_window = sender_window
         specs = settings.whatsapp_sender_specs
@@ -185,8 +186,9 @@ class ServiceCore:
             # Too late to start: the room's send window assumes no call starts
             # after this. Provably not sent, so a retry is safe.
             result = SendResult(SendOutcome.REFUSED, error_title="send not started within SEND_START_DEADLINE_MS")
-        elif (busy := self._sender_slot(send.number, started)) is not None:
-            # Its number is at its rate: no call; the room waits for the slot.
+        elif (busy := (self.incident and self.incident.hold_until(started))
+                or self._sender_slot(send.number, started)) is not None:
+            # The incident switch is on, or its number is at its rate: no call; the room waits.
             return self.store.apply(room_id, lambda s: decide(s, SendReturned(
                 send.incarnation, msg.seq, send.attempt, RoomSendOutcome.REFUSED, started, send.cause,
                 sender_busy_until_us=busy), self.policy, component))

@@ -40,11 +40,17 @@ def silent(fake_config):
     return SILENT
 
 
+def baton_run(stack, *args: str) -> subprocess.CompletedProcess:
+    """Run `baton --stack RUN_DIR --actor tester ARGS --json` (no terminal: stdin is not a tty)."""
+    assert BATON.exists(), "the `baton` entry point is missing: make venv installs it (pip install -e .)"
+    return subprocess.run([str(BATON), "--stack", str(stack.run_dir), "--actor", "tester", *args, "--json"],
+                          capture_output=True, text=True, timeout=120, env={**os.environ, "BATON_ACTOR": ""},
+                          stdin=subprocess.DEVNULL)
+
+
 def baton(stack, *args: str, check: bool = True) -> object:
     """Run `baton --stack RUN_DIR --actor tester ARGS --json`; its JSON output."""
-    assert BATON.exists(), "the `baton` entry point is missing: make venv installs it (pip install -e .)"
-    proc = subprocess.run([str(BATON), "--stack", str(stack.run_dir), "--actor", "tester", *args, "--json"],
-                          capture_output=True, text=True, timeout=120, env={**os.environ, "BATON_ACTOR": ""})
+    proc = baton_run(stack, *args)
     if check:
         assert proc.returncode == 0, proc.stderr
     return json.loads(proc.stdout) if proc.stdout.strip() else None
@@ -117,12 +123,20 @@ def test_a_redriven_dead_letter_goes_back_to_the_head_ahead_of_later_messages(st
     wait_for(lambda: baton(stack, "rooms", "show", room_id)["next_ids"] == ["2 m2", "3 m3"], what="m2, m3 queued")
     [dl] = baton(stack, "dead-letters", "list", "--room", room_id)
     assert dl["kind"] == "kept" and dl["seq"] == 1 and dl["message_id"] == "m1" and dl["status"] == "waiting"
+    # A bulk redrive says what it would touch, and changes nothing on a dry run or without a confirmation.
+    preview = baton(stack, "dead-letters", "redrive", "--room", room_id, "--reason", "platform back", "--dry-run")
+    assert (preview["dry_run"], preview["rooms"], preview["messages"], preview["ids"]) == (True, 1, 1, [dl["id"]])
+    unconfirmed = baton_run(stack, "dead-letters", "redrive", "--room", room_id, "--reason", "platform back")
+    assert unconfirmed.returncode == 2 and "1 message(s) in 1 room(s)" in unconfirmed.stderr
+    assert "--yes" in unconfirmed.stderr
+    assert baton(stack, "dead-letters", "list", "--room", room_id)[0]["status"] == "waiting"
+    assert baton(stack, "rooms", "show", room_id)["next_ids"] == ["2 m2", "3 m3"]
     [redriven] = baton(stack, "dead-letters", "redrive", dl["id"], "--reason", "platform back")
     assert redriven["changed"] and redriven["outcome"] == "redriven"
     assert baton(stack, "rooms", "show", room_id)["next_ids"] == ["1 m1", "2 m2", "3 m3"]  # ahead of both
     baton(stack, "rooms", "resume", room_id)
-    [again] = baton(stack, "dead-letters", "redrive", "--room", room_id, "--reason", "platform back") or [None]
-    assert again is None  # nothing waiting any more: not redriven twice
+    again = baton(stack, "dead-letters", "redrive", "--room", room_id, "--reason", "platform back", "--yes")
+    assert again["messages"] == 0  # nothing waiting any more: not redriven twice
     wait_for(lambda: ended(stack, room_id, 3), timeout_s=20, what="m3 ended")
     assert sent_seqs(stack, room_id) == [1, 2, 3]  # the redriven m1 first, then the later ones in order
     assert ended(stack, room_id, 1) == ["acked"]  # (its `dead_lettered` line is in svc's own log)
