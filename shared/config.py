@@ -97,7 +97,7 @@ ENV_VARS: dict[str, tuple[str, str]] = {
     "MAX_PREPARE_ATTEMPTS": ("4", "preparation attempts of one message before PREPARE_POISON applies"),
     "PREPARE_RETRY_BASE_MS": ("1000", "ms before the first retry of a failed preparation; x4 per attempt"),
     "PREPARE_POISON": ("dead_letter", "what a message whose preparation keeps failing does when it reaches the head: "
-                       "`dead_letter` (ends, kept for `baton redrive`; the room moves on) or `park` (blocks its room "
+                       "`dead_letter` (ends, kept for `baton dead-letters redrive`; the room moves on) or `park` (blocks its room "
                        "until an operator redrives or skips it)"),
     "PREPARE_QUEUE_PREFIX": ("baton-prepare", "Cloud Tasks queue name prefix of the prepare tasks; queues are "
                              "PREFIX-0 .. PREFIX-(N-1)"),

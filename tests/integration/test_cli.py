@@ -23,7 +23,7 @@ from shared.store import DEFAULT_INDEX_SHARDS, RoomStore
 from tests.conftest import room_events, wait_for
 from tests.integration.test_functions import post_push
 from tests.integration.test_guarantees import platform_sends, service
-from tools.stack import PROJECT
+from tools.stack import PROJECT, free_port
 
 BATON = Path(sys.executable).parent / "baton"
 SILENT = "15552220000"  # the fake platform never acks this recipient
@@ -227,3 +227,30 @@ def test_bad_input_gets_a_clear_error(stack):
     proc = subprocess.run([str(BATON), "--stack", str(stack.run_dir), "rooms", "list", "--stuck", "--older-than",
                            "5 minutes"], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2 and "not a duration" in proc.stderr
+
+
+def test_version_and_where_to_act_are_one_line_answers_with_their_exit_codes(stack, tmp_path):
+    def run(*args: str, **env: str) -> subprocess.CompletedProcess:
+        clean = {k: v for k, v in os.environ.items() if k not in ("GOOGLE_CLOUD_PROJECT", "BATON_STACK")}
+        return subprocess.run([str(BATON), *args], capture_output=True, text=True, timeout=120,
+                              env={**clean, **env}, stdin=subprocess.DEVNULL)
+
+    version = run("--version")
+    assert version.returncode == 0 and version.stdout.startswith("baton, version ")
+    nowhere = run("status")
+    assert nowhere.returncode == 2 and "--project" in nowhere.stderr
+    # No Google credentials at all (no key file, no gcloud login, no metadata server).
+    no_credentials = run("--project", "p-none", "status", GOOGLE_APPLICATION_CREDENTIALS=str(tmp_path / "none.json"),
+                         CLOUDSDK_CONFIG=str(tmp_path / "gcloud"), GCE_METADATA_HOST="127.0.0.1:9",
+                         GCE_METADATA_IP="127.0.0.1:9")
+    assert no_credentials.returncode == 4, no_credentials.stderr
+    assert "Traceback" not in no_credentials.stderr and len(no_credentials.stderr.strip().splitlines()) == 1
+    assert "gcloud auth" in no_credentials.stderr
+    # A stack whose admin function does not answer: exit 5, one line.
+    closed = f"http://127.0.0.1:{free_port()}/"
+    no_admin = run("--stack", str(stack.run_dir), "--admin-url", closed, "status")
+    assert no_admin.returncode == 5 and "no admin function" in no_admin.stderr and "Traceback" not in no_admin.stderr
+    missing = run("--stack", str(stack.run_dir), "rooms", "show", f"none-{uuid.uuid4().hex[:6]}")
+    assert missing.returncode == 3 and "no document" in missing.stderr
+    unconfirmed = run("--stack", str(stack.run_dir), "statuses", "replay", "--json")
+    assert unconfirmed.returncode == 0 and json.loads(unconfirmed.stdout)["messages"] == 0  # nothing to replay
