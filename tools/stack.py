@@ -54,7 +54,9 @@ STATUS_TOPIC = "baton-statuses"
 STATUS_SUBSCRIPTION = "baton-status-push"
 STATUS_ERROR_TOPIC = f"{STATUS_TOPIC}-dead-letter"
 STATUS_ERROR_SUBSCRIPTION = "baton-statuses-error-queue"
-FUNCTIONS = ("enqueue", "deadletter", "webhook", "status", "timeout", "sweep", "prepare", "admin")
+FUNCTIONS = ("enqueue", "deadletter", "webhook", "status", "timeout", "sweep", "prepare")
+# The operators' function (shared/admin/): served beside FUNCTIONS, which are the delivery path.
+ADMIN_FUNCTION = "admin"
 
 
 def _ephemeral_range() -> tuple[int, int]:
@@ -204,7 +206,7 @@ class Stack:
             self.event_log = self.run_dir / "events.jsonl"
         self.event_log.parent.mkdir(parents=True, exist_ok=True)
         (self.run_dir / "invocations.jsonl").unlink(missing_ok=True)
-        for name in ("firestore", "pubsub", "tasks", "fake", *FUNCTIONS, *self.functions):
+        for name in ("firestore", "pubsub", "tasks", "fake", *self.functions):
             if name not in self.ports:
                 self.ports[name] = free_port()
         try:
@@ -230,7 +232,7 @@ class Stack:
         for fn in self.functions:
             target, _, mode = fn.partition("-")
             env = {**self.function_env(), **({"WEBHOOK_MODE": mode} if mode else {}),
-                   **(self.admin_env() if target == "admin" else {})}
+                   **(self.admin_env() if target == ADMIN_FUNCTION else {})}
             self._spawn(fn, [ff, "--source", "functions/main.py", "--target", target, "--host", "127.0.0.1",
                              "--port", str(p[fn])], env=env)
         if self.sweep_interval_s > 0:
@@ -244,8 +246,8 @@ class Stack:
 
     @property
     def functions(self) -> tuple[str, ...]:
-        """The function processes: FUNCTIONS, plus `webhook-MODE` when asked."""
-        return FUNCTIONS + ((f"webhook-{self.other_webhook_mode}",) if self.other_webhook_mode else ())
+        """The function processes: FUNCTIONS and the admin function, plus `webhook-MODE` when asked."""
+        return FUNCTIONS + (ADMIN_FUNCTION,) + ((f"webhook-{self.other_webhook_mode}",) if self.other_webhook_mode else ())
 
     def _provision(self) -> None:
         """Topics, ordered push subscriptions with their dead-letter topics,

@@ -183,3 +183,18 @@ def test_an_event_line_carries_the_trace_of_its_request_and_only_while_it_runs(t
     first, second = (json.loads(line) for line in (tmp_path / "events.jsonl").read_text().splitlines())
     assert first[TRACE_KEY] == "projects/p/traces/105445aa7843bc8bf206b12000100000"
     assert TRACE_KEY not in second
+
+
+def test_the_admin_settings_refuse_an_unknown_auth_mode_and_a_local_mode_without_its_key(monkeypatch):
+    from shared.config import load_admin
+
+    monkeypatch.setenv("ADMIN_AUTH", "none")
+    with pytest.raises(ValueError, match="ADMIN_AUTH"):
+        load_admin()
+    monkeypatch.setenv("ADMIN_AUTH", "local")
+    monkeypatch.delenv("ADMIN_LOCAL_KEY", raising=False)
+    with pytest.raises(ValueError, match="ADMIN_LOCAL_KEY"):
+        load_admin()
+    monkeypatch.setenv("ADMIN_LOCAL_KEY", "k")
+    monkeypatch.setenv("ADMIN_OPERATORS", " a@x.org, domain:y.org ,")
+    assert load_admin() == AdminSettings("local", ("a@x.org", "domain:y.org"), (), "k")
