@@ -12,7 +12,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from google.api_core import exceptions as gexc
 from tenacity import retry, retry_if_exception_type, stop_after_attempt, wait_exponential
@@ -42,6 +42,9 @@ from shared.status_queue import (
 )
 from shared.store import ContentionError, RoomStore, begin_request, op_counts
 from shared.tasks import TimerScheduler
+
+if TYPE_CHECKING:
+    from shared.admin.incident import IncidentSwitch
 
 # Pub/Sub adds this attribute to a message it forwards to a dead-letter topic
 # (https://cloud.google.com/pubsub/docs/handling-failures#track-delivery-attempts).
@@ -85,7 +88,7 @@ class ServiceCore:
                  senders: dict[str, Sender], events: EventLog,
                  status_queue: Callable[[], StatusQueue] | None = None, scheduled: Any = None,
                  prepare_tasks: Any = None, preparers: dict[str, Preparer] | None = None,
-                 sender_window: SenderWindow | None = None, incident: Any = None) -> None:
+                 sender_window: SenderWindow | None = None, incident: IncidentSwitch | None = None) -> None:
         self.incident = incident  # the incident switch (shared/admin/incident.py), None: never held
         self.scheduled = scheduled
         self.sender_window = sender_window
