@@ -49,8 +49,11 @@ down:
 FAKE ?= {}
 # DEMO_ARGS=--no-operator-day: the workload only, without the operator day and its report.
 DEMO_ARGS ?=
+# PROVIDERS picks the demo's providers and is also the functions' own setting
+# (shared/config.py): make would export `make demo PROVIDERS=messenger` into
+# the stack's functions, which would then refuse WhatsApp. `env -u` keeps it an argument.
 demo: venv
-	$(PY) -m tools.demo --rooms $(ROOMS) --messages $(MESSAGES) --providers $(PROVIDERS) --fake '$(FAKE)' $(DEMO_ARGS)
+	env -u PROVIDERS $(PY) -m tools.demo --rooms $(ROOMS) --messages $(MESSAGES) --providers $(PROVIDERS) --fake '$(FAKE)' $(DEMO_ARGS)
 
 # The operator day alone (tools/operator_day.py): its own stack, then the report in out/operator-day.
 operator-day: venv
@@ -102,7 +105,7 @@ statuses-list: venv
 	$(VENV)/bin/baton --stack $(RUN_DIR) statuses list
 
 statuses-replay: venv
-	$(VENV)/bin/baton --stack $(RUN_DIR) statuses replay
+	$(VENV)/bin/baton --stack $(RUN_DIR) statuses replay --yes
 
 # The watchdog's rescue rate: 5,000 rooms made overdue at once (tools/bench_sweep.py;
 # e.g. SWEEP_ARGS="--rooms 1000 --concurrency 8").

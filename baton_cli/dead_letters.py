@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from baton_cli.main import Env, command, emit_json, pass_env, show_results, table
+from baton_cli.main import Env, bulk_options, command, confirm_bulk, emit_json, pass_env, show_results, table
 
 
 @click.group("dead-letters")
@@ -18,13 +18,13 @@ def dead_letters() -> None:
 @pass_env
 def list_dead_letters(env: Env, room: str | None, limit: int, as_json: bool) -> None:
     """Parked and kept dead letters, oldest first, with where each stands now."""
-    items = env.operators.dead_letters(room, limit)
+    items = env.call("dead_letters.list", room=room, limit=limit)
     if as_json:
-        emit_json([d.to_json() for d in items])
+        emit_json(items)
         return
     env.console.print(table(f"{len(items)} dead letter(s)", ["id", "message", "kind", "attempts", "since", "status",
                                                              "reason"], [
-        [d.id, d.message_id, d.kind, d.attempts, d.since, d.status, d.reason] for d in items]))
+        [d["id"], d["message_id"], d["kind"], d["attempts"], d["since"], d["status"], d["reason"]] for d in items]))
 
 
 @command(dead_letters, "redrive")
@@ -33,19 +33,20 @@ def list_dead_letters(env: Env, room: str | None, limit: int, as_json: bool) -> 
 @click.option("--all", "all_", is_flag=True, help="every waiting dead letter of every room")
 @click.option("--reason", required=True, help="why (logged with your identity)")
 @click.option("--limit", default=1000, show_default=True, type=click.IntRange(1, 5000), help="with --all: at most")
+@bulk_options
 @pass_env
 def redrive(env: Env, dead_letter_id: str | None, room: str | None, all_: bool, reason: str, limit: int,
-            as_json: bool) -> None:
+            dry_run: bool, yes: bool, as_json: bool) -> None:
     """Redrive ID (ROOM:INCARNATION:SEQ), or --room R, or --all: the message goes back to the head of its
-    room, ahead of the messages that came after it, and is sent when nothing is in flight."""
+    room, ahead of the messages that came after it, and is sent when nothing is in flight. With --room or
+    --all it first says how many rooms and messages it would redrive and asks (--yes: does not ask;
+    --dry-run: only says)."""
     if sum(x is not None and x is not False for x in (dead_letter_id, room, all_ or None)) != 1:
         raise click.UsageError("give exactly one of ID, --room R or --all")
-    ops = env.operators
     if dead_letter_id:
-        try:
-            results = [ops.redrive(dead_letter_id, env.who, reason)]
-        except ValueError as exc:
-            raise click.BadParameter(str(exc)) from exc
-    else:
-        results = ops.redrive_many(ops.dead_letters(room, limit), env.who, reason)
-    show_results(env, results, as_json)
+        show_results(env, env.call("dead_letters.redrive", id=dead_letter_id, reason=reason), as_json)
+        return
+    scope = {"room": room, "all": all_ or None, "reason": reason, "limit": limit}
+    preview = env.call("dead_letters.redrive", dry_run=True, **scope)
+    if confirm_bulk(env, "redrive", preview, dry_run, yes, as_json):
+        show_results(env, env.call("dead_letters.redrive", **scope), as_json)

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import sys
-
 import click
 
 from baton_cli.main import Env, command, emit_json, parse_duration_ms, pass_env, show_results, table
@@ -20,13 +18,7 @@ def rooms() -> None:
 @pass_env
 def show(env: Env, room: str, n_events: int, as_json: bool) -> None:
     """State, in-flight message (attempt, age, deadline), queue, pause or block, last events."""
-    info = env.operators.describe(room, n_events=n_events)
-    if info is None:
-        if as_json:
-            emit_json(None)
-        else:
-            env.console.print(f"room {room!r}: no document (never used, or deleted by TTL after being idle)")
-        sys.exit(1)
+    info = env.call("rooms.show", room=room, events=n_events)  # exit 3 when the room has no document
     if as_json:
         emit_json(info)
         return
@@ -71,10 +63,8 @@ def list_rooms(env: Env, kind: str | None, older_than: str, limit: int, cursor: 
     """Rooms by a query (never a scan): --stuck, --lag, --paused or --parked; paginated."""
     if kind is None:
         raise click.UsageError("say which rooms: --stuck, --lag, --paused or --parked")
-    try:
-        rows, next_cursor = env.operators.list_rooms(kind, limit, cursor, parse_duration_ms(older_than))
-    except ValueError as exc:
-        raise click.BadParameter(str(exc)) from exc
+    page = env.call("rooms.list", kind=kind, limit=limit, cursor=cursor, older_than_ms=parse_duration_ms(older_than))
+    rows, next_cursor = page["rooms"], page["next"]
     if as_json:
         emit_json({"rooms": rows, "next": next_cursor})
         return
@@ -96,7 +86,7 @@ def _num(v: float | None) -> str:
 @pass_env
 def pause(env: Env, room: str, reason: str, as_json: bool) -> None:
     """Pause ROOM: it keeps accepting messages and sends nothing new; a message in flight ends normally."""
-    show_results(env, [env.operators.pause(room, env.who, reason)], as_json)
+    show_results(env, env.call("rooms.pause", room=room, reason=reason), as_json)
 
 
 @command(rooms, "resume")
@@ -105,7 +95,7 @@ def pause(env: Env, room: str, reason: str, as_json: bool) -> None:
 @pass_env
 def resume(env: Env, room: str, reason: str, as_json: bool) -> None:
     """Resume a paused ROOM: its head of line starts, in order."""
-    show_results(env, [env.operators.resume(room, env.who, reason)], as_json)
+    show_results(env, env.call("rooms.resume", room=room, reason=reason), as_json)
 
 
 @command(rooms, "skip")
@@ -115,4 +105,4 @@ def resume(env: Env, room: str, reason: str, as_json: bool) -> None:
 @pass_env
 def skip(env: Env, room: str, seq: int, reason: str, as_json: bool) -> None:
     """End message SEQ of ROOM (in flight or queued) as `skipped`; the room moves on."""
-    show_results(env, [env.operators.skip(room, seq, env.who, reason)], as_json)
+    show_results(env, env.call("rooms.skip", room=room, seq=seq, reason=reason), as_json)

@@ -3,18 +3,9 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict
-
 import click
 
 from baton_cli.main import Env, command, emit_json, pass_env, table
-
-
-def _hold(env: Env):  # noqa: ANN202 - a ScheduledHold, imported late to keep `baton --help` fast
-    from shared.scheduled import ScheduledHold
-    from shared.tasks import make_client
-
-    return ScheduledHold(make_client(env.settings), env.settings)
 
 
 @click.group()
@@ -28,14 +19,12 @@ def scheduled() -> None:
 @pass_env
 def list_scheduled(env: Env, room: str | None, limit: int, as_json: bool) -> None:
     """What waits, earliest first, with when it enters its room (UTC)."""
-    from shared.events import utc_iso
-
-    waiting = _hold(env).list(room, limit)
+    waiting = env.call("scheduled.list", room=room, limit=limit)
     if as_json:
-        emit_json([{**asdict(m), "deliver_at": utc_iso(m.deliver_at_us)} for m in waiting])
+        emit_json(waiting)
         return
     env.console.print(table(f"{len(waiting)} scheduled message(s)", ["room", "message", "enters at", "task"],
-                            [[m.room_id, m.message_id, utc_iso(m.deliver_at_us), m.task] for m in waiting]))
+                            [[m["room_id"], m["message_id"], m["deliver_at"], m["task"]] for m in waiting]))
 
 
 @command(scheduled, "cancel")
@@ -45,23 +34,9 @@ def list_scheduled(env: Env, room: str | None, limit: int, as_json: bool) -> Non
 def cancel(env: Env, message_id: str, reason: str, as_json: bool) -> None:
     """Cancel a scheduled message: when its time comes it ends as `skipped` instead of entering its room.
     Its task is deleted too, by the name its hold recorded, where Cloud Tasks allows it."""
-    import time
-
-    from google.cloud import firestore
-
-    from shared.store import RoomStore
-
-    s = env.settings
-    store = RoomStore(firestore.Client(project=s.project, database=s.firestore_database), s.retention_hours,
-                      index_shards=s.index_shards)
-    recorded = store.cancel_scheduled(message_id, env.who, reason)
-    task = (recorded or {}).get("task")
-    deleted = _hold(env).delete(task) if task else False
-    waiting = bool(recorded) and (recorded.get("deliver_at_us") or 0) > time.time_ns() // 1000
-    result = {"message_id": message_id, "was_waiting": waiting, "task": task, "task_deleted": deleted,
-              "actor": env.who}
+    result = env.call("scheduled.cancel", message_id=message_id, reason=reason)
     if as_json:
         emit_json(result)
     else:
-        env.console.print(table(f"scheduled message cancelled by {env.who}", ["", ""],
+        env.console.print(table(f"scheduled message cancelled by {result['actor']}", ["", ""],
                                 [[k, v] for k, v in result.items()]))

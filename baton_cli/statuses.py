@@ -1,21 +1,11 @@
 """`baton statuses list|replay`: the status error queue of the queued webhook
-(shared/status_queue.py, baton_cli/error_queue.py)."""
+(shared/status_queue.py, shared/admin/error_queue.py)."""
 
 from __future__ import annotations
 
-from collections import Counter
-from dataclasses import asdict
-
 import click
 
-from baton_cli.error_queue import ErrorQueue
-from baton_cli.main import Env, command, emit_json, pass_env, table
-
-
-def _queue(env: Env) -> ErrorQueue:
-
-    settings = env.settings
-    return ErrorQueue(settings.project, settings.status_topic)
+from baton_cli.main import Env, bulk_options, command, confirm_bulk, emit_json, pass_env, table
 
 
 @click.group()
@@ -29,35 +19,31 @@ def statuses() -> None:
 @pass_env
 def list_statuses(env: Env, room: str | None, limit: int, as_json: bool) -> None:
     """What the status error queue holds, oldest first, with the reason; nothing is consumed."""
-    records = _queue(env).list(room, limit)
+    records = env.call("statuses.list", room=room, limit=limit)
     if as_json:
-        emit_json([asdict(r) for r in records])
+        emit_json(records)
         return
     env.console.print(table(f"{len(records)} message(s) in the status error queue",
                             ["published", "kind", "room or recipient", "statuses", "attempts", "reason"],
-                            [[r.published, r.kind, r.target or "-", r.statuses, r.delivery_attempts or "-", r.reason]
-                             for r in records]))
+                            [[r["published"], r["kind"], r["room_id"] or r.get("recipient_key") or "-", r["statuses"],
+                              r["delivery_attempts"] or "-", r["reason"]] for r in records]))
 
 
 @command(statuses, "replay")
 @click.option("--room", help="only this room's statuses (or a recipient's receipts: provider:recipient)")
 @click.option("--limit", default=1000, show_default=True, type=click.IntRange(1, 100_000))
+@bulk_options
 @pass_env
-def replay(env: Env, room: str | None, limit: int, as_json: bool) -> None:
+def replay(env: Env, room: str | None, limit: int, dry_run: bool, yes: bool, as_json: bool) -> None:
     """Publish the held statuses again to the status queue (each applies once in its room), then remove
-    them from the error queue, logging `statuses_replayed` with the actor per room (or recipient).
-    Unroutable records are kept."""
-    operators = env.operators  # built first: a replay nobody can log does not start
-    replayed: Counter[str] = Counter()
-    try:
-        counts = _queue(env).replay(room, limit, on_replayed=lambda target: replayed.update([target]))
-    finally:  # what was published before a failure is logged too, and that failure still raised
-        for target, n in sorted(replayed.items()):
-            try:
-                operators.log_statuses_replayed(target, n, env.who)
-            except Exception as exc:  # noqa: BLE001 - the replay's own outcome matters more; say what is missing
-                click.echo(f"could not log statuses_replayed for {target} ({n}): {exc}", err=True)
+    them from the error queue, logging `statuses_replayed` with your identity per room (or recipient).
+    Unroutable records are kept. Says how many it would replay and asks first (--yes: does not ask;
+    --dry-run: only says)."""
+    preview = env.call("statuses.replay", room=room, limit=limit, dry_run=True)
+    if not confirm_bulk(env, "status replay", preview, dry_run, yes, as_json):
+        return
+    counts = env.call("statuses.replay", room=room, limit=limit)
     if as_json:
-        emit_json({**counts, "actor": env.who})
+        emit_json(counts)
     else:
-        env.console.print(table(f"status replay by {env.who}", ["", ""], [[k, v] for k, v in counts.items()]))
+        env.console.print(table("status replay", ["", ""], [[k, v] for k, v in counts.items()]))

@@ -1,5 +1,6 @@
 """Cloud Functions entry points (2nd gen, HTTP): `enqueue`, `deadletter`,
-`webhook`, `status`, `timeout`, `sweep`, `prepare`.
+`webhook`, `status`, `timeout`, `sweep`, `prepare`, and `admin` (the
+operators' function behind the `baton` CLI, shared/admin/).
 
 They only parse the HTTP request, call `shared.service.DeliveryService`, and
 answer. All share one source archive; each is deployed with its own entry
@@ -14,10 +15,12 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
+import flask
 import functions_framework
 from flask import Request, Response
 
 from shared.bootstrap import bootstrap
+from shared.events import reset_request_trace, set_request_trace, trace_fields
 from shared.service import TRANSIENT_ERRORS, DeliveryService, Reply, start_request
 
 # Errors that mean "try again later": answered 503 (shared/service.py).
@@ -33,12 +36,18 @@ def respond(app: DeliveryService, function: str, handler: Callable[..., Reply], 
     """Run one handler of `app` and turn its `Reply` (or a transient failure:
     503, so the caller redelivers) into an HTTP response."""
     started = start_request()
+    # One request, one trace: every event line it writes carries its trace id.
+    headers = flask.request.headers if flask.has_request_context() else {}
+    trace = set_request_trace(trace_fields(headers.get("X-Cloud-Trace-Context"), headers.get("traceparent"),
+                                           app.settings.project))
     try:
         reply: Reply = handler(*args)
     except TRANSIENT as exc:
         print(json.dumps({"severity": "ERROR", "message": f"{function}: transient failure, asking for a retry: {exc!r}"}),
               file=sys.stdout, flush=True)
         reply = Reply(503, {"error": "temporarily unavailable", "detail": type(exc).__name__})
+    finally:
+        reset_request_trace(trace)
     app.record_invocation(function, started, reply.status)
     return Response(json.dumps(reply.body), status=reply.status, mimetype="application/json")
 
@@ -104,6 +113,24 @@ def sweep(request: Request) -> Response:
     stack's sweeper loop): re-drives rooms whose wake-up is overdue."""
     app = service()
     return respond(app, "sweep", app.handle_sweep)
+
+
+@functools.cache
+def admin_service() -> Any:
+    from shared.admin.service import AdminService
+
+    return AdminService.build(service())
+
+
+@functions_framework.http
+def admin(request: Request) -> Response:
+    """The operators' function (private: IAM invoker is var.operators): POST
+    `{"action": ..., "args": {...}}` with the caller's Google ID token as
+    `Authorization: Bearer`; every `baton` listing and action runs here with
+    the deployment's settings (shared/admin/)."""
+    app = service()
+    return respond(app, "admin", admin_service().handle, request.get_data(), request.headers.get("Authorization"),
+                   request.url_root)
 
 
 # Build the clients while the instance starts, not on its first request.

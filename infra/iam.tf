@@ -109,6 +109,7 @@ resource "time_sleep" "identities_propagate" {
     google_service_account.scheduler,
     google_service_account.build,
     google_service_account.dataproc,
+    google_service_account.admin, # admin.tf
     # The sink's writer identity is made with the sink (analytics.tf).
     google_logging_project_sink.delivery_events,
   ]

@@ -9,6 +9,7 @@ from __future__ import annotations
 from google.cloud import firestore
 
 from shared import config
+from shared.admin.incident import IncidentSwitch
 from shared.events import EventLog, quiet_rules
 from shared.prepare import PrepareScheduler
 from shared.providers import make_preparers, make_senders
@@ -39,4 +40,4 @@ def bootstrap(settings: config.Settings | None = None) -> DeliveryService:
                                                             settings.status_error_topic, db, settings.retention_hours),
                            scheduled=ScheduledHold(tasks, settings),
                            prepare_tasks=PrepareScheduler(tasks, settings), preparers=make_preparers(settings),
-                           sender_window=SenderWindow(db))
+                           sender_window=SenderWindow(db), incident=IncidentSwitch(db))

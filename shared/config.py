@@ -97,7 +97,7 @@ ENV_VARS: dict[str, tuple[str, str]] = {
     "MAX_PREPARE_ATTEMPTS": ("4", "preparation attempts of one message before PREPARE_POISON applies"),
     "PREPARE_RETRY_BASE_MS": ("1000", "ms before the first retry of a failed preparation; x4 per attempt"),
     "PREPARE_POISON": ("dead_letter", "what a message whose preparation keeps failing does when it reaches the head: "
-                       "`dead_letter` (ends, kept for `baton redrive`; the room moves on) or `park` (blocks its room "
+                       "`dead_letter` (ends, kept for `baton dead-letters redrive`; the room moves on) or `park` (blocks its room "
                        "until an operator redrives or skips it)"),
     "PREPARE_QUEUE_PREFIX": ("baton-prepare", "Cloud Tasks queue name prefix of the prepare tasks; queues are "
                              "PREFIX-0 .. PREFIX-(N-1)"),
@@ -299,3 +299,47 @@ def load() -> Settings:
     if settings.max_room_bytes > 1_048_576:
         raise ValueError("MAX_ROOM_BYTES must not exceed Firestore's 1 MiB document limit (1048576)")
     return settings
+
+
+# Read by the `admin` function only (shared/admin/): infra/admin.tf sets them
+# on that function, not on the seven others (so not in ENV_VARS).
+ADMIN_ENV_VARS: dict[str, tuple[str, str]] = {
+    "ADMIN_AUTH": ("google", "how the admin function verifies its caller: `google` (a Google-signed ID token; in the "
+                   "cloud) or `local` (the local stack's stand-in token signed with ADMIN_LOCAL_KEY; never in the cloud)"),
+    "ADMIN_OPERATORS": ("", "comma-separated e-mail addresses (or `domain:example.com`) allowed to act besides IAM's "
+                        "invoker check; empty: every caller IAM lets through"),
+    "ADMIN_AUDIENCES": ("", "comma-separated ID-token audiences accepted besides the function's own URL (e.g. the "
+                        "OAuth client id of `gcloud auth print-identity-token`)"),
+    "ADMIN_LOCAL_KEY": ("", "ADMIN_AUTH=local only: the HMAC key of the stand-in tokens (the local stack makes one)"),
+}
+ADMIN_AUTH_MODES = ("google", "local")
+
+
+@dataclass(frozen=True)
+class AdminSettings:
+    """The admin function's own settings (ADMIN_ENV_VARS)."""
+
+    auth: str
+    operators: tuple[str, ...]
+    audiences: tuple[str, ...]
+    local_key: str
+
+
+def load_admin() -> AdminSettings:
+    """Read ADMIN_ENV_VARS from the environment.
+
+    Raises:
+        ValueError: ADMIN_AUTH is neither `google` nor `local`, or `local`
+            without ADMIN_LOCAL_KEY.
+    """
+
+    def listed(name: str) -> tuple[str, ...]:
+        return tuple(p.strip() for p in os.environ.get(name, ADMIN_ENV_VARS[name][0]).split(",") if p.strip())
+
+    auth = os.environ.get("ADMIN_AUTH", ADMIN_ENV_VARS["ADMIN_AUTH"][0])
+    key = os.environ.get("ADMIN_LOCAL_KEY", "")
+    if auth not in ADMIN_AUTH_MODES:
+        raise ValueError(f"ADMIN_AUTH={auth!r} must be one of {', '.join(ADMIN_AUTH_MODES)}")
+    if auth == "local" and not key:
+        raise ValueError("ADMIN_AUTH=local needs ADMIN_LOCAL_KEY")
+    return AdminSettings(auth, listed("ADMIN_OPERATORS"), listed("ADMIN_AUDIENCES"), key)

@@ -27,8 +27,10 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 import threading
+from contextvars import ContextVar, Token
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from enum import StrEnum
@@ -37,6 +39,46 @@ from typing import Any
 LOG_TYPE = "baton.delivery"
 METRICS_LOG_TYPE = "baton.invocation"
 SCHEMA_VERSION = 1
+# Special keys of a structured log line: Cloud Logging moves them into the
+# LogEntry's `trace` and `spanId`, so Logs Explorer groups a request's lines
+# under it (https://cloud.google.com/logging/docs/structured-logging#special-payload-fields).
+TRACE_KEY = "logging.googleapis.com/trace"
+SPAN_KEY = "logging.googleapis.com/spanId"
+_CLOUD_TRACE = re.compile(r"^([0-9a-fA-F]{32})(?:/(\d+))?")
+_TRACEPARENT = re.compile(r"^[0-9a-f]{2}-([0-9a-f]{32})-([0-9a-f]{16})-[0-9a-f]{2}$")
+_request_trace: ContextVar[dict[str, str] | None] = ContextVar("baton_request_trace", default=None)
+
+
+def trace_fields(cloud_trace_context: str | None, traceparent: str | None, project: str) -> dict[str, str]:
+    """The trace keys of a request's log lines, from its `X-Cloud-Trace-Context`
+    (`TRACE_ID/SPAN_ID;o=1`, span id decimal) or else its W3C `traceparent`
+    (`00-TRACE_ID-SPAN_ID-01`, span id hex): `{TRACE_KEY:
+    "projects/P/traces/TRACE_ID", SPAN_KEY: span}`; `{}` when neither parses
+    (https://cloud.google.com/trace/docs/trace-context)."""
+    if cloud_trace_context and (m := _CLOUD_TRACE.match(cloud_trace_context.strip())):
+        trace, span = m.group(1).lower(), m.group(2)
+        span_hex = f"{int(span):016x}" if span and int(span) < 2**64 else None
+    elif traceparent and (m := _TRACEPARENT.match(traceparent.strip())):
+        trace, span_hex = m.group(1), m.group(2)
+    else:
+        return {}
+    if trace == "0" * 32:
+        return {}
+    fields = {TRACE_KEY: f"projects/{project}/traces/{trace}"}
+    if span_hex:
+        fields[SPAN_KEY] = span_hex
+    return fields
+
+
+def set_request_trace(fields: dict[str, str] | None) -> Token[dict[str, str] | None]:
+    """Make `fields` (`trace_fields`) part of every event line this thread
+    writes until `reset_request_trace(token)`; the entry points set it per request."""
+    return _request_trace.set(fields or None)
+
+
+def reset_request_trace(token: Token[dict[str, str] | None]) -> None:
+    """End what `set_request_trace` began."""
+    _request_trace.reset(token)
 
 
 class EventType(StrEnum):
@@ -264,4 +306,7 @@ class EventLog:
             return
         if self._keep:
             self.events.append(event)
-        self._writer.write(event.to_record())
+        record = event.to_record()
+        if (trace := _request_trace.get()) is not None:
+            record.update(trace)
+        self._writer.write(record)

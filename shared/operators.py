@@ -1,17 +1,17 @@
 """What an on-call engineer does to a room, as functions over `DeliveryService.apply`.
 
-The `baton` CLI (baton_cli/) is a thin shell over this module. Every action is
+The admin function (shared/admin/) runs these for the `baton` CLI
+(baton_cli/), which is a thin client of that function. Every action is
 a room event of the rulebook (shared/room.py: `Pause`, `Resume`, `Skip`,
 `Redrive`) applied in one transaction like any push or ack, logged as a
 delivery event with the operator's identity (`actor`) and `reason`; repeating
 an action changes nothing and logs `operator_ignored` with why.
 
-The actions run in the operator's process with the functions' settings
+The actions run in the admin function with the deployment's settings
 (shared/config.py): the commit, then the timer in Cloud Tasks, then the send
-call, exactly as the functions would. Their event lines go to
-`EVENT_LOG_PATH` if set and, against a real project, to Cloud Logging
-(log `baton-operator`), where the sink and the log-based metrics
-(infra/operations.tf) pick them up by `jsonPayload.log_type`.
+call, exactly as the other functions would. Their event lines go to stdout
+(Cloud Logging, under the admin function's service) and to `EVENT_LOG_PATH`
+if set; `actor` is the caller's verified identity (shared/admin/identity.py).
 
 Identifiers: a dead letter is named `"{room_id}:{incarnation}:{seq}"`, both
 for a message parked in its room (Pub/Sub dead-lettered it) and for one baton
@@ -20,9 +20,10 @@ gave up on (kept in `dead_letters/` under that very document id).
 
 from __future__ import annotations
 
-import getpass
 import json
-from collections.abc import Callable, Iterable
+import threading
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -42,66 +43,38 @@ from shared.room import (
 from shared.service import DeliveryService, TimerArmFailed, now_us
 
 COMPONENT = "operator"
-# Cloud Logging's entries.write (https://cloud.google.com/logging/docs/reference/v2/rest/v2/entries/write).
-LOGGING_WRITE_URL = "https://logging.googleapis.com/v2/entries:write"
+# Cloud Logging's entries.list (https://cloud.google.com/logging/docs/reference/v2/rest/v2/entries/list).
 LOGGING_LIST_URL = "https://logging.googleapis.com/v2/entries:list"
-OPERATOR_LOG = "baton-operator"
 
 
 # ---------------------------------------------------------------- where the events go
 
 
 class OperatorEventLog(EventLog):
-    """The delivery events of operator actions: kept (the CLI shows them),
-    appended to `path` if given, and handed to `forward` (Cloud Logging) if
-    given. Never printed: the CLI's stdout is its tables or its JSON."""
+    """The delivery events of operator actions: written like every function's
+    (stdout, where Cloud Logging takes them, and `path` if given), and
+    captured per thread while `capture()` is open, so an action's result
+    carries the events it caused and no other request's."""
 
-    def __init__(self, path: str = "", forward: Callable[[dict[str, Any]], None] | None = None) -> None:
-        super().__init__(path="", keep=True)
-        self._writer = JsonLineWriter(path, stdout=False)
-        self._forward = forward
+    def __init__(self, path: str = "", stdout: bool = True) -> None:
+        super().__init__(path="", keep=False)
+        self._writer = JsonLineWriter(path, stdout=stdout)
+        self._local = threading.local()
 
     def emit(self, event: DeliveryEvent) -> None:
         super().emit(event)
-        if self._forward is not None:
-            self._forward(event.to_record())
+        captured = getattr(self._local, "events", None)
+        if captured is not None:
+            captured.append(event)
 
-
-def cloud_logging_forwarder(project: str) -> Callable[[dict[str, Any]], None]:
-    """Write each record as one structured entry of log `baton-operator` in
-    `project`, with Application Default Credentials (roles/logging.logWriter).
-
-    Raises (when called):
-        google.auth.exceptions.DefaultCredentialsError: no credentials.
-        requests.HTTPError: Cloud Logging refused the entry.
-    """
-    import google.auth
-    from google.auth.transport.requests import AuthorizedSession
-
-    credentials, _ = google.auth.default(scopes=["https://www.googleapis.com/auth/logging.write"])
-    session = AuthorizedSession(credentials)
-
-    def forward(record: dict[str, Any]) -> None:
-        body = {"logName": f"projects/{project}/logs/{OPERATOR_LOG}", "resource": {"type": "global"},
-                "entries": [{"jsonPayload": record, "severity": record["severity"]}]}
-        session.post(LOGGING_WRITE_URL, json=body, timeout=30).raise_for_status()
-
-    return forward
-
-
-def default_actor() -> str:
-    """Who acts, when `--actor` is not given: the service account of the
-    Application Default Credentials if they are one, else the local user."""
-    try:
-        import google.auth
-
-        credentials, _ = google.auth.default()
-        email = getattr(credentials, "service_account_email", None)
-        if email and "@" in email:
-            return str(email)
-    except Exception:  # noqa: BLE001 - no credentials (emulators): the local user
-        pass
-    return getpass.getuser()
+    @contextmanager
+    def capture(self) -> Iterator[list[DeliveryEvent]]:
+        """The events this thread emits until the block ends."""
+        self._local.events = captured = []
+        try:
+            yield captured
+        finally:
+            self._local.events = None
 
 
 class EventSource:
@@ -249,15 +222,17 @@ class Operators:
 
     def _apply(self, room_id: str, event: Any, action: str, target: str) -> ActionResult:
         log = self.service.events
-        kept = log.events if isinstance(log, EventLog) else []
-        start = len(kept)
         error = None
-        try:
-            decision = self.service.apply(room_id, event, COMPONENT)
-            changed = decision.state is not None
-        except TimerArmFailed as exc:  # committed; the room's stored wake-up brings the watchdog
-            changed, error = True, f"committed, but a timer could not be armed ({exc}); the watchdog wakes the room"
-        return ActionResult(room_id, action, target, changed, tuple(kept[start:]), error)
+        with log.capture() if isinstance(log, OperatorEventLog) else nullcontext(
+                log.events if isinstance(log, EventLog) else []) as kept:
+            start = len(kept)
+            try:
+                decision = self.service.apply(room_id, event, COMPONENT)
+                changed = decision.state is not None
+            except TimerArmFailed as exc:  # committed; the room's stored wake-up brings the watchdog
+                changed, error = True, f"committed, but a timer could not be armed ({exc}); the watchdog wakes the room"
+            events = tuple(kept[start:])
+        return ActionResult(room_id, action, target, changed, events, error)
 
     def pause(self, room_id: str, actor: str, reason: str) -> ActionResult:
         """Pause a room: it accepts messages and starts none; a message in flight ends normally."""

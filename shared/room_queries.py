@@ -143,4 +143,42 @@ class RoomQueries:
         next_cursor = f"{rows[-1][1][name]}:{rows[-1][0]}" if len(rows) == limit else None
         return rows, next_cursor
 
+    # -- the overview's counts (`baton status`, shared/admin/overview.py)
+
+    def count_rooms(self, kind: str, before_us: int | None = None) -> int:
+        """How many rooms a `list_rooms` listing would page through, by
+        Firestore's count aggregation (one read per 1,000 index entries
+        counted, https://cloud.google.com/firestore/pricing#aggregation_queries),
+        every shard asked for a sharded field.
+
+        Raises:
+            ValueError: unknown `kind`, or `stuck` without `before_us`.
+        """
+        fields = {"stuck": "wake_at_us", "lag": "head_since_us", "paused": "paused_at_us", "parked": "parked"}
+        if kind not in fields or (kind == "stuck" and before_us is None):
+            raise ValueError(f"no room count {kind!r}")
+        name = fields[kind]
+        flt = FieldFilter(name, "<", before_us) if kind == "stuck" else FieldFilter(name, ">", 0)
+        col = self._db.collection(ROOMS)
+        if name not in SHARDED_FIELDS:
+            return self._count(col.where(filter=flt))
+        with ThreadPoolExecutor(max_workers=min(self._shards, SHARD_QUERY_CONCURRENCY)) as pool:
+            return sum(pool.map(lambda i: self._count(col.where(filter=FieldFilter(SHARD_FIELD, "==", i))
+                                                      .where(filter=flt)), range(self._shards)))
+
+    def count_in_flight(self, provider: str) -> int:
+        """Rooms with a message in flight to `provider` (`in_flight_to` starts
+        with `{provider}:`; its automatic single-field index)."""
+        col = self._db.collection(ROOMS)
+        return self._count(col.where(filter=FieldFilter("in_flight_to", ">=", f"{provider}:"))
+                           .where(filter=FieldFilter("in_flight_to", "<", f"{provider};")))
+
+    def count_collection(self, name: str) -> int:
+        """Documents in collection `name` (count aggregation)."""
+        return self._count(self._db.collection(name))
+
+    def _count(self, query: Any) -> int:
+        result = query.count(alias="n").get(**self._call)
+        op_counts().firestore_reads += 1
+        return int(result[0][0].value)
 

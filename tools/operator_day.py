@@ -15,7 +15,10 @@ of 3 messages then one per second, 3 send attempts), five rooms:
   pair-rate bucket;
 - `prepared`: an image whose upload (`prepare=media`) precedes its send.
 
-Every action goes through the `baton` CLI with `--actor operator-day`. Then
+Every action goes through the stack's `admin` function, as in the cloud: the
+`baton` CLI (`--stack`) calls it with a stand-in token for the identity
+`operator-day` (shared/admin/identity.py), and the function runs the action
+and records that verified identity as the actor. Then
 `python -m pipeline.job` reports on the log, and `judge` checks that the
 audit is clean and that "Faults and operations" shows each of the above,
 and that the per-room table equals DuckDB's recomputation
@@ -83,7 +86,8 @@ def baton_command() -> list[str]:
 
 
 def baton(stack: Stack, *args: str) -> Any:
-    """Run `baton --stack RUN_DIR --actor operator-day ARGS --json`; its JSON.
+    """Run `baton --stack RUN_DIR --actor operator-day ARGS --json` (through
+    the stack's admin function); its JSON.
 
     Raises:
         RuntimeError: the command failed (its stderr says why).
@@ -157,7 +161,7 @@ def _play(stack: Stack) -> OperatorDay:
     wait_until(lambda: events("skipped", "sent"), 60, "the silent room's first send")
     _changed(baton(stack, "rooms", "skip", rooms["skipped"], "--seq", "1", "--reason", "wrong text"), "skip")
     wait_until(lambda: events("redriven", "dead_lettered"), 60, "the refused message dead-lettered")
-    _changed(baton(stack, "dead-letters", "redrive", "--room", rooms["redriven"], "--reason", "platform back"),
+    _changed(baton(stack, "dead-letters", "redrive", "--room", rooms["redriven"], "--reason", "platform back", "--yes"),
              "redrive")
     time.sleep(max(0.0, PAUSE_S - (time.monotonic() - paused_at)))
     _changed(baton(stack, "rooms", "resume", rooms["paused"], "--reason", "customer ready"), "resume")

@@ -8,8 +8,11 @@ groups, on free ports chosen at start (so parallel runs never collide):
   protobuf<5, which the current Google clients cannot share);
 - the fake platform (tools/fake_platform/: the WhatsApp, Messenger and
   Instagram wire formats, with injected faults);
-- `enqueue`, `deadletter`, `webhook`, `status`, `timeout`, `sweep` and
-  `prepare` under functions-framework;
+- `enqueue`, `deadletter`, `webhook`, `status`, `timeout`, `sweep`,
+  `prepare` and `admin` under functions-framework (`admin` with
+  ADMIN_AUTH=local: it verifies the stand-in tokens the `baton` CLI signs
+  with the stack's random ADMIN_LOCAL_KEY, kept in stack.json;
+  shared/admin/identity.py);
 - the sweeper (tools/sweeper.py), which calls `sweep` every
   `sweep_interval_s` seconds, as Cloud Scheduler does every minute in the cloud;
 
@@ -29,6 +32,7 @@ import argparse
 import json
 import os
 import random
+import secrets
 import signal
 import socket
 import subprocess
@@ -51,6 +55,8 @@ STATUS_SUBSCRIPTION = "baton-status-push"
 STATUS_ERROR_TOPIC = f"{STATUS_TOPIC}-dead-letter"
 STATUS_ERROR_SUBSCRIPTION = "baton-statuses-error-queue"
 FUNCTIONS = ("enqueue", "deadletter", "webhook", "status", "timeout", "sweep", "prepare")
+# The operators' function (shared/admin/): served beside FUNCTIONS, which are the delivery path.
+ADMIN_FUNCTION = "admin"
 
 
 def _ephemeral_range() -> tuple[int, int]:
@@ -133,6 +139,8 @@ class Stack:
     dead_letter_attempts: int = 100
     status_max_backoff_s: int = 4
     other_webhook_mode: str | None = None
+    admin_operators: tuple[str, ...] = ()
+    admin_key: str = field(default_factory=lambda: secrets.token_hex(16))
     ports: dict[str, int] = field(default_factory=dict)
     pids: dict[str, int] = field(default_factory=dict)
     _commands: dict[str, tuple[list[str], dict[str, str] | None]] = field(default_factory=dict, repr=False)
@@ -183,9 +191,13 @@ class Stack:
             self._provision_queues()
 
     def _save(self) -> None:
-        (self.run_dir / "stack.json").write_text(json.dumps(
+        path = self.run_dir / "stack.json"
+        path.touch(mode=0o600)  # it holds the admin function's local key
+        path.write_text(json.dumps(
             {"ports": self.ports, "pids": self.pids, "client_env": self.client_env(),
-             "function_env": self.function_env(), "event_log": str(self.event_log)}, indent=2))
+             "function_env": self.function_env(), "event_log": str(self.event_log),
+             "admin": {"url": self.url("admin") if "admin" in self.ports else None, "local_key": self.admin_key}},
+            indent=2))
 
     def start(self) -> Stack:
         """Start everything; on any failure, stop what was started and raise."""
@@ -194,7 +206,7 @@ class Stack:
             self.event_log = self.run_dir / "events.jsonl"
         self.event_log.parent.mkdir(parents=True, exist_ok=True)
         (self.run_dir / "invocations.jsonl").unlink(missing_ok=True)
-        for name in ("firestore", "pubsub", "tasks", "fake", *FUNCTIONS, *self.functions):
+        for name in ("firestore", "pubsub", "tasks", "fake", *self.functions):
             if name not in self.ports:
                 self.ports[name] = free_port()
         try:
@@ -219,7 +231,8 @@ class Stack:
         ff = str(Path(py).parent / "functions-framework")
         for fn in self.functions:
             target, _, mode = fn.partition("-")
-            env = {**self.function_env(), **({"WEBHOOK_MODE": mode} if mode else {})}
+            env = {**self.function_env(), **({"WEBHOOK_MODE": mode} if mode else {}),
+                   **(self.admin_env() if target == ADMIN_FUNCTION else {})}
             self._spawn(fn, [ff, "--source", "functions/main.py", "--target", target, "--host", "127.0.0.1",
                              "--port", str(p[fn])], env=env)
         if self.sweep_interval_s > 0:
@@ -233,8 +246,8 @@ class Stack:
 
     @property
     def functions(self) -> tuple[str, ...]:
-        """The function processes: FUNCTIONS, plus `webhook-MODE` when asked."""
-        return FUNCTIONS + ((f"webhook-{self.other_webhook_mode}",) if self.other_webhook_mode else ())
+        """The function processes: FUNCTIONS and the admin function, plus `webhook-MODE` when asked."""
+        return FUNCTIONS + (ADMIN_FUNCTION,) + ((f"webhook-{self.other_webhook_mode}",) if self.other_webhook_mode else ())
 
     def _provision(self) -> None:
         """Topics, ordered push subscriptions with their dead-letter topics,
@@ -350,6 +363,11 @@ class Stack:
             **self.env,
         }
 
+    def admin_env(self) -> dict[str, str]:
+        """The admin function's own settings on the stack: the stand-in identity check."""
+        return {"ADMIN_AUTH": "local", "ADMIN_LOCAL_KEY": self.admin_key,
+                "ADMIN_OPERATORS": ",".join(self.admin_operators)}
+
     def client_env(self) -> dict[str, str]:
         """Environment a client process (publisher, tests) needs."""
         p = self.ports
@@ -373,7 +391,8 @@ class Stack:
     @classmethod
     def load(cls, run_dir: Path) -> Stack:
         data = json.loads((run_dir / "stack.json").read_text())
-        return cls(run_dir=run_dir, ports=data["ports"], pids=data["pids"], event_log=Path(data["event_log"]))
+        return cls(run_dir=run_dir, ports=data["ports"], pids=data["pids"], event_log=Path(data["event_log"]),
+                   admin_key=(data.get("admin") or {}).get("local_key") or "")
 
 
 def _settings_from(env: dict[str, str], config_module: Any) -> Any:

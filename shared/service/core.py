@@ -12,7 +12,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from google.api_core import exceptions as gexc
 from tenacity import retry, retry_if_exception_type, stop_after_attempt, wait_exponential
@@ -43,6 +43,9 @@ from shared.status_queue import (
 )
 from shared.store import ContentionError, RoomStore, begin_request, op_counts
 from shared.tasks import TimerScheduler
+
+if TYPE_CHECKING:
+    from shared.admin.incident import IncidentSwitch
 
 # Pub/Sub adds this attribute to a message it forwards to a dead-letter topic
 # (https://cloud.google.com/pubsub/docs/handling-failures#track-delivery-attempts).
@@ -86,7 +89,8 @@ class ServiceCore:
                  senders: dict[str, Sender], events: EventLog,
                  status_queue: Callable[[], StatusQueue] | None = None, scheduled: Any = None,
                  prepare_tasks: Any = None, preparers: dict[str, Preparer] | None = None,
-                 sender_window: SenderWindow | None = None) -> None:
+                 sender_window: SenderWindow | None = None, incident: IncidentSwitch | None = None) -> None:
+        self.incident = incident  # the incident switch (shared/admin/incident.py), None: never held
         self.scheduled = scheduled
         self.sender_window = sender_window
         # The attempts this instance knows need no `sent` proof (webhook.py).
@@ -188,8 +192,9 @@ class ServiceCore:
             # Too late to start: the room's send window assumes no call starts
             # after this. Provably not sent, so a retry is safe.
             result = SendResult(SendOutcome.REFUSED, error_title="send not started within SEND_START_DEADLINE_MS")
-        elif (busy := self._sender_slot(send.number, started)) is not None:
-            # Its number is at its rate: no call; the room waits for the slot.
+        elif (busy := (self.incident and self.incident.hold_until(started))
+                or self._sender_slot(send.number, started)) is not None:
+            # The incident switch is on, or its number is at its rate: no call; the room waits.
             return self.store.apply(room_id, lambda s: decide(s, SendReturned(
                 send.incarnation, msg.seq, send.attempt, RoomSendOutcome.REFUSED, started, send.cause,
                 sender_busy_until_us=busy), self.policy, component))

@@ -219,7 +219,9 @@ def test_the_prepare_queues_take_tasks_from_exactly_the_functions_that_apply_roo
     webhook modes, and nobody else; enqueuer only: no prepare task is ever
     deleted, listed or run by hand."""
     grants = queue_grants(tf, "prepare")
-    assert set(grants) == {"function_prepare_enqueuer"}
+    assert set(grants) == {"function_prepare_enqueuer", "admin_prepare_enqueuer"}
+    # The admin function applies room events too (resume, skip, redrive: infra/admin.tf).
+    assert grants["admin_prepare_enqueuer"]["member"] == "serviceAccount:${google_service_account.admin.email}"
     body = grants["function_prepare_enqueuer"]
     assert body["role"] == "roles/cloudtasks.enqueuer"
     assert "local.stateful_functions" in body["for_each"]
@@ -232,7 +234,7 @@ def test_the_prepare_queues_take_tasks_from_exactly_the_functions_that_apply_roo
         assert ("webhook" in granted) == (mode == "direct")
     # The timer queues: the same functions (prepare arms the timer of a send
     # it starts), and a taskDeleter for cancelled timers besides.
-    assert set(queue_grants(tf, "ack_timeouts")) == {"function_enqueuer", "function_task_deleter"}
+    assert set(queue_grants(tf, "ack_timeouts")) == {"function_enqueuer", "function_task_deleter", "admin_enqueuer"}
 
 
 def test_prepare_is_called_only_by_cloud_tasks_and_may_send(tf):
@@ -344,7 +346,8 @@ def test_dead_letter_topics_have_consumers_and_the_agent_may_forward(tf):
                  if b["member"] == "${local.pubsub_service_agent}"}
     assert publishes == {f"${{google_pubsub_topic.{t}.id}}" for t in topics}
     acks = {b["subscription"] for b in tf["resource"]["google_pubsub_subscription_iam_member"].values()}
-    assert acks == {"${google_pubsub_subscription.enqueue_push.id}", "${google_pubsub_subscription.status_push.id}"}
+    assert acks == {"${google_pubsub_subscription.enqueue_push.id}", "${google_pubsub_subscription.status_push.id}",
+                    "${google_pubsub_subscription.statuses_error_queue.id}"}  # the last: the admin function's pulls
 
 
 # ------------------------------------------------ the status queue (issue 11) --

@@ -270,6 +270,8 @@ def test_internal_functions_are_internal_only_and_invoked_only_by_their_callers(
         assert by_service[f'${{google_cloudfunctions2_function.fn["{function}"].name}}'] == {
             f"serviceAccount:${{google_service_account.{account}.email}}" for account in accounts}, function
     assert set(FUNCTIONS) - set(INVOKERS) == {"webhook"}
+    # The admin function: the operators (var.operators) alone (infra/admin.tf).
+    assert by_service.pop("${google_cloudfunctions2_function.admin.name}") == {"${each.value}"}
     assert len(by_service) == len(FUNCTIONS)  # and the public webhook, nothing else
     # No invoker role granted anywhere but on one function (none project-wide).
     assert all(rtype == "google_cloud_run_service_iam_member" for rtype, _, body in iam_grants(tf)

@@ -23,7 +23,7 @@ from shared.store import DEFAULT_INDEX_SHARDS, RoomStore
 from tests.conftest import room_events, wait_for
 from tests.integration.test_functions import post_push
 from tests.integration.test_guarantees import platform_sends, service
-from tools.stack import PROJECT
+from tools.stack import PROJECT, free_port
 
 BATON = Path(sys.executable).parent / "baton"
 SILENT = "15552220000"  # the fake platform never acks this recipient
@@ -40,11 +40,17 @@ def silent(fake_config):
     return SILENT
 
 
+def baton_run(stack, *args: str) -> subprocess.CompletedProcess:
+    """Run `baton --stack RUN_DIR --actor tester ARGS --json` (no terminal: stdin is not a tty)."""
+    assert BATON.exists(), "the `baton` entry point is missing: make venv installs it (pip install -e .)"
+    return subprocess.run([str(BATON), "--stack", str(stack.run_dir), "--actor", "tester", *args, "--json"],
+                          capture_output=True, text=True, timeout=120, env={**os.environ, "BATON_ACTOR": ""},
+                          stdin=subprocess.DEVNULL)
+
+
 def baton(stack, *args: str, check: bool = True) -> object:
     """Run `baton --stack RUN_DIR --actor tester ARGS --json`; its JSON output."""
-    assert BATON.exists(), "the `baton` entry point is missing: make venv installs it (pip install -e .)"
-    proc = subprocess.run([str(BATON), "--stack", str(stack.run_dir), "--actor", "tester", *args, "--json"],
-                          capture_output=True, text=True, timeout=120, env={**os.environ, "BATON_ACTOR": ""})
+    proc = baton_run(stack, *args)
     if check:
         assert proc.returncode == 0, proc.stderr
     return json.loads(proc.stdout) if proc.stdout.strip() else None
@@ -117,12 +123,20 @@ def test_a_redriven_dead_letter_goes_back_to_the_head_ahead_of_later_messages(st
     wait_for(lambda: baton(stack, "rooms", "show", room_id)["next_ids"] == ["2 m2", "3 m3"], what="m2, m3 queued")
     [dl] = baton(stack, "dead-letters", "list", "--room", room_id)
     assert dl["kind"] == "kept" and dl["seq"] == 1 and dl["message_id"] == "m1" and dl["status"] == "waiting"
+    # A bulk redrive says what it would touch, and changes nothing on a dry run or without a confirmation.
+    preview = baton(stack, "dead-letters", "redrive", "--room", room_id, "--reason", "platform back", "--dry-run")
+    assert (preview["dry_run"], preview["rooms"], preview["messages"], preview["ids"]) == (True, 1, 1, [dl["id"]])
+    unconfirmed = baton_run(stack, "dead-letters", "redrive", "--room", room_id, "--reason", "platform back")
+    assert unconfirmed.returncode == 2 and "1 message(s) in 1 room(s)" in unconfirmed.stderr
+    assert "--yes" in unconfirmed.stderr
+    assert baton(stack, "dead-letters", "list", "--room", room_id)[0]["status"] == "waiting"
+    assert baton(stack, "rooms", "show", room_id)["next_ids"] == ["2 m2", "3 m3"]
     [redriven] = baton(stack, "dead-letters", "redrive", dl["id"], "--reason", "platform back")
     assert redriven["changed"] and redriven["outcome"] == "redriven"
     assert baton(stack, "rooms", "show", room_id)["next_ids"] == ["1 m1", "2 m2", "3 m3"]  # ahead of both
     baton(stack, "rooms", "resume", room_id)
-    [again] = baton(stack, "dead-letters", "redrive", "--room", room_id, "--reason", "platform back") or [None]
-    assert again is None  # nothing waiting any more: not redriven twice
+    again = baton(stack, "dead-letters", "redrive", "--room", room_id, "--reason", "platform back", "--yes")
+    assert again["messages"] == 0  # nothing waiting any more: not redriven twice
     wait_for(lambda: ended(stack, room_id, 3), timeout_s=20, what="m3 ended")
     assert sent_seqs(stack, room_id) == [1, 2, 3]  # the redriven m1 first, then the later ones in order
     assert ended(stack, room_id, 1) == ["acked"]  # (its `dead_lettered` line is in svc's own log)
@@ -213,3 +227,30 @@ def test_bad_input_gets_a_clear_error(stack):
     proc = subprocess.run([str(BATON), "--stack", str(stack.run_dir), "rooms", "list", "--stuck", "--older-than",
                            "5 minutes"], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2 and "not a duration" in proc.stderr
+
+
+def test_version_and_where_to_act_are_one_line_answers_with_their_exit_codes(stack, tmp_path):
+    def run(*args: str, **env: str) -> subprocess.CompletedProcess:
+        clean = {k: v for k, v in os.environ.items() if k not in ("GOOGLE_CLOUD_PROJECT", "BATON_STACK")}
+        return subprocess.run([str(BATON), *args], capture_output=True, text=True, timeout=120,
+                              env={**clean, **env}, stdin=subprocess.DEVNULL)
+
+    version = run("--version")
+    assert version.returncode == 0 and version.stdout.startswith("baton, version ")
+    nowhere = run("status")
+    assert nowhere.returncode == 2 and "--project" in nowhere.stderr
+    # No Google credentials at all (no key file, no gcloud login, no metadata server).
+    no_credentials = run("--project", "p-none", "status", GOOGLE_APPLICATION_CREDENTIALS=str(tmp_path / "none.json"),
+                         CLOUDSDK_CONFIG=str(tmp_path / "gcloud"), GCE_METADATA_HOST="127.0.0.1:9",
+                         GCE_METADATA_IP="127.0.0.1:9")
+    assert no_credentials.returncode == 4, no_credentials.stderr
+    assert "Traceback" not in no_credentials.stderr and len(no_credentials.stderr.strip().splitlines()) == 1
+    assert "gcloud auth" in no_credentials.stderr
+    # A stack whose admin function does not answer: exit 5, one line.
+    closed = f"http://127.0.0.1:{free_port()}/"
+    no_admin = run("--stack", str(stack.run_dir), "--admin-url", closed, "status")
+    assert no_admin.returncode == 5 and "no admin function" in no_admin.stderr and "Traceback" not in no_admin.stderr
+    missing = run("--stack", str(stack.run_dir), "rooms", "show", f"none-{uuid.uuid4().hex[:6]}")
+    assert missing.returncode == 3 and "no document" in missing.stderr
+    unconfirmed = run("--stack", str(stack.run_dir), "statuses", "replay", "--json")
+    assert unconfirmed.returncode == 0 and json.loads(unconfirmed.stdout)["messages"] == 0  # nothing to replay

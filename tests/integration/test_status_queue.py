@@ -112,7 +112,7 @@ def test_a_status_whose_processing_raises_goes_to_the_error_queue_and_a_replay_a
     listed = baton(stack, "statuses", "list", "--room", room_id)
     assert [(x["room_id"], x["statuses"], x["delivery_attempts"]) for x in listed] == [(room_id, 1, 5)]
     store.room_ref(room_id).set(good)  # the fix
-    assert baton(stack, "statuses", "replay", "--room", room_id)["replayed"] == 1
+    assert baton(stack, "statuses", "replay", "--room", room_id, "--yes")["replayed"] == 1
     wait_for(lambda: counts(store, room_id).get("acked"), 30, "the replayed status applied")
     assert error_queue.list(room=room_id) == []
     # The replay is in the audit trail, with who did it (issue 32, item 5).
@@ -229,7 +229,7 @@ def test_receipts_by_recipient_moved_to_the_error_queue_are_replayed_and_ack_the
         batch.encode(), key, "RuntimeError: a bug, fixed since", 5, kind=KIND_RECIPIENT_RECEIPTS)
     kept = wait_for(lambda: error_queue.list(room=key), 30, "the receipts in the error queue")
     assert [(x.kind, x.recipient_key, x.statuses) for x in kept] == [(KIND_RECIPIENT_RECEIPTS, key, 1)]
-    assert baton(stack, "statuses", "replay", "--room", key)["replayed"] == 1
+    assert baton(stack, "statuses", "replay", "--room", key, "--yes")["replayed"] == 1
     wait_for(lambda: counts(store, room_id).get("acked"), 30, "the replayed receipt applied")
     assert error_queue.list(room=key) == []
     assert [(e["event"], e["actor"]) for e in room_events(stack, key)] == [("statuses_replayed", "tester")]

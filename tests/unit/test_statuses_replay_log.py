@@ -1,17 +1,16 @@
-"""`baton statuses replay` logs `statuses_replayed` for what it published,
-also when the replay fails half-way, and the failure still ends the command
-(the queue and the event log are stand-ins; the integration tests in
-tests/integration/test_status_queue.py run it on the emulators)."""
+"""`statuses.replay` (the admin function's side of `baton statuses replay`)
+logs `statuses_replayed` for what it published, also when the replay fails
+half-way, and the failure still ends the request (the queue and the event
+log are stand-ins; the integration tests in tests/integration/test_status_queue.py
+run the queue on the emulators)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 import pytest
-from click.testing import CliRunner
 
-from baton_cli import statuses
-from baton_cli.main import Env, cli
+from shared.admin.actions import Admin, Args, statuses_replay
 
 
 class LoggedReplays:
@@ -34,27 +33,20 @@ class HalfWayQueue:
         raise RuntimeError("publish failed")
 
 
-@pytest.fixture
-def run(monkeypatch):
-    def invoke(log: LoggedReplays) -> Any:
-        monkeypatch.setattr(statuses, "_queue", lambda env: HalfWayQueue())
-        monkeypatch.setattr(Env, "operators", property(lambda self: log))
-        if "statuses" not in cli.commands:
-            cli.add_command(statuses.statuses)
-        return CliRunner().invoke(cli, ["--actor", "alice", "statuses", "replay"])
-
-    return invoke
+def run(log: LoggedReplays) -> None:
+    admin = Admin(log, None, None, HalfWayQueue, None, None)  # type: ignore[arg-type]
+    statuses_replay(admin, Args({}), "alice@example.com")
 
 
-def test_what_was_published_before_a_failure_is_logged_and_the_failure_still_fails(run):
+def test_what_was_published_before_a_failure_is_logged_and_the_failure_still_fails():
     log = LoggedReplays()
-    result = run(log)
-    assert isinstance(result.exception, RuntimeError) and result.exit_code != 0
-    assert log.lines == [("room-a", 2, "alice"), ("room-b", 1, "alice")]
+    with pytest.raises(RuntimeError, match="publish failed"):
+        run(log)
+    assert log.lines == [("room-a", 2, "alice@example.com"), ("room-b", 1, "alice@example.com")]
 
 
-def test_a_line_that_cannot_be_logged_does_not_hide_the_others_or_the_failure(run):
+def test_a_line_that_cannot_be_logged_does_not_hide_the_others_or_the_failure():
     log = LoggedReplays(fail_for="room-a")
-    result = run(log)
-    assert isinstance(result.exception, RuntimeError)  # the publish failure, not the logging one
-    assert log.lines == [("room-b", 1, "alice")]
+    with pytest.raises(RuntimeError, match="publish failed"):  # the publish failure, not the logging one
+        run(log)
+    assert log.lines == [("room-b", 1, "alice@example.com")]

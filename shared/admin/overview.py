@@ -1,0 +1,60 @@
+"""`baton status`: the deployment at a glance, as `rq info` or Sidekiq's
+dashboard show a queue system: rooms holding messages, in flight (per
+provider), paused, with parked messages, overdue (past the watchdog's
+grace), dead letters and rejected pushes kept, scheduled messages waiting,
+the status error queue's depth, and the incident switch.
+
+Every room figure is a Firestore count aggregation over an index (no scan;
+one read per 1,000 entries counted, per shard); the scheduled messages and
+the error queue are listed up to a cap (`SCHEDULED_CAP`, `ERROR_QUEUE_CAP`)
+and shown as "at least" when they reach it.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from shared.records import DEAD_LETTERS, REJECTED
+
+SCHEDULED_CAP = 10_000
+ERROR_QUEUE_CAP = 1_000
+
+
+def _capped(n: int, cap: int) -> dict[str, Any]:
+    return {"count": n, "at_least": n >= cap}
+
+
+def overview(admin: Any, with_error_queue: bool = True, now_us: int | None = None) -> dict[str, Any]:
+    """The overview as JSON: counts, the incident switch, the settings that
+    shape them (index shards, providers, webhook mode). `admin` is a
+    `shared.admin.actions.Admin`.
+
+    Raises:
+        google.api_core.exceptions.GoogleAPICallError: a query failed.
+    """
+    store = admin.operators.store
+    s = admin.settings
+    now = time.time_ns() // 1000 if now_us is None else now_us
+    providers = sorted(s.enabled_providers)
+    in_flight = {p: store.count_in_flight(p) for p in providers}
+    out: dict[str, Any] = {
+        "rooms": {
+            "holding": store.count_rooms("lag"),
+            "in_flight": sum(in_flight.values()),
+            "paused": store.count_rooms("paused"),
+            "with_parked": store.count_rooms("parked"),
+            "overdue": store.count_rooms("stuck", before_us=now - s.watchdog_grace_ms * 1000),
+        },
+        "in_flight_by_provider": in_flight,
+        "dead_letters_kept": store.count_collection(DEAD_LETTERS),
+        "rejected_pushes_kept": store.count_collection(REJECTED),
+        "scheduled": _capped(len(admin.scheduled_factory().list(None, SCHEDULED_CAP)), SCHEDULED_CAP),
+        "incident": admin.incident.read().to_json(),
+        "deployment": {"project": s.project, "index_shards": s.index_shards, "providers": providers,
+                       "webhook_mode": s.webhook_mode, "watchdog_grace_ms": s.watchdog_grace_ms},
+    }
+    if with_error_queue:
+        out["status_error_queue"] = _capped(len(admin.error_queue_factory().list(None, ERROR_QUEUE_CAP)),
+                                            ERROR_QUEUE_CAP)
+    return out
