@@ -24,6 +24,7 @@ from shared.room.state import (
     Trigger,
 )
 from shared.room.transition import TransitionCore
+from shared.senders import sent_from
 
 
 class EntryRules(TransitionCore):
@@ -82,22 +83,25 @@ class EntryRules(TransitionCore):
             candidate = self.advance(candidate, Trigger.ENQUEUE, ev.idempotency_key)
         return self.done(candidate)
 
-    @staticmethod
-    def sender_for(state: RoomState, ev: Enqueue | Park) -> str | None:
+    def sender_for(self, state: RoomState, ev: Enqueue | Park) -> str | None:
         """The WhatsApp number a message entering the room is sent from: the
-        producer's `sender` attribute; else the number of the room's latest
-        held WhatsApp message (a recipient sees one conversation, in order,
-        from one number, even when a number is added meanwhile); else the
-        room's number by rendezvous hash (`default_sender`). None for other
-        platforms (one sender each)."""
+        producer's `sender` attribute; else the number the room's latest
+        WhatsApp message (in flight, queued or sequence-held) goes out from
+        (a recipient sees one conversation, in order, from one number, even
+        when a number is added meanwhile): its `sender`, or, for one stored
+        with none (kept while the deployment had one number), the number
+        `sent_from` sends it from; else the room's number by rendezvous hash
+        (`default_sender`). None for other platforms (one sender each)."""
         if ev.provider != "whatsapp":
             return None
         if ev.sender is not None:
             return ev.sender
-        held = (*([state.in_flight.message] if state.in_flight is not None else []), *state.pending)
+        numbers = self.policy.whatsapp_numbers
+        held = (*([state.in_flight.message] if state.in_flight is not None else []), *state.pending, *state.held)
         for m in reversed(held):
-            if m.provider == "whatsapp" and m.sender is not None:
-                return m.sender
+            if m.provider == "whatsapp" and m.text is not None:  # a placeholder's number is not known yet
+                # One number: every message is its (None); several: the one it goes out from.
+                return sent_from(m.sender, numbers) if len(numbers) > 1 else m.sender
         return ev.default_sender
 
     def fill_placeholder(self, state: RoomState, i: int, ev: Enqueue) -> RoomState:

