@@ -7,12 +7,16 @@ from __future__ import annotations
 
 from shared.room import (
     Enqueue,
+    InFlight,
+    Phase,
     Policy,
+    QueuedMessage,
     RoomState,
     Send,
     SendOutcome,
     SendReturned,
     StatusUpdate,
+    WatchdogSweep,
     decide,
 )
 
@@ -61,3 +65,19 @@ def test_a_message_entering_before_sequence_held_ones_goes_from_their_number():
     state, more = ack(state, TWO, T0 + 100 * MS)
     numbers += [s.number for s in more]
     assert numbers == ["1001", "1001"], numbers
+
+
+def test_the_watchdog_wakes_an_overdue_in_flight_message_behind_an_overdue_gap():
+    """One sweep finds both the sequence gap and the in-flight wake-up
+    overdue (both timer tasks lost): it must act on both, not leave the
+    in-flight message for the next sweep."""
+    policy = Policy(watchdog_grace_ms=1000, sequence_gap_timeout_ms=1000, ack_timeout_ms=3000)
+    msg = QueuedMessage(1, "m1", "whatsapp", "15550001", "hi", T0, T0, sequence=1)
+    flight = InFlight(msg, 1, T0, Phase.SENT, T0 + 3000 * MS, "push:m1", deadline_us=T0 + 3000 * MS)
+    held = QueuedMessage(0, "m3", "whatsapp", "15550001", "later", T0, T0, sequence=3)
+    state = RoomState("r", incarnation=T0, next_seq=2, in_flight=flight, next_sequence=2, held=(held,),
+                      gap_due_us=T0 + 1000 * MS)
+    d = decide(state, WatchdogSweep(T0 + 60_000 * MS), policy, "sweep")
+    kinds = [str(e.event) for e in d.events]
+    assert kinds.count("watchdog_rescued") == 2, kinds
+    assert "timed_out" in kinds and d.state is not None and d.state.in_flight.message.message_id == "m3"
