@@ -211,7 +211,8 @@ class EntryRules(TransitionCore):
                                        message_id=ev.message_id, provider=ev.provider)
                 filled = replace(m, **ev.content, parked=ev.reason, sender=self.sender_for(state, ev))
                 self.log(EventType.PARKED, filled, reason=ev.reason)
-                return self.done(replace(state, pending=(*state.pending[:i], filled, *state.pending[i + 1:])))
+                state = replace(state, pending=(*state.pending[:i], filled, *state.pending[i + 1:]))
+                return self.done(self.sequence_came(state, ev.sequence))
         if ev.message_id in state.held_ids() or any(e.message_id == ev.message_id for e in state.ended):
             # Pub/Sub dead-letters best-effort, sometimes more than once, and a
             # push may have got in on a late retry.
@@ -237,6 +238,16 @@ class EntryRules(TransitionCore):
                                                 media_kind=ev.media_kind, media_link=ev.media_link,
                                                 prepare=ev.prepare, sequence=ev.sequence,
                                                 sender=self.sender_for(state, ev)))
+        state = self.sequence_came(state, ev.sequence)
         if was_empty:
             state = self.advance(state, Trigger.ENQUEUE, ev.idempotency_key)  # logs `blocked`
         return self.done(state)
+
+    def sequence_came(self, state: RoomState, sequence: int | None) -> RoomState:
+        """A message with producer `sequence` took its place (parked counts:
+        it holds its place): if it is the one the room expects, the next is
+        expected and the held ones whose turn has come enter, as for a push
+        (no false gap, no wait for the gap timer)."""
+        if sequence is None or sequence != state.next_sequence:
+            return state
+        return self.admit_held(replace(state, next_sequence=state.next_sequence + 1))

@@ -5,9 +5,12 @@ and a parked dead-letter copy not advancing the producer sequence."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from shared.room import (
     Enqueue,
     InFlight,
+    Park,
     Phase,
     Policy,
     QueuedMessage,
@@ -81,3 +84,30 @@ def test_the_watchdog_wakes_an_overdue_in_flight_message_behind_an_overdue_gap()
     kinds = [str(e.event) for e in d.events]
     assert kinds.count("watchdog_rescued") == 2, kinds
     assert "timed_out" in kinds and d.state is not None and d.state.in_flight.message.message_id == "m3"
+
+
+def test_a_parked_copy_filling_a_placeholder_advances_the_producer_sequence():
+    """m2 (sequence 2) was refused while the room was full and got a
+    placeholder; its dead-letter copy parks it there. Sequence 2 has come:
+    m3 (sequence 3) must enter the queue, not wait for a gap that is not one."""
+    policy = Policy(max_queued_messages=1, sequence_gap_timeout_ms=30_000)
+    state, _ = push(RoomState("r"), "m1", policy, None, sequence=1)
+    state, _ = push(state, "m2", policy, None, sequence=2, at=T0 + MS)  # full: refused, awaited
+    assert state.awaiting
+    state, _ = ack(state, policy, T0 + 2 * MS)
+    d = decide(state, Park("m2", "whatsapp", "15550001", "hi", T0 + MS, T0 + 5 * MS, "dead-lettered by Pub/Sub",
+                           sequence=2), policy, "deadletter")
+    state = d.state or state
+    assert [m.message_id for m in state.pending] == ["m2"] and state.pending[0].parked
+    assert state.next_sequence == 3
+    state, _ = push(state, "m3", replace(policy, max_queued_messages=10), None, sequence=3, at=T0 + 6 * MS)
+    assert not state.held and state.gap_due_us is None
+    assert [m.message_id for m in state.pending] == ["m2", "m3"]
+
+
+def test_a_parked_copy_of_a_message_never_seen_advances_the_producer_sequence():
+    policy = Policy()
+    state, _ = push(RoomState("r"), "m1", policy, None, sequence=1)
+    d = decide(state, Park("m2", "whatsapp", "15550001", "hi", T0, T0 + 5 * MS, "dead-lettered by Pub/Sub",
+                           sequence=2), policy, "deadletter")
+    assert d.state is not None and d.state.next_sequence == 3
