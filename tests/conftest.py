@@ -112,16 +112,21 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
 
 
 @pytest.fixture(autouse=True)
-def _own_stacks_run_the_defaults(request: pytest.FixtureRequest) -> None:
+def _own_stacks_run_the_defaults(request: pytest.FixtureRequest) -> Iterator[None]:
     """An end-to-end test that starts a stack of its own (chaos, senders,
     operator day) tests the deployed defaults plus its own settings: it
     fails if this process's environment would hand its stack another
-    test's settings (issue 43)."""
+    test's settings (issue 43). What its stack writes into os.environ (its
+    client environment) is undone after it, so the session's stack stays
+    the one the later tests' clients reach."""
     if "e2e" not in request.node.path.parts or "stack" in request.fixturenames:
+        yield
         return
     leaked = inherited_settings()
     assert not leaked, (f"this process's environment sets {sorted(leaked)}: a stack started now would inherit "
                         f"them instead of the deployed defaults")
+    with environment({}):
+        yield
 
 
 @pytest.fixture

@@ -76,3 +76,17 @@ def test_an_e2e_test_with_its_own_stack_fails_on_a_leaked_setting(tmp_path):
     leaked = run_e2e_test(tmp_path, {"WHATSAPP_SENT_PROOF": "off"})
     assert leaked.returncode != 0 and "1 error" in leaked.stdout, leaked.stdout
     assert "WHATSAPP_SENT_PROOF" in leaked.stdout
+
+
+def test_what_an_own_stack_writes_into_the_environment_is_undone_after_its_test(tmp_path):
+    (tmp_path / "conftest.py").write_text("from tests.conftest import _own_stacks_run_the_defaults  # noqa: F401\n")
+    (tmp_path / "e2e").mkdir()
+    (tmp_path / "e2e" / "test_two.py").write_text(
+        "import os\n\n"
+        "def test_a_own_stack_provisions():\n    os.environ['FIRESTORE_EMULATOR_HOST'] = '127.0.0.1:9'\n\n"
+        "def test_b_later_test():\n    assert os.environ.get('FIRESTORE_EMULATOR_HOST') != '127.0.0.1:9'\n")
+    env = {k: v for k, v in os.environ.items() if k not in inherited_settings() and k != "FIRESTORE_EMULATOR_HOST"}
+    env["PYTHONPATH"] = str(ROOT)
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(tmp_path / "e2e")],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stdout
