@@ -111,3 +111,26 @@ def test_a_parked_copy_of_a_message_never_seen_advances_the_producer_sequence():
     d = decide(state, Park("m2", "whatsapp", "15550001", "hi", T0, T0 + 5 * MS, "dead-lettered by Pub/Sub",
                            sequence=2), policy, "deadletter")
     assert d.state is not None and d.state.next_sequence == 3
+
+
+def test_media_is_uploaded_by_the_number_it_is_sent_from_within_one_configuration():
+    """Suspected: media uploaded with `msg.sender`'s number but sent from
+    `sent_from(...)`'s. Within one configuration they are the same number
+    for every `sender` a stored message can have (a configured number, none,
+    a number since removed): the preparation's fallback client (`whatsapp`)
+    is the first number, which is `sent_from`'s default too."""
+    import dataclasses
+
+    from shared import config
+    from shared.providers import make_preparers, make_senders
+    from shared.senders import sent_from
+
+    settings = dataclasses.replace(config.load(), whatsapp_senders="1001:75,1002:75")
+    numbers = tuple(s.phone_number_id for s in settings.whatsapp_sender_specs)
+    preparers, senders = make_preparers(settings), make_senders(settings)
+    for sender in ("1002", "1001", None, "1003"):
+        # shared/service/preparation.py's choice, and shared/service/core.py's for the Send's number
+        preparer = preparers.get(f"whatsapp:{sender}") or preparers["whatsapp"]
+        number = sent_from(sender, numbers)
+        client = senders.get(f"whatsapp:{number}") or senders["whatsapp"]
+        assert preparer._node_url == client._node_url, sender  # the same /{phone-number-id} node
