@@ -28,13 +28,15 @@ def list_scheduled(env: Env, room: str | None, limit: int, as_json: bool) -> Non
 
 
 @command(scheduled, "cancel")
+@click.argument("room_id")
 @click.argument("message_id")
 @click.option("--reason", required=True, help="why (kept with the cancellation and logged)")
 @pass_env
-def cancel(env: Env, message_id: str, reason: str, as_json: bool) -> None:
-    """Cancel a scheduled message: when its time comes it ends as `skipped` instead of entering its room.
-    Its task is deleted too, by the name its hold recorded, where Cloud Tasks allows it."""
-    result = env.call("scheduled.cancel", message_id=message_id, reason=reason)
+def cancel(env: Env, room_id: str, message_id: str, reason: str, as_json: bool) -> None:
+    """Cancel room ROOM_ID's scheduled message MESSAGE_ID: when its time comes it ends as `skipped` instead of
+    entering its room. Its task is deleted too, by the name its hold recorded, where Cloud Tasks allows it.
+    Other rooms' messages with the same id are not touched (a message id is unique per room only)."""
+    result = env.call("scheduled.cancel", room_id=room_id, message_id=message_id, reason=reason)
     if as_json:
         emit_json(result)
     else:

@@ -287,13 +287,16 @@ def scheduled_list(admin: Admin, args: Args, actor: str) -> list[dict[str, Any]]
 
 
 def scheduled_cancel(admin: Admin, args: Args, actor: str) -> dict[str, Any]:
-    """Cancel scheduled message `message_id` (shared/scheduled.py)."""
-    message_id, reason = args.text("message_id", required=True) or "", args.text("reason", required=True) or ""
-    recorded = admin.operators.store.cancel_scheduled(message_id, actor, reason)
+    """Cancel room `room_id`'s scheduled message `message_id` (shared/scheduled.py); other rooms' messages
+    with the same id are not touched (a message id is unique per room only)."""
+    room_id, message_id = args.text("room_id", required=True) or "", args.text("message_id", required=True) or ""
+    reason = args.text("reason", required=True) or ""
+    recorded = admin.operators.store.cancel_scheduled(room_id, message_id, actor, reason)
     task = (recorded or {}).get("task")
     deleted = admin.scheduled_factory().delete(task) if task else False
     waiting = bool(recorded) and (recorded.get("deliver_at_us") or 0) > time.time_ns() // 1000
-    return {"message_id": message_id, "was_waiting": waiting, "task": task, "task_deleted": deleted, "actor": actor}
+    return {"room_id": room_id, "message_id": message_id, "was_waiting": waiting, "task": task,
+            "task_deleted": deleted, "actor": actor}
 
 
 ACTIONS: dict[str, Callable[[Admin, Args, str], Any]] = {
