@@ -20,7 +20,7 @@
 # single-field indexes serve
 # (https://cloud.google.com/firestore/docs/query-data/index-overview).
 
-# The alerts' variables (alert_*) are in variables.tf, with the others.
+# The alerts' variables (alert_*) are in variables_operations.tf.
 
 locals {
   # Every metric counts only delivery events (the sink's own filter, logging in main.tf).

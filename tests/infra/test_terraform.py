@@ -24,6 +24,7 @@ import pytest
 
 from shared.config import ENV_VARS, LOCAL_ONLY_ENV_VARS, SECRET_ENV_VARS
 from shared.events import LOG_TYPE, METRICS_LOG_TYPE
+from tests.infra.terraform_cli import slice_files
 
 ROOT = Path(__file__).resolve().parents[2]
 INFRA = ROOT / "infra"
@@ -708,8 +709,8 @@ def test_layout_follows_terraform_google_modules():
     assert {"versions.tf", "variables.tf", "outputs.tf", "main.tf"} <= names
     assert list((INFRA / "examples").glob("*.tfvars*")), "no example tfvars"
     example = next((INFRA / "examples").glob("*.tfvars*")).read_text()
-    declared = {name for file in ("variables.tf", "scale.tf")
-                for name in re.findall(r'^variable "([^"]+)"', (INFRA / file).read_text(), re.M)}
+    declared = {name for path in slice_files()
+                for name in re.findall(r'^variable "([^"]+)"', path.read_text(), re.M)}
     assigned = set(re.findall(r"^([a-z0-9_]+)\s*=", example, re.M))
     assert assigned <= declared, f"example sets unknown variables: {assigned - declared}"
 
