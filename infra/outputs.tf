@@ -15,7 +15,7 @@ output "topic_id" {
 
 output "dead_letter_subscription" {
   description = "Ordered push subscription that delivers the pushes which failed dead_letter_max_attempts times to the deadletter function, which parks each in its room."
-  value       = google_pubsub_subscription.dead_letter_push.name
+  value       = google_pubsub_subscription.push["deadletter"].name
 }
 
 output "sweep_job" {

@@ -20,7 +20,7 @@ OTHER_NAMES = {
     "blocked_reason", "head_since_us", "in_flight", "paused_at_us", "paused_reason", "recent_ids", "wake_at_us",
     "expire_at", "dead_letters", "rejected_messages", "room_id", "message_id", "deliver_at", "delay_s",
     # prepare_poison's value, Terraform meta-arguments and resource names
-    "dead_letter", "depends_on", "dead_letter_push", "enqueue_push", "status_push", "tasks_invoke_prepare",
+    "dead_letter", "depends_on", "for_each", "dead_letter_push", "enqueue_push", "status_push", "tasks_invoke_prepare",
     # Meta: webhook fields, permissions, the Graph edge
     "message_deliveries", "message_reads", "messaging_seen", "subscribed_apps",
     "whatsapp_business_management", "whatsapp_business_messaging",
