@@ -54,6 +54,16 @@ def test_every_make_target_the_pages_name_exists():
         assert named - targets == set(), f"{page.name} names make targets that do not exist"
 
 
+def test_make_help_names_existing_targets_the_sizing_ones_among_them():
+    """`make help` (the Makefile's help recipe) lists only targets that
+    exist, and lists the sizing's two: the model and the table."""
+    recipe = re.search(r"^help:\n((?:\t.*\n)+)", (ROOT / "Makefile").read_text(), re.M)
+    assert recipe, "the Makefile has no help target"
+    named = set(re.findall(r"\bmake ([a-z][a-z0-9-]+)", recipe.group(1)))
+    assert named - make_targets() == set(), "make help names targets that do not exist"
+    assert {"scale-model", "scale-table", "loadtest-cloud"} <= named
+
+
 def test_every_variable_and_output_the_deploy_guide_names_exists():
     variables, outputs = declared("variable"), declared("output")
     text = (ROOT / "docs" / "deploy.md").read_text()
