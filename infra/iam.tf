@@ -86,7 +86,7 @@ locals {
   tasks_service_agent     = google_project_service_identity.agent["cloudtasks.googleapis.com"].member
   scheduler_service_agent = google_project_service_identity.agent["cloudscheduler.googleapis.com"].member
 
-  # What each function's code touches (shared/service.py). In queued mode
+  # What each function's code touches (shared/service/). In queued mode
   # the webhook only checks signatures and publishes, "without touching
   # Firestore": no Firestore, no Cloud Tasks, no send token for it then.
   stateless_functions = { direct = [], queued = ["webhook"] }

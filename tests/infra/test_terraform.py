@@ -5,7 +5,7 @@ cannot run. These tests parse infra/*.tf with the HCL parser checkov uses
 (bc-python-hcl2, in .venv-infra: `make test-infra`) and hold the
 configuration to the code: the settings shared/config.py reads, the entry
 points of functions/main.py, the collections shared/store.py writes, the
-fields of a room document (shared/room.py), the log type shared/events.py
+fields of a room document (shared/room/codec.py), the log type shared/events.py
 routes. They import nothing that needs Google's client libraries
 (shared/store.py is read with `ast`), so .venv-infra suffices.
 """
@@ -811,16 +811,16 @@ def load_package_tool():
     return module
 
 
-def fake_repo(root: Path, room_source: str) -> Path:
+def fake_repo(root: Path, module_source: str) -> Path:
     (root / "functions").mkdir(parents=True)
     (root / "functions" / "main.py").write_text("def enqueue(request): ...\n")
     (root / "requirements.txt").write_text("functions-framework==3.10.2\n")
     (root / "shared" / "providers").mkdir(parents=True)
     (root / "shared" / "__init__.py").write_text("")
-    (root / "shared" / "room.py").write_text(room_source)
+    (root / "shared" / "config.py").write_text(module_source)
     (root / "shared" / "providers" / "__init__.py").write_text("")
     (root / "shared" / "__pycache__").mkdir()
-    (root / "shared" / "__pycache__" / "room.cpython-311.pyc").write_bytes(b"\0compiled")
+    (root / "shared" / "__pycache__" / "config.cpython-311.pyc").write_bytes(b"\0compiled")
     return root
 
 
@@ -845,11 +845,11 @@ def test_package_hash_follows_the_sources_not_the_clock(tmp_path):
     package = load_package_tool()
     repo = fake_repo(tmp_path / "repo", "STATE = 1\n")
     first = package.build(tmp_path / "1.zip", root=repo)
-    (repo / "shared" / "room.py").touch()  # new mtime, same bytes
+    (repo / "shared" / "config.py").touch()  # new mtime, same bytes
     assert package.build(tmp_path / "2.zip", root=repo) == first
-    (repo / "shared" / "room.py").write_text("STATE = 2\n")
+    (repo / "shared" / "config.py").write_text("STATE = 2\n")
     assert package.build(tmp_path / "3.zip", root=repo) != first
     with zipfile.ZipFile(tmp_path / "3.zip") as archive:
         assert archive.namelist() == [
-            "main.py", "requirements.txt", "shared/__init__.py", "shared/providers/__init__.py", "shared/room.py",
+            "main.py", "requirements.txt", "shared/__init__.py", "shared/config.py", "shared/providers/__init__.py",
         ]
