@@ -86,7 +86,7 @@ locals {
   tasks_service_agent     = google_project_service_identity.agent["cloudtasks.googleapis.com"].member
   scheduler_service_agent = google_project_service_identity.agent["cloudscheduler.googleapis.com"].member
 
-  # What each function's code touches (shared/service.py). In queued mode
+  # What each function's code touches (shared/service/). In queued mode
   # the webhook only checks signatures and publishes, "without touching
   # Firestore": no Firestore, no Cloud Tasks, no send token for it then.
   stateless_functions = { direct = [], queued = ["webhook"] }
@@ -181,6 +181,15 @@ resource "google_project_iam_member" "function_firestore" {
 # armable: without the grant, arming would fail, the push would be answered
 # 503 and retried until someone noticed. Retired queues (tasks.tf) get no
 # grant: nobody writes to them.
+# Why one grant per queue and function (several hundred at scale) and not one
+# project-level roles/cloudtasks.enqueuer with an IAM condition on the queue
+# name (resource.name.startsWith(local.tasks_queue_prefix)): resource
+# attributes in IAM Conditions are recognised only for the services listed on
+# https://cloud.google.com/iam/docs/conditions-resource-attributes ("Other
+# services and resource types do not recognize resource attributes"), and
+# cloudtasks.googleapis.com is not among them. Such a condition would not
+# narrow the grant as written; unconditioned, the functions could write to
+# every queue of the project, another deployment's included.
 resource "google_cloud_tasks_queue_iam_member" "function_enqueuer" {
   for_each   = { for pair in setproduct(tolist(local.stateful_functions), range(local.tasks_queue_count)) : "${pair[0]}-${pair[1]}" => pair }
   project    = var.project_id

@@ -20,7 +20,7 @@
 # single-field indexes serve
 # (https://cloud.google.com/firestore/docs/query-data/index-overview).
 
-# The alerts' variables (alert_*) are in variables.tf, with the others.
+# The alerts' variables (alert_*) are in variables_operations.tf.
 
 locals {
   # Every metric counts only delivery events (the sink's own filter, logging in main.tf).
@@ -44,8 +44,8 @@ locals {
   outcomes = ["acked", "timed_out", "failed", "dead_lettered", "skipped"]
 
   ended_type     = "${local.metric_type}/messages_ended"
-  enqueue_sub    = google_pubsub_subscription.enqueue_push.name
-  dead_letter_sb = google_pubsub_subscription.dead_letter_push.name
+  enqueue_sub    = google_pubsub_subscription.push["enqueue"].name
+  dead_letter_sb = google_pubsub_subscription.push["deadletter"].name
 
   # One xyChart tile of the dashboard.
   chart = {

@@ -15,7 +15,7 @@ output "topic_id" {
 
 output "dead_letter_subscription" {
   description = "Ordered push subscription that delivers the pushes which failed dead_letter_max_attempts times to the deadletter function, which parks each in its room."
-  value       = google_pubsub_subscription.dead_letter_push.name
+  value       = google_pubsub_subscription.push["deadletter"].name
 }
 
 output "sweep_job" {
@@ -64,7 +64,7 @@ output "secret_ids" {
 }
 
 output "firestore_database" {
-  description = "Firestore database of this deployment (FIRESTORE_DATABASE; `baton --database`)."
+  description = "Firestore database of this deployment (FIRESTORE_DATABASE)."
   value       = google_firestore_database.main.name
 }
 

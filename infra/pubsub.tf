@@ -22,7 +22,7 @@ resource "google_pubsub_topic_iam_member" "producers_publish" {
 
 # Pushes that failed dead_letter_max_attempts times land here, so a message
 # that keeps failing frees its room's ordering key instead of blocking it;
-# `deadletter` then parks it in its room (dead_letter_push below).
+# `deadletter` then parks it in its room (push["deadletter"] below).
 resource "google_pubsub_topic" "dead_letter" {
   # checkov:skip=CKV_GCP_83:Google-managed encryption at rest; the message bodies go to the platform anyway, CMEK is an option, not a need
   name                       = "${var.name_prefix}-outbound-dead-letter"
@@ -31,42 +31,112 @@ resource "google_pubsub_topic" "dead_letter" {
   depends_on                 = [google_project_service.apis]
 }
 
-# Ordered push to `enqueue`: Pub/Sub keeps one message per ordering key
-# outstanding, in publish order. The push body is the default wrapped JSON
-# envelope ({"message": {...}, "subscription": ...}), which enqueue parses.
-resource "google_pubsub_subscription" "enqueue_push" {
-  name                    = "${var.name_prefix}-enqueue-push"
-  topic                   = google_pubsub_topic.outbound.id
-  labels                  = var.labels
-  enable_message_ordering = true
-  ack_deadline_seconds    = var.push_ack_deadline_seconds
+# The three ordered push subscriptions, one per function Pub/Sub pushes to,
+# keyed by that function (google_pubsub_subscription.push below): what
+# differs between them is here, with why; what they share is in the
+# resource. Every one is ordered (one outstanding message per ordering key,
+# in publish order), pushes the default wrapped JSON envelope ({"message":
+# {...}, "subscription": ...}, which the functions parse) with an OIDC token
+# of pubsub_push (the functions are not public; that identity is their
+# invoker), backs off up to 600 s, the documented maximum
+# (https://cloud.google.com/pubsub/docs/handling-failures), and never
+# expires when idle. `name_suffix` and `topic` must never change for an existing
+# key: Pub/Sub cannot rename a subscription or move it to another topic, so
+# Terraform would replace it and its backlog would be lost.
+locals {
+  push_subscriptions = {
+    # Ordered push to `enqueue`: the system's intake from the outbound topic.
+    # A nack (enqueue answers 503 when a room holds MAX_QUEUED_MESSAGES or
+    # MAX_ROOM_BYTES, or when it fails) is retried with exponential backoff
+    # instead of at once, up to 600 s. With dead_letter_max_attempts at 100,
+    # a room under back-pressure is retried for hours, not dead-lettered
+    # within minutes; a message that keeps failing then frees its room's
+    # ordering key (it goes to the dead-letter topic, below).
+    enqueue = {
+      name_suffix                = "enqueue-push"
+      topic                      = google_pubsub_topic.outbound.id
+      minimum_backoff            = "1s"
+      dead_letter_topic          = google_pubsub_topic.dead_letter.id
+      max_delivery_attempts      = var.dead_letter_max_attempts
+      message_retention_duration = null # Pub/Sub's default, 7 days
+    }
+
+    # The dead-letter topic's consumer: ordered push to `deadletter`, which
+    # parks each message at its place in its room; the room then waits,
+    # blocked with a visible reason, until an operator redrives or skips it.
+    # A message Pub/Sub dead-letters must never be skipped: it was accepted
+    # from the producer, and the room's later messages must not overtake it
+    # unnoticed. Pub/Sub dead-letters on a best-effort basis and may forward
+    # the same message more than once (DeadLetterPolicy,
+    # https://cloud.google.com/pubsub/docs/reference/rest/v1/projects.subscriptions#deadletterpolicy);
+    # `deadletter` recognises a copy it already parked and acks it. Ordered,
+    # so dead letters with their room as ordering key reach `deadletter` one
+    # at a time per room and in order; where a message goes does not depend
+    # on it (the room keeps a placeholder at the place of a push it refused).
+    # Without a subscription, messages published to the dead-letter topic
+    # would be lost. Retried with back-off up to 600 s, and never
+    # dead-lettered again (no dead-letter topic): a message that cannot be
+    # parked yet waits here. Unacknowledged messages are kept 7 days
+    # (Pub/Sub allows up to 31): time for an operator to bring `deadletter`
+    # back if it keeps failing.
+    deadletter = {
+      name_suffix                = "outbound-dead-letter-push"
+      topic                      = google_pubsub_topic.dead_letter.id
+      minimum_backoff            = "1s"
+      dead_letter_topic          = null
+      max_delivery_attempts      = null
+      message_retention_duration = "604800s"
+    }
+
+    # The status queue's consumer (webhook_mode = "queued"): ordered push to
+    # `status`. Transient failures (503) are retried with backoff for as long
+    # as the dead-letter policy allows: 100 attempts at up to 600 s is many
+    # hours; then Pub/Sub forwards the message to the error queue, the last
+    # resort when `status` cannot be reached at all (status_max_attempts,
+    # counted by the function itself, comes first).
+    status = {
+      name_suffix                = "status-push"
+      topic                      = google_pubsub_topic.statuses.id
+      minimum_backoff            = "10s"
+      dead_letter_topic          = google_pubsub_topic.statuses_dead_letter.id
+      max_delivery_attempts      = var.status_dead_letter_max_attempts
+      message_retention_duration = null # Pub/Sub's default, 7 days
+    }
+  }
+}
+
+resource "google_pubsub_subscription" "push" {
+  for_each                   = local.push_subscriptions
+  name                       = "${var.name_prefix}-${each.value.name_suffix}"
+  topic                      = each.value.topic
+  labels                     = var.labels
+  enable_message_ordering    = true
+  ack_deadline_seconds       = var.push_ack_deadline_seconds
+  message_retention_duration = each.value.message_retention_duration
 
   push_config {
-    push_endpoint = google_cloudfunctions2_function.fn["enqueue"].service_config[0].uri
-    # Authenticated push: enqueue is not public; its invoker is this identity.
+    push_endpoint = google_cloudfunctions2_function.fn[each.key].service_config[0].uri
+    # Authenticated push: the function is not public; its invoker is this identity.
     oidc_token {
       service_account_email = google_service_account.pubsub_push.email
-      audience              = google_cloudfunctions2_function.fn["enqueue"].service_config[0].uri
+      audience              = google_cloudfunctions2_function.fn[each.key].service_config[0].uri
     }
   }
 
-  # A nack (enqueue answers 503 when a room holds MAX_QUEUED_MESSAGES or
-  # MAX_ROOM_BYTES, or when it fails) is retried with exponential backoff
-  # instead of at once, up to 600 s, the documented maximum
-  # (https://cloud.google.com/pubsub/docs/handling-failures). With
-  # dead_letter_max_attempts at 100, a room under back-pressure is retried
-  # for hours, not dead-lettered within minutes.
   retry_policy {
-    minimum_backoff = "1s"
+    minimum_backoff = each.value.minimum_backoff
     maximum_backoff = "600s"
   }
 
-  dead_letter_policy {
-    dead_letter_topic     = google_pubsub_topic.dead_letter.id
-    max_delivery_attempts = var.dead_letter_max_attempts
+  dynamic "dead_letter_policy" {
+    for_each = each.value.dead_letter_topic == null ? [] : [each.value]
+    content {
+      dead_letter_topic     = dead_letter_policy.value.dead_letter_topic
+      max_delivery_attempts = dead_letter_policy.value.max_delivery_attempts
+    }
   }
 
-  # The subscription is the system's intake: it must never expire when idle.
+  # A push subscription is an intake: it must never expire when idle.
   expiration_policy {
     ttl = ""
   }
@@ -80,56 +150,23 @@ resource "google_pubsub_subscription" "enqueue_push" {
   }
 }
 
-# The dead-letter topic's consumer: ordered push to `deadletter`, which parks
-# each message at its place in its room; the room then waits, blocked with a
-# visible reason, until an operator redrives or skips it. A message Pub/Sub
-# dead-letters must never be skipped: it was accepted from the producer, and
-# the room's later messages must not overtake it unnoticed. Pub/Sub
-# dead-letters on a best-effort basis and may forward the same message more
-# than once (DeadLetterPolicy,
-# https://cloud.google.com/pubsub/docs/reference/rest/v1/projects.subscriptions#deadletterpolicy);
-# `deadletter` recognises a copy it already parked and acks it. Ordered, so
-# dead letters with their room as ordering key reach `deadletter` one at a
-# time per room and in order; where a message goes does not depend on it (the
-# room keeps a placeholder at the place of a push it refused). Without a
-# subscription, messages published to the dead-letter topic would be lost.
-resource "google_pubsub_subscription" "dead_letter_push" {
-  name                    = "${var.name_prefix}-outbound-dead-letter-push"
-  topic                   = google_pubsub_topic.dead_letter.id
-  labels                  = var.labels
-  enable_message_ordering = true
-  ack_deadline_seconds    = var.push_ack_deadline_seconds
-  # Unacknowledged messages are kept 7 days (Pub/Sub allows up to 31): time
-  # for an operator to bring `deadletter` back if it keeps failing.
-  message_retention_duration = "604800s"
+# The subscriptions were three resources until 2026-11 (enqueue_push,
+# dead_letter_push, status_push): these keep an existing deployment's
+# subscriptions, and their backlogs, under their new addresses instead of
+# destroying and recreating them (https://developer.hashicorp.com/terraform/language/modules/develop/refactoring).
+moved {
+  from = google_pubsub_subscription.enqueue_push
+  to   = google_pubsub_subscription.push["enqueue"]
+}
 
-  push_config {
-    push_endpoint = google_cloudfunctions2_function.fn["deadletter"].service_config[0].uri
-    # Authenticated push: deadletter is not public; its invoker is this identity.
-    oidc_token {
-      service_account_email = google_service_account.pubsub_push.email
-      audience              = google_cloudfunctions2_function.fn["deadletter"].service_config[0].uri
-    }
-  }
+moved {
+  from = google_pubsub_subscription.dead_letter_push
+  to   = google_pubsub_subscription.push["deadletter"]
+}
 
-  # Retried with back-off up to 600 s, and never dead-lettered again (no
-  # dead_letter_policy): a message that cannot be parked yet waits here.
-  retry_policy {
-    minimum_backoff = "1s"
-    maximum_backoff = "600s"
-  }
-
-  expiration_policy {
-    ttl = ""
-  }
-
-  lifecycle {
-    # A push still running when its deadline passes is pushed again.
-    precondition {
-      condition     = var.push_ack_deadline_seconds >= var.function_timeout_seconds
-      error_message = "push_ack_deadline_seconds must be at least function_timeout_seconds."
-    }
-  }
+moved {
+  from = google_pubsub_subscription.status_push
+  to   = google_pubsub_subscription.push["status"]
 }
 
 # The Pub/Sub service agent forwards dead letters: it must publish to the
@@ -146,7 +183,7 @@ resource "google_pubsub_topic_iam_member" "agent_publishes_dead_letters" {
 
 # roles/pubsub.subscriber on the push subscription only.
 resource "google_pubsub_subscription_iam_member" "agent_acks_source" {
-  subscription = google_pubsub_subscription.enqueue_push.id
+  subscription = google_pubsub_subscription.push["enqueue"].id
   role         = "roles/pubsub.subscriber"
   member       = local.pubsub_service_agent
   depends_on   = [time_sleep.identities_propagate]
@@ -176,45 +213,6 @@ resource "google_pubsub_topic" "statuses_dead_letter" {
   labels                     = var.labels
   message_retention_duration = "604800s"
   depends_on                 = [google_project_service.apis]
-}
-
-resource "google_pubsub_subscription" "status_push" {
-  name                    = "${var.name_prefix}-status-push"
-  topic                   = google_pubsub_topic.statuses.id
-  labels                  = var.labels
-  enable_message_ordering = true
-  ack_deadline_seconds    = var.push_ack_deadline_seconds
-
-  push_config {
-    push_endpoint = google_cloudfunctions2_function.fn["status"].service_config[0].uri
-    oidc_token {
-      service_account_email = google_service_account.pubsub_push.email
-      audience              = google_cloudfunctions2_function.fn["status"].service_config[0].uri
-    }
-  }
-
-  # Transient failures (503) are retried with backoff for as long as the
-  # dead-letter policy allows: 100 attempts at up to 600 s is many hours.
-  retry_policy {
-    minimum_backoff = "10s"
-    maximum_backoff = "600s"
-  }
-
-  dead_letter_policy {
-    dead_letter_topic     = google_pubsub_topic.statuses_dead_letter.id
-    max_delivery_attempts = var.status_dead_letter_max_attempts
-  }
-
-  expiration_policy {
-    ttl = ""
-  }
-
-  lifecycle {
-    precondition {
-      condition     = var.push_ack_deadline_seconds >= var.function_timeout_seconds
-      error_message = "push_ack_deadline_seconds must be at least function_timeout_seconds."
-    }
-  }
 }
 
 # The error queue's consumer: a pull subscription that keeps what it holds
@@ -260,7 +258,7 @@ resource "google_pubsub_topic_iam_member" "agent_publishes_status_dead_letters" 
 }
 
 resource "google_pubsub_subscription_iam_member" "agent_acks_status_source" {
-  subscription = google_pubsub_subscription.status_push.id
+  subscription = google_pubsub_subscription.push["status"].id
   role         = "roles/pubsub.subscriber"
   member       = local.pubsub_service_agent
   depends_on   = [time_sleep.identities_propagate]

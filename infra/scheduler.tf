@@ -37,7 +37,7 @@ resource "google_cloud_scheduler_job" "sweep" {
     max_doublings        = 2
   }
 
-  # function_timeout_seconds is validated to 15..1800 (variables.tf), Cloud
+  # function_timeout_seconds is validated to 15..1800 (variables_functions.tf), Cloud
   # Scheduler's limits for an HTTP target's attempt deadline.
   depends_on = [google_project_service.apis, google_cloud_run_service_iam_member.scheduler_invokes_sweep]
 }

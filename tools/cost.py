@@ -13,7 +13,7 @@ Compute time is not measured here (the emulators are not the cloud): each
 invocation's duration is built from its measured operation counts and the
 per-operation latencies in ASSUMED, and billed as Cloud Run bills request-
 based instances (LOAD below). The deployment's size and concurrency are read
-from infra/variables.tf.
+from infra/variables*.tf (variables_functions.tf, variables_analytics.tf).
 
 Usage: python tools/cost.py [--mode direct|queued] [--rate MSGS_PER_S]
        [--inputs FILE] [--json] [--markdown] [--snapshot FILE]
@@ -37,7 +37,8 @@ ROOT = Path(__file__).resolve().parent.parent
 SNAPSHOT = ROOT / "docs" / "cost-inputs.json"
 BENCH = ROOT / "out" / "bench"
 RUNS = ROOT / "run"
-VARIABLES = ROOT / "infra" / "variables.tf"
+# The root module's variables files (variables.tf, variables_<concern>.tf).
+VARIABLE_FILES = sorted((ROOT / "infra").glob("variables*.tf"))
 MILLION = 1_000_000
 MONTH_S = 30 * 24 * 3600
 TERMINAL = {"acked", "timed_out", "failed", "dead_lettered", "skipped"}
@@ -107,16 +108,16 @@ RATES = (0.4, 1.0, 5.0, 20.0, 100.0, 1_000.0, 10_000.0)
 
 def deployment() -> dict[str, Any]:
     """function_cpu, function_memory (GiB), function_threads, min_instances and
-    the log switches, as their defaults in infra/variables.tf.
+    the log switches, as their defaults in infra/variables*.tf.
 
     Raises ValueError if a default is missing or unreadable."""
-    text = VARIABLES.read_text()
+    text = "\n".join(path.read_text() for path in VARIABLE_FILES)
 
     def default(name: str) -> str:
         block = re.search(rf'variable "{name}" \{{(.*?)\n\}}', text, re.S)
         match = block and re.search(r"^\s*default\s*=\s*(.+)$", block.group(1), re.M)
         if not match:
-            raise ValueError(f"infra/variables.tf: no default for {name}")
+            raise ValueError(f"infra/variables*.tf: no default for {name}")
         return match.group(1).strip().strip('"')
 
     memory = default("function_memory")
@@ -427,7 +428,7 @@ def render_text(r: dict[str, Any]) -> str:
     d = r["deployment"]
     lines = [f"baton: cost of 1,000,000 delivered messages, WEBHOOK_MODE={r['mode']}, at {r['rate']:g} msgs/s",
              f"counts: {r['source']}; deployment: {d['cpu']:g} vCPU, {d['memory_gib']:g} GiB, "
-             f"{d['threads']} requests per instance (infra/variables.tf)", ""]
+             f"{d['threads']} requests per instance (infra/variables_functions.tf)", ""]
     width = max(len(name) for name, *_ in r["base"]["items"])
     for name, qty, _unit, usd in r["base"]["items"]:
         lines.append(f"  {name:<{width}}  {qty:>10.3f} per message  {money(usd):>8}")
@@ -505,7 +506,7 @@ def snapshot(out: Path) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--mode", choices=("direct", "queued"), help="WEBHOOK_MODE (default: infra/variables.tf)")
+    parser.add_argument("--mode", choices=("direct", "queued"), help="WEBHOOK_MODE (default: infra/variables_webhook.tf)")
     parser.add_argument("--rate", type=float, default=REFERENCE_RATE, help="sustained msgs/s (default %(default)s)")
     parser.add_argument("--inputs", type=Path, help="a cost-inputs.json to read instead of out/bench")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")

@@ -1,4 +1,4 @@
-"""The provider-free slice of infra/ (variables.tf, scale.tf, modules/sizing),
+"""The provider-free slice of infra/ (variables*.tf, scale.tf, modules/sizing),
 copied and `terraform init`-ed once for the tests that plan it."""
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ No provider can be downloaded on these machines, so what runs is what
 Terraform does without one: `init -backend=false` on the whole
 configuration (loading and checking every file and module; only the
 provider download may fail), and `init` + `plan` of the provider-free slice
-of the root module (variables.tf, scale.tf and modules/sizing), which
+of the root module (its variables files, scale.tf and modules/sizing), which
 evaluates every variable's validation blocks and the sizing module's
 preconditions. A missing `terraform` binary fails the test that needs it:
 nothing here is skipped.
@@ -29,8 +29,16 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 INFRA = ROOT / "infra"
-# The provider-free slice of the root module: its variables and the sizing.
-SIZING_FILES = ("variables.tf", "scale.tf")
+# The root module's variables files: variables.tf and one variables_<concern>.tf
+# per concern (variables_delivery.tf, ...). No other file may declare a
+# variable but scale.tf, the sizing's (test_variable_validations.py).
+VARIABLE_FILES = "variables*.tf"
+
+
+def slice_files() -> list[Path]:
+    """The provider-free slice of the root module: every variables file
+    (VARIABLE_FILES) and scale.tf, the sizing, as paths in infra/."""
+    return [*sorted(INFRA.glob(VARIABLE_FILES)), INFRA / "scale.tf"]
 # What a plan needs besides the defaults: the required variables.
 REQUIRED_VARS = {"project_id": "my-chat-project", "whatsapp_phone_number_id": "123456789012345"}
 # No version check against checkpoint-api.hashicorp.com, no colour, no prompts.
@@ -115,8 +123,8 @@ def sizing_root(directory: Path) -> Path:
     Raises: AssertionError when `terraform init` fails (offline it must not:
     the slice has no provider)."""
     directory.mkdir(parents=True, exist_ok=True)
-    for name in SIZING_FILES:
-        shutil.copy(INFRA / name, directory / name)
+    for path in slice_files():
+        shutil.copy(path, directory / path.name)
     shutil.copytree(INFRA / "modules", directory / "modules", dirs_exist_ok=True,
                     ignore=shutil.ignore_patterns(".terraform*", "*.tfstate*"))
     done = run(directory, "init", "-backend=false", "-input=false", "-no-color")

@@ -14,6 +14,8 @@ from pathlib import Path
 import hcl2
 import pytest
 
+from tests.infra.terraform_cli import slice_files
+
 ROOT = Path(__file__).resolve().parents[2]
 SNAPSHOT = ROOT / "docs" / "cost-inputs.json"
 
@@ -51,8 +53,10 @@ def test_the_snapshot_comes_from_a_real_bench_run(snapshot):
 
 
 def test_the_deployment_is_read_from_the_terraform_defaults(deploy):
-    with (ROOT / "infra" / "variables.tf").open() as fh:
-        variables = {name: body for block in hcl2.load(fh)["variable"] for name, body in block.items()}
+    variables = {}
+    for path in slice_files():
+        with path.open() as fh:
+            variables |= {name: body for block in hcl2.load(fh).get("variable", []) for name, body in block.items()}
     assert deploy["cpu"] == float(variables["function_cpu"]["default"][0])
     assert deploy["threads"] == variables["function_threads"]["default"][0]
     assert deploy["memory_gib"] * 1024 == int(variables["function_memory"]["default"][0].removesuffix("Mi"))

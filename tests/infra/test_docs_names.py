@@ -20,7 +20,7 @@ OTHER_NAMES = {
     "blocked_reason", "head_since_us", "in_flight", "paused_at_us", "paused_reason", "recent_ids", "wake_at_us",
     "expire_at", "dead_letters", "rejected_messages", "room_id", "message_id", "deliver_at", "delay_s",
     # prepare_poison's value, Terraform meta-arguments and resource names
-    "dead_letter", "depends_on", "dead_letter_push", "enqueue_push", "status_push", "tasks_invoke_prepare",
+    "dead_letter", "depends_on", "for_each", "dead_letter_push", "enqueue_push", "status_push", "tasks_invoke_prepare",
     # Meta: webhook fields, permissions, the Graph edge
     "message_deliveries", "message_reads", "messaging_seen", "subscribed_apps",
     "whatsapp_business_management", "whatsapp_business_messaging",
@@ -52,6 +52,16 @@ def test_every_make_target_the_pages_name_exists():
     for page in PAGES:
         named = set(re.findall(r"\bmake ([a-z][a-z0-9-]+)", page.read_text()))
         assert named - targets == set(), f"{page.name} names make targets that do not exist"
+
+
+def test_make_help_names_existing_targets_the_sizing_ones_among_them():
+    """`make help` (the Makefile's help recipe) lists only targets that
+    exist, and lists the sizing's two: the model and the table."""
+    recipe = re.search(r"^help:\n((?:\t.*\n)+)", (ROOT / "Makefile").read_text(), re.M)
+    assert recipe, "the Makefile has no help target"
+    named = set(re.findall(r"\bmake ([a-z][a-z0-9-]+)", recipe.group(1)))
+    assert named - make_targets() == set(), "make help names targets that do not exist"
+    assert {"scale-model", "scale-table", "loadtest-cloud"} <= named
 
 
 def test_every_variable_and_output_the_deploy_guide_names_exists():

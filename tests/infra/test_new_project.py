@@ -19,9 +19,11 @@ from tests.infra.test_terraform import (
     ROOT,
     as_list,
     blocks,
+    dead_letter_policy,
     iam_grants,
     members,
     parse,
+    push_subscription,
     resource,
 )
 
@@ -47,9 +49,8 @@ def test_cross_variable_limits_are_preconditions(tf):
     assert any("var.media_timeout_ms + 10000 <= var.function_timeout_seconds * 1000" in c for c in conditions)
     assert any("var.media_timeout_ms < var.prepare_timeout_ms" in c for c in conditions)
     assert any("var.media_max_bytes * var.function_threads <=" in c and "var.function_memory" in c for c in conditions)
-    for name in ("enqueue_push", "dead_letter_push", "status_push"):
-        sub = resource(tf, "google_pubsub_subscription", name)
-        assert "var.push_ack_deadline_seconds >= var.function_timeout_seconds" in sub["lifecycle"]["precondition"]["condition"]
+    sub = resource(tf, "google_pubsub_subscription", "push")  # every push subscription (for_each)
+    assert "var.push_ack_deadline_seconds >= var.function_timeout_seconds" in sub["lifecycle"]["precondition"]["condition"]
 
 
 # ------------------------------------------------- a new project, in order --
@@ -338,15 +339,15 @@ def test_every_push_subscription_backs_off_to_600s_and_never_expires(tf):
 
 
 def test_dead_letter_topics_have_consumers_and_the_agent_may_forward(tf):
-    topics = {"dead_letter": "dead_letter_push", "statuses_dead_letter": "statuses_error_queue"}
-    subs = tf["resource"]["google_pubsub_subscription"]
-    for topic, consumer in topics.items():
-        assert subs[consumer]["topic"] == f"${{google_pubsub_topic.{topic}.id}}"
+    topics = {"dead_letter": push_subscription(tf, "deadletter")[1]["topic"],
+              "statuses_dead_letter": resource(tf, "google_pubsub_subscription", "statuses_error_queue")["topic"]}
+    for topic, consumer_topic in topics.items():
+        assert consumer_topic == f"${{google_pubsub_topic.{topic}.id}}"
     publishes = {b["topic"] for b in tf["resource"]["google_pubsub_topic_iam_member"].values()
                  if b["member"] == "${local.pubsub_service_agent}"}
     assert publishes == {f"${{google_pubsub_topic.{t}.id}}" for t in topics}
     acks = {b["subscription"] for b in tf["resource"]["google_pubsub_subscription_iam_member"].values()}
-    assert acks == {"${google_pubsub_subscription.enqueue_push.id}", "${google_pubsub_subscription.status_push.id}",
+    assert acks == {'${google_pubsub_subscription.push["enqueue"].id}', '${google_pubsub_subscription.push["status"].id}',
                     "${google_pubsub_subscription.statuses_error_queue.id}"}  # the last: the admin function's pulls
 
 
@@ -354,17 +355,19 @@ def test_dead_letter_topics_have_consumers_and_the_agent_may_forward(tf):
 
 
 def test_the_status_queue_is_wired_like_the_enqueue_path(tf):
-    sub = resource(tf, "google_pubsub_subscription", "status_push")
-    assert sub["topic"] == "${google_pubsub_topic.statuses.id}"
+    sub, status = push_subscription(tf, "status")
+    assert status["topic"] == "${google_pubsub_topic.statuses.id}"
     assert resource(tf, "google_pubsub_topic", "statuses")["name"] == "${var.name_prefix}-statuses"
     assert sub["enable_message_ordering"] is True
     push = sub["push_config"]
-    assert push["push_endpoint"] == '${google_cloudfunctions2_function.fn["status"].service_config[0].uri}'
+    assert push["push_endpoint"] == "${google_cloudfunctions2_function.fn[each.key].service_config[0].uri}"
     assert push["oidc_token"]["service_account_email"] == "${google_service_account.pubsub_push.email}"
     assert push["oidc_token"]["audience"] == push["push_endpoint"]
-    assert sub["retry_policy"] == {"minimum_backoff": "10s", "maximum_backoff": "600s"}
-    assert sub["dead_letter_policy"] == {"dead_letter_topic": "${google_pubsub_topic.statuses_dead_letter.id}",
-                                         "max_delivery_attempts": "${var.status_dead_letter_max_attempts}"}
+    assert sub["retry_policy"] == {"minimum_backoff": "${each.value.minimum_backoff}", "maximum_backoff": "600s"}
+    assert status["minimum_backoff"] == "10s"
+    assert dead_letter_policy(sub)["dead_letter_topic"] == "${dead_letter_policy.value.dead_letter_topic}"
+    assert (status["dead_letter_topic"], status["max_delivery_attempts"]) == (
+        "${google_pubsub_topic.statuses_dead_letter.id}", "${var.status_dead_letter_max_attempts}")
     error_topic = resource(tf, "google_pubsub_topic", "statuses_dead_letter")
     assert error_topic["name"] == "${var.name_prefix}-statuses-dead-letter"
     queue = resource(tf, "google_pubsub_subscription", "statuses_error_queue")

@@ -60,17 +60,17 @@ def test_every_resource_argument_and_block_exists_in_the_pinned_providers(schema
 
 
 def test_the_check_catches_a_misspelt_argument(schemas, copy_of_infra):
-    edit(copy_of_infra / "pubsub.tf", "enable_message_ordering = true", "enable_message_orderin = true")
+    edit(copy_of_infra / "pubsub.tf", "enable_message_ordering    = true", "enable_message_orderin     = true")
     errors = check_module(copy_of_infra, schemas)
-    assert any("google_pubsub_subscription.enqueue_push" in e and "'enable_message_orderin'" in e for e in errors), errors
+    assert any("google_pubsub_subscription.push" in e and "'enable_message_orderin'" in e for e in errors), errors
 
 
 def test_the_check_catches_a_misspelt_nested_block_and_a_missing_required_argument(schemas, copy_of_infra):
     edit(copy_of_infra / "scheduler.tf", "    oidc_token {", "    oidc_tokn {")
-    edit(copy_of_infra / "pubsub.tf", "  topic                   = google_pubsub_topic.outbound.id\n", "")
+    edit(copy_of_infra / "pubsub.tf", "  topic                      = each.value.topic\n", "")
     errors = check_module(copy_of_infra, schemas)
     assert any("google_cloud_scheduler_job.sweep.http_target" in e and "'oidc_tokn'" in e for e in errors), errors
-    assert any("enqueue_push" in e and "required argument 'topic'" in e for e in errors), errors
+    assert any("google_pubsub_subscription.push" in e and "required argument 'topic'" in e for e in errors), errors
 
 
 def test_the_check_catches_a_beta_resource_on_the_ga_provider(schemas, copy_of_infra):

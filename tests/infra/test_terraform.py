@@ -5,7 +5,7 @@ cannot run. These tests parse infra/*.tf with the HCL parser checkov uses
 (bc-python-hcl2, in .venv-infra: `make test-infra`) and hold the
 configuration to the code: the settings shared/config.py reads, the entry
 points of functions/main.py, the collections shared/store.py writes, the
-fields of a room document (shared/room.py), the log type shared/events.py
+fields of a room document (shared/room/codec.py), the log type shared/events.py
 routes. They import nothing that needs Google's client libraries
 (shared/store.py is read with `ast`), so .venv-infra suffices.
 """
@@ -24,6 +24,7 @@ import pytest
 
 from shared.config import ENV_VARS, LOCAL_ONLY_ENV_VARS, SECRET_ENV_VARS
 from shared.events import LOG_TYPE, METRICS_LOG_TYPE
+from tests.infra.terraform_cli import slice_files
 
 ROOT = Path(__file__).resolve().parents[2]
 INFRA = ROOT / "infra"
@@ -173,29 +174,51 @@ def store_collections() -> set[str]:
 # --------------------------------------------------------- Pub/Sub intake --
 
 
+def push_subscription(tf: dict, key: str) -> tuple[dict, dict]:
+    """The body of google_pubsub_subscription.push (one resource, for_each
+    over local.push_subscriptions) and the entry `key` of that local map:
+    the settings all push subscriptions share and the ones `key` has."""
+    sub = resource(tf, "google_pubsub_subscription", "push")
+    assert sub["for_each"] == "${local.push_subscriptions}"
+    entries = tf["locals"]["push_subscriptions"]
+    assert key in entries, f"no push subscription {key!r} in local.push_subscriptions"
+    return sub, entries[key]
+
+
+def dead_letter_policy(sub: dict) -> dict:
+    """The push subscriptions' dead_letter_policy: a dynamic block, present
+    exactly for the entries that name a dead_letter_topic."""
+    dynamic = sub["dynamic"]["dead_letter_policy"]
+    assert dynamic["for_each"].startswith("${each.value.dead_letter_topic == ")
+    return dynamic["content"]
+
+
 def test_push_subscription_is_ordered_authenticated_retried_and_dead_lettered(tf):
-    sub = resource(tf, "google_pubsub_subscription", "enqueue_push")
+    sub, enqueue = push_subscription(tf, "enqueue")
     assert sub["enable_message_ordering"] is True
-    assert "google_pubsub_topic.outbound" in sub["topic"]
+    assert sub["topic"] == "${each.value.topic}" and enqueue["topic"] == "${google_pubsub_topic.outbound.id}"
     push = sub["push_config"]
-    assert 'fn["enqueue"]' in push["push_endpoint"]
+    # Each key is the function it pushes to.
+    assert push["push_endpoint"] == "${google_cloudfunctions2_function.fn[each.key].service_config[0].uri}"
+    assert set(tf["locals"]["push_subscriptions"]) <= set(FUNCTIONS)
     # Default wrapped envelope: enqueue parses {"message": ..., "subscription": ...}.
     assert "no_wrapper" not in push
     oidc = push["oidc_token"]
     assert oidc["service_account_email"] == "${google_service_account.pubsub_push.email}"
     assert oidc["audience"] == push["push_endpoint"]
-    retry = sub["retry_policy"]
-    assert retry["minimum_backoff"]
-    dead = sub["dead_letter_policy"]
-    assert dead["dead_letter_topic"] == "${google_pubsub_topic.dead_letter.id}"
-    assert dead["max_delivery_attempts"] == "${var.dead_letter_max_attempts}"
+    assert sub["retry_policy"]["minimum_backoff"] == "${each.value.minimum_backoff}" and enqueue["minimum_backoff"]
+    dead = dead_letter_policy(sub)
+    assert dead == {"dead_letter_topic": "${dead_letter_policy.value.dead_letter_topic}",
+                    "max_delivery_attempts": "${dead_letter_policy.value.max_delivery_attempts}"}
+    assert enqueue["dead_letter_topic"] == "${google_pubsub_topic.dead_letter.id}"
+    assert enqueue["max_delivery_attempts"] == "${var.dead_letter_max_attempts}"
     assert "var.push_ack_deadline_seconds" in sub["ack_deadline_seconds"]
 
 
 def test_enqueue_push_backs_off_to_600s_and_dead_letters_after_100_attempts(tf):
     """A room under back-pressure is retried for hours, not dead-lettered in
     minutes: the documented maxima of both settings."""
-    sub = resource(tf, "google_pubsub_subscription", "enqueue_push")
+    sub, _ = push_subscription(tf, "enqueue")
     assert sub["retry_policy"]["maximum_backoff"] == "600s"
     attempts = tf["variable"]["dead_letter_max_attempts"]
     assert attempts["default"] == 100
@@ -207,31 +230,76 @@ def test_dead_letters_are_pushed_in_order_to_deadletter(tf):
     """Every dead-lettered message is parked in its room, never skipped: an
     ordered, authenticated push to `deadletter` that keeps retrying."""
     assert "dead_letter_keep" not in tf["resource"]["google_pubsub_subscription"]
-    subs = [b for b in tf["resource"]["google_pubsub_subscription"].values()
-            if b["topic"] == "${google_pubsub_topic.dead_letter.id}"]
-    assert len(subs) == 1, "the dead-letter topic has exactly one subscription, its consumer"
-    sub = resource(tf, "google_pubsub_subscription", "dead_letter_push")
-    assert sub is subs[0]
+    topics = [b["topic"] for name, b in tf["resource"]["google_pubsub_subscription"].items() if name != "push"]
+    topics += [entry["topic"] for entry in tf["locals"]["push_subscriptions"].values()]
+    assert topics.count("${google_pubsub_topic.dead_letter.id}") == 1, (
+        "the dead-letter topic has exactly one subscription, its consumer")
+    sub, deadletter = push_subscription(tf, "deadletter")
+    assert deadletter["topic"] == "${google_pubsub_topic.dead_letter.id}"
     assert sub["enable_message_ordering"] is True
     push = sub["push_config"]
-    assert push["push_endpoint"] == '${google_cloudfunctions2_function.fn["deadletter"].service_config[0].uri}'
+    assert push["push_endpoint"] == "${google_cloudfunctions2_function.fn[each.key].service_config[0].uri}"
     assert "no_wrapper" not in push  # deadletter parses the same envelope as enqueue
     oidc = push["oidc_token"]
     assert oidc["service_account_email"] == "${google_service_account.pubsub_push.email}"
     assert oidc["audience"] == push["push_endpoint"]
     assert sub["retry_policy"]["maximum_backoff"] == "600s"
-    assert sub["message_retention_duration"] == "604800s"
+    assert sub["message_retention_duration"] == "${each.value.message_retention_duration}"
+    assert deadletter["message_retention_duration"] == "604800s"
     assert sub["expiration_policy"]["ttl"] == ""
-    # The end of the line: nothing dead-letters a dead letter.
-    assert "dead_letter_policy" not in sub
+    # The end of the line: nothing dead-letters a dead letter (the dynamic
+    # block is left out for an entry without a dead_letter_topic).
+    dead_letter_policy(sub)
+    assert deadletter["dead_letter_topic"] is None and deadletter["max_delivery_attempts"] is None
     assert "var.push_ack_deadline_seconds" in sub["ack_deadline_seconds"]
+
+
+# The push subscriptions' addresses before they became one for_each resource
+# (issue 45), the key each now has, and the name (after name_prefix) and
+# topic it must keep: Pub/Sub
+# cannot rename a subscription or move it to another topic, so a changed
+# name (or no `moved` block) would destroy it, and its backlog, on the next
+# apply.
+MOVED_SUBSCRIPTIONS = {
+    "enqueue_push": ("enqueue", "enqueue-push", "${google_pubsub_topic.outbound.id}"),
+    "dead_letter_push": ("deadletter", "outbound-dead-letter-push", "${google_pubsub_topic.dead_letter.id}"),
+    "status_push": ("status", "status-push", "${google_pubsub_topic.statuses.id}"),
+}
+
+
+def moved_blocks() -> set[tuple[str, str]]:
+    """(from, to) of every `moved` block in infra/*.tf, as written."""
+    found = set()
+    for path in INFRA.glob("*.tf"):
+        with path.open() as fh:
+            for block in hcl2.load(fh).get("moved", []):
+                block = normalize(block)
+                found.add((block["from"], block["to"]))
+    return found
+
+
+def test_each_old_subscription_address_has_its_moved_block(tf):
+    """An existing deployment's subscriptions are moved in the state, not
+    destroyed and recreated: each old address has its `moved` block to the
+    key with the same name and topic, and no old address is declared again."""
+    moved = moved_blocks()
+    subscriptions = tf["resource"]["google_pubsub_subscription"]
+    for old, (key, name, topic) in MOVED_SUBSCRIPTIONS.items():
+        assert (f"${{google_pubsub_subscription.{old}}}", f'${{google_pubsub_subscription.push["{key}"]}}') in moved, (
+            f"google_pubsub_subscription.{old} has no moved block to push[\"{key}\"]")
+        sub, entry = push_subscription(tf, key)
+        assert sub["name"] == "${var.name_prefix}-${each.value.name_suffix}"
+        assert (entry["name_suffix"], entry["topic"]) == (name, topic), (
+            f"{key}: a new name or topic replaces the subscription")
+        assert old not in subscriptions
 
 
 def test_pubsub_agent_may_forward_dead_letters(tf):
     publish = resource(tf, "google_pubsub_topic_iam_member", "agent_publishes_dead_letters")
     ack = resource(tf, "google_pubsub_subscription_iam_member", "agent_acks_source")
     assert publish["role"] == "roles/pubsub.publisher" and "topic.dead_letter" in publish["topic"]
-    assert ack["role"] == "roles/pubsub.subscriber" and "subscription.enqueue_push" in ack["subscription"]
+    assert ack["role"] == "roles/pubsub.subscriber"
+    assert ack["subscription"] == '${google_pubsub_subscription.push["enqueue"].id}'
     assert publish["member"] == ack["member"] == "${local.pubsub_service_agent}"
     # The agent is created up front (it may not exist right after the API is
     # enabled), and the grants name it through that resource.
@@ -710,8 +778,8 @@ def test_layout_follows_terraform_google_modules():
     assert {"versions.tf", "variables.tf", "outputs.tf", "main.tf"} <= names
     assert list((INFRA / "examples").glob("*.tfvars*")), "no example tfvars"
     example = next((INFRA / "examples").glob("*.tfvars*")).read_text()
-    declared = {name for file in ("variables.tf", "scale.tf")
-                for name in re.findall(r'^variable "([^"]+)"', (INFRA / file).read_text(), re.M)}
+    declared = {name for path in slice_files()
+                for name in re.findall(r'^variable "([^"]+)"', path.read_text(), re.M)}
     assigned = set(re.findall(r"^([a-z0-9_]+)\s*=", example, re.M))
     assert assigned <= declared, f"example sets unknown variables: {assigned - declared}"
 
@@ -745,16 +813,16 @@ def load_package_tool():
     return module
 
 
-def fake_repo(root: Path, room_source: str) -> Path:
+def fake_repo(root: Path, module_source: str) -> Path:
     (root / "functions").mkdir(parents=True)
     (root / "functions" / "main.py").write_text("def enqueue(request): ...\n")
     (root / "requirements.txt").write_text("functions-framework==3.10.2\n")
     (root / "shared" / "providers").mkdir(parents=True)
     (root / "shared" / "__init__.py").write_text("")
-    (root / "shared" / "room.py").write_text(room_source)
+    (root / "shared" / "config.py").write_text(module_source)
     (root / "shared" / "providers" / "__init__.py").write_text("")
     (root / "shared" / "__pycache__").mkdir()
-    (root / "shared" / "__pycache__" / "room.cpython-311.pyc").write_bytes(b"\0compiled")
+    (root / "shared" / "__pycache__" / "config.cpython-311.pyc").write_bytes(b"\0compiled")
     return root
 
 
@@ -779,11 +847,11 @@ def test_package_hash_follows_the_sources_not_the_clock(tmp_path):
     package = load_package_tool()
     repo = fake_repo(tmp_path / "repo", "STATE = 1\n")
     first = package.build(tmp_path / "1.zip", root=repo)
-    (repo / "shared" / "room.py").touch()  # new mtime, same bytes
+    (repo / "shared" / "config.py").touch()  # new mtime, same bytes
     assert package.build(tmp_path / "2.zip", root=repo) == first
-    (repo / "shared" / "room.py").write_text("STATE = 2\n")
+    (repo / "shared" / "config.py").write_text("STATE = 2\n")
     assert package.build(tmp_path / "3.zip", root=repo) != first
     with zipfile.ZipFile(tmp_path / "3.zip") as archive:
         assert archive.namelist() == [
-            "main.py", "requirements.txt", "shared/__init__.py", "shared/providers/__init__.py", "shared/room.py",
+            "main.py", "requirements.txt", "shared/__init__.py", "shared/config.py", "shared/providers/__init__.py",
         ]

@@ -16,7 +16,7 @@ import hcl2
 import pytest
 
 from shared.config import ENV_VARS, PREPARE_POISON_POLICIES, ZERO_ALLOWED
-from tests.infra.terraform_cli import INFRA, SIZING_FILES, plan
+from tests.infra.terraform_cli import INFRA, VARIABLE_FILES, plan, slice_files
 from tests.infra.test_terraform import FUNCTIONS, parse
 
 # name -> (values it must accept, values it must refuse)
@@ -119,12 +119,31 @@ def test_whole_number_settings_refuse_what_the_code_refuses(sizing_dir):
 
 
 def test_every_variable_is_in_the_planned_slice():
-    """The slice the tests plan (terraform_cli.SIZING_FILES) holds every
-    variable of infra/, so no validation goes unevaluated."""
+    """The slice the tests plan (terraform_cli.slice_files: the variables
+    files and scale.tf) holds every variable of infra/, so no validation goes
+    unevaluated; a variable declared in any other file fails here."""
+    planned = {path.name for path in slice_files()}
     for path in INFRA.glob("*.tf"):
-        if path.name not in SIZING_FILES:
+        if path.name not in planned:
             with path.open() as fh:
-                assert "variable" not in hcl2.load(fh), f"{path.name} declares variables: move them to variables.tf"
+                assert "variable" not in hcl2.load(fh), (
+                    f"{path.name} declares variables: move them to the variables file of their concern "
+                    f"({VARIABLE_FILES})")
+
+
+def test_the_variables_are_split_by_concern():
+    """variables.tf and each variables_<concern>.tf declare variables, each
+    under 400 lines (the project's module size), and no variable twice."""
+    files = [path for path in slice_files() if path.name != "scale.tf"]
+    assert {"variables.tf", "variables_delivery.tf", "variables_platforms.tf"} <= {p.name for p in files}
+    names: list[str] = []
+    for path in files:
+        with path.open() as fh:
+            declared = [name for block in hcl2.load(fh).get("variable", []) for name in block]
+        assert declared, f"{path.name} declares no variable"
+        assert len(path.read_text().splitlines()) < 400, f"{path.name} is 400 lines or more: split it by concern"
+        names += declared
+    assert len(names) == len(set(names)), "a variable declared twice"
 
 
 def test_the_example_tfvars_names_only_declared_variables():

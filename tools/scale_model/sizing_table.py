@@ -81,7 +81,7 @@ def limit_of(component: str) -> str:
 
 def plan_outputs(variables: dict[str, Any], terraform: str = "terraform") -> dict[str, Any]:
     """The root's `sizing` output for `variables`, planned by Terraform on a
-    copy of infra/'s provider-free slice (variables.tf, scale.tf, modules/).
+    copy of infra/'s provider-free slice (variables*.tf, scale.tf, modules/).
 
     Raises: RuntimeError with Terraform's output when init or plan fails
     (a refused configuration included); FileNotFoundError without terraform."""
@@ -91,8 +91,8 @@ def plan_outputs(variables: dict[str, Any], terraform: str = "terraform") -> dic
     env = {**os.environ, "CHECKPOINT_DISABLE": "1", "TF_IN_AUTOMATION": "1", "TF_INPUT": "0"}
     with tempfile.TemporaryDirectory(prefix="baton-sizing-") as tmp:
         work = Path(tmp)
-        for name in ("variables.tf", "scale.tf"):
-            shutil.copy(INFRA / name, work / name)
+        for path in [*INFRA.glob("variables*.tf"), INFRA / "scale.tf"]:
+            shutil.copy(path, work / path.name)
         shutil.copytree(INFRA / "modules", work / "modules", ignore=shutil.ignore_patterns(".terraform*"))
         (work / "case.auto.tfvars.json").write_text(json.dumps({**REQUIRED_VARS, **variables}))
         for args in (["init", "-backend=false", "-input=false", "-no-color"],
