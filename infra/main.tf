@@ -65,7 +65,9 @@ locals {
   # _Default exclusion (analytics.tf) match these exact names, so two
   # deployments in one project never take each other's events; a prefix
   # match would not do ("baton-" also matches "baton-2-enqueue").
-  service_names          = [for f in sort(tolist(local.functions)) : "${var.name_prefix}-${f}"]
+  # The admin function (admin.tf) logs the operators' actions on rooms as
+  # delivery events too: the report's audit needs them.
+  service_names          = [for f in sort(concat(tolist(local.functions), ["admin"])) : "${var.name_prefix}-${f}"]
   services_filter        = "resource.type=\"cloud_run_revision\" AND resource.labels.service_name=(${join(" OR ", [for n in local.service_names : "\"${n}\""])})"
   delivery_events_filter = "${local.services_filter} AND jsonPayload.log_type=\"baton.delivery\""
   # Cloud Run writes one request log entry per invocation.
