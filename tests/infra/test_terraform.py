@@ -676,7 +676,7 @@ def test_the_sink_routes_only_delivery_events(tf):
     assert "starts_with" not in services
     # The admin function's operator events (pause, skip, redrive) are delivery events too.
     assert tf["locals"]["service_names"] == \
-        '${[for f in sort(concat(tolist(local.functions), ["admin"])) : "${var.name_prefix}-${f}"]}'
+        '${[for f in sort(concat(tolist(local.functions),[\'admin\'])) : "${var.name_prefix}-${f}"]}'
     assert 'bucket["delivery-log"]' in sink["destination"]
     assert sink["unique_writer_identity"] is True
     grant = resource(tf, "google_storage_bucket_iam_member", "sink_writes_log")
