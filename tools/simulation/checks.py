@@ -76,8 +76,10 @@ def _lost_and_ends(world: World, plan, room_calls: list[Call], events: list, exe
         if any(c.taken for c in mine) or any(c.permanent_refusal for c in mine) or _skipped(events, msg.message_id):
             continue
         seqs = {e.seq for e in events if e.message_id == msg.message_id and e.seq is not None}
-        if any(str(e.event) == EventType.DEAD_LETTERED and e.seq in seqs and e.reason for e in events):
-            continue  # dead-lettered by baton, with its reason (invariant 3)
+        if any(str(e.event) == EventType.DEAD_LETTERED and e.seq in seqs and e.reason for e in events) or any(
+                d.room_id == plan.room_id and d.message.message_id == msg.message_id and d.reason
+                for d in world.store.dead_letters.values()):
+            continue  # dead-lettered by baton, with its reason (invariant 3): its log line or its stored record
         found.append(Finding("nothing lost", plan.room_id,
                              f"{msg.message_id}: the platform never took it ({len(mine)} calls), no operator "
                              f"skipped it, baton did not dead-letter it"))

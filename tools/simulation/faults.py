@@ -23,9 +23,10 @@ class Faults:
         self.rng = rng
         self.counts: Counter[str] = Counter()
         self.calm_now = False
-        level = rng.choice((0.0, 0.02, 0.05, 0.15))
+        level = rng.choice((0.0, 0.02, 0.05, 0.15, 0.3))
         self.p = {
-            "stall": rng.choice((0.0, 0.02, 0.08)),  # a port call that takes seconds
+            "stall": rng.choice((0.0, 0.02, 0.08, 0.2)),  # a port call that takes seconds
+            "window_stall": rng.choice((0.0, 0.05, 0.3)),  # the sender window's reads and writes (retries)
             "crash": rng.choice((0.0, 0.005, 0.02)),  # the process dies at a port call
             "store_error": rng.choice((0.0, 0.01, 0.04)),
             "arm_error": rng.choice((0.0, 0.02, 0.1)),
@@ -35,6 +36,8 @@ class Faults:
             "never_delivered": rng.choice((0.05, 0.15, 0.4)),
             "late_delivery": rng.choice((0.0, 0.1, 0.3)),
             "dup": rng.choice((0.0, 0.05, 0.2)),  # duplicated pushes, webhooks, tasks
+            "no_sent_status": rng.choice((0.0, 0.2, 0.6)),  # WhatsApp posts no `sent` (only `delivered`/`read` may come)
+            "webhook_lag": rng.choice((0.0, 0.1, 0.5)),  # Meta's webhooks lag (an incident on their side)
             "straggler": rng.choice((0.0, 0.3, 0.7)),
             "no_mids": rng.choice((0.0, 0.5, 1.0)),
             "max_watermark": rng.choice((0.5, 0.9)),
@@ -58,9 +61,18 @@ class Faults:
 
     def port_latency_us(self, port: str) -> int:
         """How long a port call takes: usually a few ms, sometimes a stall of seconds."""
-        if self.chance("stall", f"stall at {port}"):
-            return self.rng.randint(500_000, 6_000_000)
+        key = "window_stall" if port.startswith("sender window") else "stall"
+        if self.chance(key, f"stall at {port}"):
+            return self.stall_ms() * 1000
         return self.rng.randint(200, 15_000)
+
+    def stall_ms(self) -> int:
+        """A stall's length (ms): most land just past one of the service's
+        deadlines (send start, send budget, ack timeout, their sums), where a
+        check made before the stall and not after it goes wrong."""
+        if self.rng.random() < 0.3:
+            return self.rng.randint(300, 8000)
+        return self.rng.choice((2000, 3000, 4000, 5000, 7000)) + self.rng.randint(-200, 1500)
 
     # -- the platforms
 
@@ -79,7 +91,8 @@ class Faults:
     def send_latency_ms(self) -> tuple[int, int]:
         """(before the platform reads the request, after): ms."""
         if self.chance("stall", "stall at send"):
-            return self.rng.randint(0, 2500), self.rng.randint(0, 2500)
+            stall = self.stall_ms()
+            return (stall, self.rng.randint(10, 100)) if self.rng.random() < 0.5 else (self.rng.randint(20, 150), stall)
         return self.rng.randint(20, 150), self.rng.randint(10, 100)
 
     def delivery_delay_ms(self) -> int | None:
@@ -95,7 +108,10 @@ class Faults:
 
     def webhook_delays_ms(self) -> list[int]:
         """One post (ms after the event), or duplicates; sometimes far late."""
-        first = self.rng.randint(5, 400) if self.rng.random() < 0.9 else self.rng.randint(400, 15_000)
+        if self.chance("webhook_lag", "webhook late by seconds"):
+            first = self.rng.randint(2000, 12_000)
+        else:
+            first = self.rng.randint(5, 400) if self.rng.random() < 0.9 else self.rng.randint(400, 15_000)
         delays = [first]
         if self.chance("dup", "duplicated webhook"):
             delays.append(self.rng.randint(5, 20_000))

@@ -36,6 +36,7 @@ from typing import Any
 from shared.providers import SendOutcome, SendResult
 from shared.providers.whatsapp import sign
 from shared.room import parse_delivery_id
+from tools.fakes import Crash
 from tools.simulation.faults import Faults
 from tools.simulation.scheduler import Scheduler
 
@@ -135,9 +136,13 @@ class Platform:
             after_ms = self.budget_ms - before_ms
             outcome, code, permanent, rate_limited = SendOutcome.UNKNOWN, None, False, False
         self.sched.pause(before_ms * 1000)
+        if self.faults.chance("crash", "crash during a send call, before the platform read it"):
+            raise Crash("injected: died during the send call")
         if taken:
             self._take(call)
         self.sched.pause(after_ms * 1000)
+        if self.faults.chance("crash", "crash during a send call, after the platform read it"):
+            raise Crash("injected: died before the send call's answer")
         call.returned_us = self.sched.now_us()
         call.outcome = str(outcome)
         if outcome is SendOutcome.ACCEPTED:
@@ -157,7 +162,8 @@ class Platform:
         if delivery_ms is not None:
             self.sched.at(now + delivery_ms * 1000, lambda: self._deliver(call))
         if self.provider == "whatsapp":
-            self._status(call, "sent", now)
+            if not self.faults.chance("no_sent_status", "no `sent` status"):
+                self._status(call, "sent", now)
         else:
             self._echo(call, now)
 

@@ -25,10 +25,12 @@ from __future__ import annotations
 import base64
 import dataclasses
 import json
+import os
 import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
+from unittest import mock
 
 from shared import config
 from shared.events import utc_iso
@@ -117,8 +119,10 @@ class World:
         self.seed = seed
         self.sched = Scheduler(random.Random(seed))
         self.faults = Faults(self.sched.rng)
+        with mock.patch.dict(os.environ, clear=True):
+            defaults = config.load()  # the deployed defaults, whatever the shell (or a test session) has set
         self.settings = dataclasses.replace(
-            config.load(), ack_timeout_ms=ACK_TIMEOUT_MS, send_timeout_ms=SEND_TIMEOUT_MS,
+            defaults, ack_timeout_ms=ACK_TIMEOUT_MS, send_timeout_ms=SEND_TIMEOUT_MS,
             send_start_deadline_ms=SEND_START_DEADLINE_MS, watchdog_grace_ms=WATCHDOG_GRACE_MS, sweep_concurrency=1,
             providers="whatsapp,messenger", whatsapp_senders=",".join(f"{n}:{NUMBER_RATE}" for n in NUMBERS),
             whatsapp_app_secret=WHATSAPP_SECRET, messenger_app_secret=MESSENGER_SECRET, metrics_log_path="",
