@@ -39,12 +39,14 @@ def list_scheduled(env: Env, room: str | None, limit: int, as_json: bool) -> Non
 
 
 @command(scheduled, "cancel")
+@click.argument("room_id")
 @click.argument("message_id")
 @click.option("--reason", required=True, help="why (kept with the cancellation and logged)")
 @pass_env
-def cancel(env: Env, message_id: str, reason: str, as_json: bool) -> None:
-    """Cancel a scheduled message: when its time comes it ends as `skipped` instead of entering its room.
-    Its task is deleted too, by the name its hold recorded, where Cloud Tasks allows it."""
+def cancel(env: Env, room_id: str, message_id: str, reason: str, as_json: bool) -> None:
+    """Cancel room ROOM_ID's scheduled message MESSAGE_ID: when its time comes it ends as `skipped` instead of
+    entering its room. Its task is deleted too, by the name its hold recorded, where Cloud Tasks allows it.
+    Other rooms' messages with the same id are not touched (a message id is unique per room only)."""
     import time
 
     from google.cloud import firestore
@@ -54,11 +56,11 @@ def cancel(env: Env, message_id: str, reason: str, as_json: bool) -> None:
     s = env.settings
     store = RoomStore(firestore.Client(project=s.project, database=s.firestore_database), s.retention_hours,
                       index_shards=s.index_shards)
-    recorded = store.cancel_scheduled(message_id, env.who, reason)
+    recorded = store.cancel_scheduled(room_id, message_id, env.who, reason)
     task = (recorded or {}).get("task")
     deleted = _hold(env).delete(task) if task else False
     waiting = bool(recorded) and (recorded.get("deliver_at_us") or 0) > time.time_ns() // 1000
-    result = {"message_id": message_id, "was_waiting": waiting, "task": task, "task_deleted": deleted,
+    result = {"room_id": room_id, "message_id": message_id, "was_waiting": waiting, "task": task, "task_deleted": deleted,
               "actor": env.who}
     if as_json:
         emit_json(result)

@@ -29,6 +29,12 @@ def _doc_id(message_id: str) -> str:
     return hashlib.sha256(message_id.encode()).hexdigest()
 
 
+def scheduled_key(room_id: str, message_id: str) -> str:
+    """What names one scheduled message: `"{room_id} {message_id}"` (neither
+    holds a space: shared/push.py), the key of its task and of its record."""
+    return f"{room_id} {message_id}"
+
+
 class KeptRecords:
     """What the store keeps beside the rooms: dead letters, rejected pushes,
     cancelled scheduled messages, and the replays of rejected pushes.
@@ -64,11 +70,12 @@ class KeptRecords:
         )
         op_counts().firestore_writes += 1
 
-    # -- scheduled messages (`scheduled_cancels/{hash of the message id}`): the
-    # record of a message waiting for its time, and of its cancellation
+    # -- scheduled messages (`scheduled_cancels/{hash of room and message id}`):
+    # the record of a message waiting for its time, and of its cancellation.
+    # Keyed by the room too: message ids are unique per room only.
 
-    def _scheduled_ref(self, message_id: str) -> firestore.DocumentReference:
-        return self._db.collection(SCHEDULED_CANCELS).document(_doc_id(message_id))
+    def _scheduled_ref(self, room_id: str, message_id: str) -> firestore.DocumentReference:
+        return self._db.collection(SCHEDULED_CANCELS).document(_doc_id(scheduled_key(room_id, message_id)))
 
     def record_scheduled(self, message_id: str, room_id: str, deliver_at_us: int, hop_due_us: int, task: str) -> None:
         """Record that a message waits for its time (epoch us) as the Cloud
@@ -77,23 +84,23 @@ class KeptRecords:
         stays; kept by TTL until RETENTION_HOURS past the message's time.
         One write per scheduled message and hop, none for other messages."""
         at = datetime.fromtimestamp(deliver_at_us / 1_000_000, UTC)
-        self._scheduled_ref(message_id).set(
+        self._scheduled_ref(room_id, message_id).set(
             {"message_id": message_id, "room_id": room_id, "deliver_at_us": deliver_at_us, "hop_due_us": hop_due_us,
              "task": task, "expire_at": max(at, datetime.now(UTC)) + (self._expire_at() - datetime.now(UTC))},
             merge=True, **self._call)
         op_counts().firestore_writes += 1
 
-    def cancel_scheduled(self, message_id: str, actor: str, reason: str) -> dict[str, Any] | None:
-        """Mark a scheduled message cancelled (`actor`, `reason`, `at`);
+    def cancel_scheduled(self, room_id: str, message_id: str, actor: str, reason: str) -> dict[str, Any] | None:
+        """Mark room `room_id`'s scheduled message cancelled (`actor`, `reason`, `at`);
         returns what was recorded of it before (its `task` and times), or None
         when nothing was (published before this record existed, or not
         scheduled at all). The cancellation is kept at least until the
         message's time plus RETENTION_HOURS; with no recorded time, until the
         message comes (`claim_cancelled_end` then sets its expiry)."""
-        ref = self._scheduled_ref(message_id)
+        ref = self._scheduled_ref(room_id, message_id)
         snap = ref.get(**self._call)
         before = snap.to_dict() if snap.exists else None
-        fields: dict[str, Any] = {"message_id": message_id, "actor": actor, "reason": reason, "at": datetime.now(UTC)}
+        fields: dict[str, Any] = {"message_id": message_id, "room_id": room_id, "actor": actor, "reason": reason, "at": datetime.now(UTC)}
         if not before or before.get("expire_at") is None:
             fields["expire_at"] = None  # never deleted before the message has come and ended
         ref.set(fields, merge=True, **self._call)
@@ -101,15 +108,15 @@ class KeptRecords:
         op_counts().firestore_writes += 1
         return before
 
-    def claim_cancelled_end(self, message_id: str) -> tuple[str, dict[str, Any] | None]:
-        """Whether a scheduled message that has come was cancelled, and if so
+    def claim_cancelled_end(self, room_id: str, message_id: str) -> tuple[str, dict[str, Any] | None]:
+        """Whether room `room_id`'s scheduled message that has come was cancelled, and if so
         whether this call is the one that ends it: (`not_cancelled`, None),
         (`ended_now`, the cancellation) or (`ended_before`, the cancellation).
         The first caller writes `ended_at` with a precondition on the
         document's update time, so of a task and a redelivered push racing,
         one ends the message (one `skipped`). One read, plus one write when
         the message is cancelled."""
-        ref = self._scheduled_ref(message_id)
+        ref = self._scheduled_ref(room_id, message_id)
         for _ in range(5):  # the document changed between the read and the write: read it again
             snap = ref.get(**self._call)
             op_counts().firestore_reads += 1

@@ -6,7 +6,8 @@ The task is an HTTP POST of the message's own Pub/Sub push envelope to the
 the queue SCHEDULED_QUEUE; when it comes, `enqueue` handles it as the push it
 is, and the message takes its place behind what the room holds then.
 
-- The task's name derives from the message id and the hop's due time, so a
+- The task's name derives from the room, the message id and the hop's due
+  time (ids are unique per room only: DESIGN.md invariant 12), so a
   redelivered publish creates no second task on the real service (a name is
   refused as ALREADY_EXISTS for up to an hour after its task ran or was
   deleted: https://cloud.google.com/tasks/docs/reference/rest/v2/projects.locations.queues.tasks/create);
@@ -15,7 +16,7 @@ is, and the message takes its place behind what the room holds then.
 - A task can be scheduled at most 30 days ahead
   (https://cloud.google.com/tasks/docs/quotas): a later time is reached in
   hops of `MAX_HOP_S`; a hop that comes early is held again.
-- Each hold is recorded (`scheduled_cancels/{hash of the message id}`: room,
+- Each hold is recorded (`scheduled_cancels/{hash of room and message id}`: room,
   time, hop, task name; one write per scheduled message and hop). Cancel
   (`baton scheduled cancel`) marks that record cancelled and deletes the task
   by its recorded name, with no listing (the emulator does not implement
@@ -46,6 +47,7 @@ from google.cloud import tasks_v2
 
 from shared.config import Settings
 from shared.push import deliver_at_of
+from shared.records import scheduled_key
 from shared.tasks import create_named, ensure_queues, http_task
 
 SCHEDULED_HEADER = "X-Baton-Scheduled"
@@ -55,11 +57,14 @@ MAX_HOP_S = 29 * 24 * 3600
 ENTER_AT_ONCE_MS = 1000
 
 
-def scheduled_task_id(message_id: str, due_at_us: int, again_at_us: int | None = None) -> str:
-    """`sched-{hash24}-{due_ms}`: the same message and hop always name the same
-    task; a hop held again because its task came early (`again_at_us`, when
-    it came) adds `-r{ms}`, so its name differs from the running task's."""
-    digest = hashlib.sha256(message_id.encode()).hexdigest()[:24]
+def scheduled_task_id(room_id: str, message_id: str, due_at_us: int, again_at_us: int | None = None) -> str:
+    """`sched-{hash24}-{due_ms}`, the hash of the room and the message id: the
+    same message of the same room and hop always name the same task, and the
+    same message id in two rooms (ids are unique per room only: a campaign
+    schedules `promo-1` in every room) names two (DESIGN.md invariant 12). A
+    hop held again because its task came early (`again_at_us`, when it came)
+    adds `-r{ms}`, so its name differs from the running task's."""
+    digest = hashlib.sha256(scheduled_key(room_id, message_id).encode()).hexdigest()[:24]
     return f"sched-{digest}-{due_at_us // 1000}" + ("" if again_at_us is None else f"-r{again_at_us // 1000}")
 
 
@@ -92,12 +97,13 @@ class ScheduledHold:
     def queue_path(self) -> str:
         return self._client.queue_path(self._s.project, self._s.tasks_location, self._s.scheduled_queue)
 
-    def hold(self, message_id: str, push_body: bytes, deliver_at_us: int, now_us: int,
+    def hold(self, room_id: str, message_id: str, push_body: bytes, deliver_at_us: int, now_us: int,
              again: bool = False) -> tuple[int, str]:
         """Create the task that brings `push_body` back to `enqueue` at
         `deliver_at_us` (or, beyond 29 days, at the end of this hop); returns
         the hop's due time (epoch us) and the task's id. An existing task of
-        that name is fine. `again`: a hop task that came early holds it again
+        that name (this room's message and hop, created by an earlier
+        delivery of the same push) is fine. `again`: a hop task that came early holds it again
         (a name of its own, `scheduled_task_id`).
 
         Raises:
@@ -105,7 +111,7 @@ class ScheduledHold:
                 or was unreachable (`enqueue` answers 5xx; Pub/Sub redelivers).
         """
         hop_due = min(deliver_at_us, now_us + MAX_HOP_S * 1_000_000)
-        task = scheduled_task_id(message_id, hop_due, now_us if again else None)
+        task = scheduled_task_id(room_id, message_id, hop_due, now_us if again else None)
         create_named(self._client, self.queue_path, http_task(
             f"{self.queue_path}/tasks/{task}", self._s.enqueue_url, push_body,
             hop_due, self._s.tasks_service_account, {SCHEDULED_HEADER: "1"}))

@@ -148,6 +148,7 @@ from shared.room.state import (  # noqa: F401
     acks,
     awaits_platform_proof,
     policy_from_settings,
+    watermark_covers,
 )
 from shared.room.transition import (  # noqa: F401
     TransitionCore,
@@ -173,6 +174,7 @@ __all__ = [
     "acks",
     "awaits_platform_proof",
     "policy_from_settings",
+    "watermark_covers",
     "Enqueue",
     "Park",
     "Pause",

@@ -119,6 +119,8 @@ def room_to_doc(state: RoomState) -> dict[str, Any]:
             "early_mids_status": flight.early_mids_status,
             "pts": flight.platform_ts_us,
             "num": flight.number,
+            **({} if flight.early_watermark_us is None else {"early_wm": flight.early_watermark_us,
+                                                              "early_wm_status": flight.early_watermark_status}),
         },
         # Indexed: a receipt that names only the recipient finds its rooms by it.
         "in_flight_to": None if flight is None else recipient_key(flight.message.provider, flight.message.recipient),
@@ -211,6 +213,8 @@ def _room_from_fields(room_id: str, d: dict[str, Any]) -> RoomState:
             early_mids_status=f.get("early_mids_status"),
             platform_ts_us=f.get("pts"),
             number=f.get("num"),
+            early_watermark_us=f.get("early_wm"),
+            early_watermark_status=f.get("early_wm_status"),
         ),
         pending=tuple(message_from_doc(m) for m in d.get("pending", [])),
         ended=tuple(ended),

@@ -18,6 +18,7 @@ from shared.room.inputs import (
     WatchdogSweep,
 )
 from shared.room.pacing import bucket_now
+from shared.room.receipts import kept_watermark_acks
 from shared.room.state import (
     ACK_STATUSES,
     IgnoreReason,
@@ -59,13 +60,21 @@ class FlightRules(TransitionCore):
                 return self.done(self.end(state, EventType.ACKED, Trigger.ACK, ev.cause,
                                           status=flight.early_mids_status, provider_message_id=ev.provider_message_id,
                                           send_to_ack_ms=(ev.at_us - flight.started_at_us) / 1000))
+            if kept_watermark_acks(flight):
+                # A watermark that came before this return and before the echo
+                # covers the echo's stamp, known now.
+                return self.done(self.end(state, EventType.ACKED, Trigger.ACK, ev.cause,
+                                          status=flight.early_watermark_status,
+                                          provider_message_id=ev.provider_message_id or flight.provider_message_id,
+                                          send_to_ack_ms=(ev.at_us - flight.started_at_us) / 1000))
             # The message is held ack_timeout from now. The timer armed at the
             # start stays; if it comes earlier it arms another for the rest.
             deadline = ack_deadline_us(self.policy, ev.at_us)
             flight = replace(flight, phase=Phase.SENT, deadline_us=deadline)
             if ev.provider_message_id is not None:
                 # Recorded by a transaction (not the blind-written acceptance):
-                # what a receipt by recipient is matched against.
+                # what a receipt by recipient is matched against. A kept
+                # watermark stays until the echo's stamp comes.
                 flight = replace(flight, provider_message_id=ev.provider_message_id, returned_at_us=ev.at_us,
                                  early_mids=(), early_mids_status=None)
             return self.done(replace(state, in_flight=flight))

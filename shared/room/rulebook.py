@@ -188,9 +188,12 @@ def _rules() -> tuple[Rule, ...]:
                  "number than the attempt's: ignored"),
             Rule(phase, "receipt by recipient", (_NEXT | {phase}) if phase in (_P.SENT,) else frozenset({phase}),
                  {_P.SENDING: "its mids are remembered: the send's return acks the message if its id is one of "
-                              "them; a watermark alone proves nothing yet: ignored",
-                  _P.SENT: "acks the message if a mid is its id, or the watermark is WATERMARK_MARGIN_MS past the "
-                           "send's return (and the status meets the provider's ack level); otherwise ignored",
+                              "them; a watermark alone is kept and judged once the echo's stamp is known (at the "
+                              "return, or when the echo comes)",
+                  _P.SENT: "acks the message if a mid is its id, or the watermark covers the echo's stamp, or, no "
+                           "echo yet, WATERMARK_MARGIN_MS past the send's return (a delivery watermark strictly "
+                           "after, a read one at or after; and the status meets the provider's ack level); a "
+                           "watermark before the echo is kept until it comes; otherwise ignored",
                   }.get(phase, "nothing sent is provably covered (no accepted send): ignored")),
             Rule(phase, "status failed", _NEXT | {phase},
                  "the in-flight attempt failed: ends as failed, the room moves on; other attempts, or from "

@@ -170,6 +170,11 @@ class InFlight:
     - `early_mids`, `early_mids_status`: message ids a recipient receipt
       named while this attempt's send call had not returned yet; if the call
       returns with one of them, the message is acked at once.
+    - `early_watermark_us`, `early_watermark_status`: the watermark (epoch
+      us) of a receipt that came before both the call's return and the
+      platform's echo, and its status (the one that covers most, by
+      `watermark_covers`); judged once the echo's stamp is known, with the
+      same strictness as any watermark.
     - `number`: WhatsApp: the phone-number id this attempt goes out from,
       fixed when it is sent (`shared.senders.sent_from` over the Policy's
       numbers); a status of this attempt from another number is ignored.
@@ -196,6 +201,8 @@ class InFlight:
     early_mids_status: str | None = None
     platform_ts_us: int | None = None
     number: str | None = None
+    early_watermark_us: int | None = None
+    early_watermark_status: str | None = None
 
 @dataclass(frozen=True)
 class Ended:
@@ -390,6 +397,16 @@ def acks(level: str, status: str) -> bool:
     if level == "read":
         return status == "read"
     return level == "delivered" and status in ACK_STATUSES
+
+def watermark_covers(status: str, watermark_us: int, stamp_us: int) -> bool:
+    """Whether a Messenger receipt's watermark proves the message stamped
+    `stamp_us` (the platform's clock, epoch us) was delivered or read: a
+    delivery watermark covers every message sent strictly before it, a read
+    watermark every one at or before it
+    (https://developers.facebook.com/docs/messenger-platform/reference/webhook-events/message-deliveries,
+    .../message-reads). Equal to the stamp, a delivery watermark proves
+    nothing about that message."""
+    return watermark_us >= stamp_us if status == "read" else watermark_us > stamp_us
 
 def awaits_platform_proof(state: RoomState, incarnation: int, seq: int, attempt: int, number: str | None) -> bool:
     """Whether the platform's own record of attempt (incarnation, seq,

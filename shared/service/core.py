@@ -191,14 +191,23 @@ class ServiceCore:
                 send.incarnation, msg.seq, send.attempt, RoomSendOutcome.REFUSED, started, send.cause,
                 sender_busy_until_us=busy), self.policy, component))
         else:
-            op_counts().send_calls += 1
             sender = self.senders.get(f"{msg.provider}:{send.number}") or self.senders[msg.provider]
-            if msg.media_kind is None:
-                result = sender.send(msg.recipient, msg.text, send.delivery_id)
+            # Prepared: by the platform's media id; else by link (the platform fetches it).
+            media = None if msg.media_kind is None else \
+                Media(msg.media_kind, media_id=msg.prepared, link=None if msg.prepared else msg.media_link)
+            # Checked again after the slot take (Firestore reads and a write,
+            # with retries): no I/O between this check and the call (DESIGN.md,
+            # invariant 11). Every SENDING rule assumes a call starts by
+            # `start_by_us`; past it, the room's rules decide as for any
+            # refused send (provably not sent: the slot is simply unused).
+            started = now_us()
+            if started > send.start_by_us:
+                result = SendResult(SendOutcome.REFUSED,
+                                    error_title="send not started within SEND_START_DEADLINE_MS (after its slot take)")
             else:
-                # Prepared: by the platform's media id; else by link (the platform fetches it).
-                media = Media(msg.media_kind, media_id=msg.prepared, link=None if msg.prepared else msg.media_link)
-                result = sender.send(msg.recipient, msg.text, send.delivery_id, media=media)
+                op_counts().send_calls += 1
+                result = sender.send(msg.recipient, msg.text, send.delivery_id) if media is None else \
+                    sender.send(msg.recipient, msg.text, send.delivery_id, media=media)
         returned = now_us()
         common: dict[str, Any] = dict(seq=msg.seq, attempt=send.attempt, message_id=msg.message_id,
                                       provider=msg.provider, delivery_id=send.delivery_id, trigger=str(send.trigger))

@@ -34,14 +34,14 @@ class ScheduledEntryHandlers(ServiceCore):
         e, due = parsed.event, parsed.deliver_at_us
         assert due is not None and self.scheduled is not None
         if due > arrived + ENTER_AT_ONCE_MS * 1000:
-            hop, task = self.scheduled.hold(e.message_id, body, due, arrived, again=scheduled_entry)
+            hop, task = self.scheduled.hold(parsed.room_id, e.message_id, body, due, arrived, again=scheduled_entry)
             self.store.record_scheduled(e.message_id, parsed.room_id, due, hop, task)
             self.events.emit(DeliveryEvent(EventType.SCHEDULED, utc_iso(arrived), "enqueue", parsed.room_id,
                                            message_id=e.message_id, provider=e.provider,
                                            reason=f"enters its room at {utc_iso(due)}"
                                                   + (f" (next hop {utc_iso(hop)})" if hop < due else "")))
             return Reply(200, {"result": "scheduled", "deliver_at": utc_iso(due)})
-        verdict, cancel = self.store.claim_cancelled_end(e.message_id)
+        verdict, cancel = self.store.claim_cancelled_end(parsed.room_id, e.message_id)
         if verdict == "not_cancelled" or cancel is None:
             return None
         if verdict == "ended_now":

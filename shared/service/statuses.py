@@ -11,8 +11,6 @@ import binascii
 import json
 from dataclasses import replace
 
-from google.api_core import exceptions as gexc
-
 from shared.events import DeliveryEvent, EventType, utc_iso
 from shared.push import ROOM_ID
 from shared.room import (
@@ -23,7 +21,7 @@ from shared.room import (
     recipient_key,
 )
 from shared.service import core
-from shared.service.core import TRANSIENT_ERRORS, Reply, ServiceCore, TimerArmFailed
+from shared.service.core import TRANSIENT_ERRORS, Reply, ServiceCore
 from shared.status_queue import (
     KIND_RECIPIENT_RECEIPTS,
     KIND_ROOM_STATUSES,
@@ -120,10 +118,11 @@ class StatusHandlers(ServiceCore):
     def _apply_statuses(self, statuses: list[QueuedStatus], room_id: str | None, arrived: int, component: str) -> int:
         """Apply statuses in order, each in its room's transaction; returns how
         many were applied. `room_id`: the room they must all be for (status
-        queue), or None (direct webhook: any rooms). One room's trouble does
-        not hold the others back: all are tried, then the first failure is
-        raised (a redelivery repeats the applied ones as duplicates, which
-        change nothing)."""
+        queue), or None (direct webhook: any rooms). One room's trouble (any
+        error, even a document `room_from_doc` cannot read) does not hold the
+        others back: each is logged with its reason, all are tried, then one
+        failure is raised (`_first_to_raise`; a redelivery repeats the
+        applied ones as duplicates, which change nothing)."""
         applied = 0
         failures: list[Exception] = []
         for st in statuses:
@@ -141,12 +140,13 @@ class StatusHandlers(ServiceCore):
                 continue
             try:
                 self.apply(target, event, component)
-            except (gexc.GoogleAPICallError, gexc.RetryError, TimerArmFailed, RuntimeError) as exc:
+            except Exception as exc:  # noqa: BLE001 - one room's trouble stops no other room's statuses
+                _log_room_failure(component, target, exc)
                 failures.append(exc)
                 continue
             applied += 1
         if failures:
-            raise failures[0]
+            raise _first_to_raise(failures)
         return applied
 
     def _apply_receipt_events(self, receipts: list[RecipientReceipt], component: str) -> int:
@@ -165,8 +165,23 @@ class StatusHandlers(ServiceCore):
                 try:
                     self.apply(room_id, receipt, component)
                     applied += 1
-                except (gexc.GoogleAPICallError, gexc.RetryError, TimerArmFailed, RuntimeError) as exc:
+                except Exception as exc:  # noqa: BLE001 - one room's trouble stops no other room's receipt
+                    _log_room_failure(component, room_id, exc)
                     failures.append(exc)
         if failures:
-            raise failures[0]
+            raise _first_to_raise(failures)
         return applied
+
+
+def _log_room_failure(component: str, room_id: str, exc: Exception) -> None:
+    """Keep one room's failure visible (ERROR, with its reason) while the
+    other rooms' statuses go on."""
+    print(json.dumps({"severity": "ERROR", "message": f"{component}: room {room_id}: a status was not applied: "
+                      f"{type(exc).__name__}: {exc}"[:500]}), flush=True)
+
+
+def _first_to_raise(failures: list[Exception]) -> Exception:
+    """The failure a request raises after trying every room: the first
+    transient one (503: redelivered, never counted toward a dead letter),
+    else the first (500; the status queue counts it, STATUS_MAX_ATTEMPTS)."""
+    return next((f for f in failures if isinstance(f, TRANSIENT_ERRORS)), failures[0])

@@ -40,6 +40,9 @@ from shared.status_queue import (
 # webhook's answer time.
 SENT_PROOF_CALL_S = 1.0
 SENT_PROOF_POST_S = 2.0
+# One try of at most this long (s) for the read of an echo's room: only a
+# receipt kept from before the echo waits on it (`_record_echo`).
+ECHO_READ_S = 1.0
 
 
 class WebhookHandlers(ServiceCore):
@@ -170,23 +173,44 @@ class WebhookHandlers(ServiceCore):
                                   f"{type(exc).__name__}: {exc}"[:500]}), flush=True)
                 return
 
-    def _record_echo(self, item: MessagingItem) -> None:
+    def _record_echo(self, item: MessagingItem, arrived: int) -> RecipientReceipt | None:
         """Record an echo's platform stamp for the attempt its metadata names
-        (nothing for an echo without baton's delivery id or stamp).
+        (nothing for an echo without baton's delivery id or stamp). Then one
+        read of its room (best effort, one try of at most ECHO_READ_S): if
+        that attempt keeps the watermark of a receipt that came before both
+        its send's return and this echo (`InFlight.early_watermark_us`),
+        returns that receipt again, to be judged now that the stamp is known
+        (the room's receipt rule, with its usual strictness); else None.
 
         Raises:
             google.api_core.exceptions.GoogleAPICallError: the blind write
                 failed (the entry point answers 503 and Meta sends it again).
         """
         if item.metadata is None or item.timestamp_ms is None:
-            return
+            return None
         try:
             room_id, incarnation, seq, attempt, _ = parse_delivery_id(item.metadata)
         except ValueError:
-            return
-        if ROOM_ID.fullmatch(room_id):
-            self.store.record_echo(room_id, incarnation, seq, attempt, item.timestamp_ms * 1000,
-                                   item.mids[0] if item.mids else None)
+            return None
+        if not ROOM_ID.fullmatch(room_id):
+            return None
+        self.store.record_echo(room_id, incarnation, seq, attempt, item.timestamp_ms * 1000,
+                               item.mids[0] if item.mids else None)
+        try:
+            state = self.store.read_room(room_id, deadline_s=ECHO_READ_S)
+        except (gexc.GoogleAPICallError, gexc.RetryError, TimeoutError, ValueError, KeyError, TypeError) as exc:
+            # Lost, the kept receipt is judged by a later receipt, or the ack timeout ends the wait.
+            print(json.dumps({"severity": "ERROR", "message": f"webhook: room {room_id}: the echo of #{seq} attempt "
+                              f"{attempt} was recorded, its room not read: {type(exc).__name__}: {exc}"[:500]}),
+                  flush=True)
+            return None
+        flight = None if state is None else state.in_flight
+        if state is None or flight is None or state.incarnation != incarnation or flight.message.seq != seq \
+                or flight.attempt != attempt or flight.early_watermark_us is None \
+                or flight.early_watermark_status is None:
+            return None
+        return RecipientReceipt(flight.message.provider, flight.message.recipient, flight.early_watermark_status,
+                                flight.early_watermark_us, (), arrived)
 
     def _app_secret(self, provider: str) -> str:
         return {"whatsapp": self.settings.whatsapp_app_secret, "messenger": self.settings.messenger_app_secret,
@@ -208,7 +232,9 @@ class WebhookHandlers(ServiceCore):
         """Messenger and Instagram webhooks: an echo of our own send that
         names its attempt (Messenger's `metadata`, our delivery id) records
         the platform's stamp of it in its room (`RoomStore.record_echo`, one
-        blind write, in both modes: what a watermark is judged against);
+        blind write, in both modes: what a watermark is judged against), and
+        reads the room once: a receipt the attempt kept from before the echo
+        is judged again with it (`_record_echo`);
         other echoes and messages people wrote are logged and ignored; each
         receipt goes to the rooms whose in-flight message is for its
         recipient. `direct` applies them here; `queued` publishes one
@@ -216,8 +242,8 @@ class WebhookHandlers(ServiceCore):
         `recipient:{provider}:{id}`) for the `status` function."""
         receipts: list[RecipientReceipt] = []
         for item in items:
-            if item.kind == "echo":
-                self._record_echo(item)
+            if item.kind == "echo" and (kept := self._record_echo(item, arrived)) is not None:
+                receipts.append(kept)
             if item.kind not in ("delivery", "read"):
                 self.events.emit(DeliveryEvent(EventType.STATUS_IGNORED, utc_iso(arrived), "webhook", None,
                                                provider=item.provider, reason=f"{item.kind}_webhook",

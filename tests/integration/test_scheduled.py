@@ -54,7 +54,7 @@ def test_a_cancelled_scheduled_message_never_enters_and_ends_as_skipped(stack, r
     publish(room_id, "doomed", delay_s="4")
     wait_for(lambda: [m for m in baton(stack, "scheduled", "list", "--room", room_id)
                       if m["message_id"] == "doomed"], what="the message listed as waiting")
-    result = baton(stack, "scheduled", "cancel", "doomed", "--reason", "campaign withdrawn")
+    result = baton(stack, "scheduled", "cancel", room_id, "doomed", "--reason", "campaign withdrawn")
     assert result["was_waiting"] and result["actor"] == "tester"
     skipped = wait_for(lambda: [e for e in events_of(stack, room_id, "doomed") if e["event"] == "skipped"],
                        timeout_s=30, what="the cancelled message's end")
@@ -99,15 +99,15 @@ def test_a_cancellation_is_kept_until_the_messages_time_plus_the_retention_and_i
     from google.cloud import firestore
 
     from shared import config
-    from shared.records import SCHEDULED_CANCELS, _doc_id
+    from shared.records import SCHEDULED_CANCELS, _doc_id, scheduled_key
 
     published = publish(room_id, "far-away", delay_s=str(40 * 24 * 3600))
-    ref = firestore.Client(project=PROJECT).collection(SCHEDULED_CANCELS).document(_doc_id("far-away"))
+    ref = firestore.Client(project=PROJECT).collection(SCHEDULED_CANCELS).document(_doc_id(scheduled_key(room_id, "far-away")))
     doc = wait_for(lambda: (ref.get().to_dict() or {}).get("task") and ref.get().to_dict(), 30, "the hold recorded")
     due = published + 40 * 24 * 3600
     retention_s = config.load().retention_hours * 3600
     assert doc["expire_at"].timestamp() >= due + retention_s - 60
-    result = baton(stack, "scheduled", "cancel", "far-away", "--reason", "withdrawn")
+    result = baton(stack, "scheduled", "cancel", room_id, "far-away", "--reason", "withdrawn")
     assert result["was_waiting"] and result["task"] == doc["task"]
     kept = ref.get().to_dict()
     assert kept["actor"] == "tester" and kept["expire_at"].timestamp() >= due + retention_s - 60

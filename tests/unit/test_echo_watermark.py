@@ -39,8 +39,8 @@ def messenger_room(echo: bool, outcome: SendOutcome = SendOutcome.ACCEPTED) -> R
     return room_from_doc("r", doc)
 
 
-def receipt(watermark_us: int) -> RecipientReceipt:
-    return RecipientReceipt("messenger", "2400000001", "delivered", watermark_us, (), RETURNED + 500 * MS)
+def receipt(watermark_us: int, status: str = "delivered") -> RecipientReceipt:
+    return RecipientReceipt("messenger", "2400000001", status, watermark_us, (), RETURNED + 500 * MS)
 
 
 def outcome_of(state: RoomState, event) -> list[str]:
@@ -51,14 +51,22 @@ def test_a_watermark_one_ms_before_the_echo_stamp_acks_nothing():
     assert outcome_of(messenger_room(echo=True), receipt(STAMP - MS)) == ["status_ignored"]
 
 
-def test_a_watermark_at_the_echo_stamp_acks_the_message():
-    assert outcome_of(messenger_room(echo=True), receipt(STAMP)) == ["acked"]
+def test_a_delivery_watermark_acks_only_strictly_after_the_echo_stamp_a_read_one_at_it():
+    """Meta: a delivery watermark covers the messages sent before it, a read
+    watermark those at or before it (issue 43, bug 5)."""
+    room = messenger_room(echo=True)
+    assert outcome_of(room, receipt(STAMP)) == ["status_ignored"]
+    assert outcome_of(room, receipt(STAMP + 1)) == ["acked"]
+    assert outcome_of(room, receipt(STAMP, "read")) == ["acked"]
+    assert outcome_of(room, receipt(STAMP - 1, "read")) == ["status_ignored"]
 
 
 def test_with_no_echo_a_watermark_before_the_send_returned_acks_nothing_and_one_after_does():
     state = messenger_room(echo=False)
     assert outcome_of(state, receipt(STAMP)) == ["status_ignored"]
-    assert outcome_of(state, receipt(RETURNED)) == ["acked"]
+    assert outcome_of(state, receipt(RETURNED)) == ["status_ignored"]  # at the return: strictly after is needed
+    assert outcome_of(state, receipt(RETURNED + 1)) == ["acked"]
+    assert outcome_of(state, receipt(RETURNED, "read")) == ["acked"]
 
 
 def test_an_echo_turns_an_unknown_send_outcome_into_a_timeout_not_a_resend():
@@ -122,3 +130,25 @@ def test_only_an_attempt_sending_or_unknown_without_the_platforms_record_awaits_
     assert not waits(SendOutcome.UNKNOWN, proof_number="100000000000002", seq=2)
     assert not waits(SendOutcome.UNKNOWN, proof_number="100000000000002", inc_delta=1)
     assert not awaits_platform_proof(RoomState("w"), 0, 1, 1, None)  # nothing in flight
+
+
+def kept_then_returned(watermark_us: int, status: str = "delivered") -> list[str]:
+    """A watermark-only receipt while the send is under way and before the
+    echo is kept; the echo lands (blind write), then the send returns: the
+    kept receipt is judged against the echo's stamp (issue 43)."""
+    state = decide(RoomState("r"), Enqueue("m1", "messenger", "2400000001", "hi", T0, T0), POLICY, "t").state
+    d = decide(state, RecipientReceipt("messenger", "2400000001", status, watermark_us, (), T0 + 30 * MS), POLICY,
+               "t")
+    assert [str(e.event) for e in d.events] == ["status_ignored"] and d.state is not None
+    doc = room_to_doc(d.state)
+    doc["echoes"] = {acceptance_key(state.incarnation, 1, 1): {"ts": STAMP, "mid": "mid.1"}}
+    state = room_from_doc("r", doc)
+    return outcome_of(state, SendReturned(state.incarnation, 1, 1, SendOutcome.ACCEPTED, RETURNED, "c",
+                                          provider_message_id="mid.1"))
+
+
+def test_a_kept_receipt_is_judged_at_the_return_once_the_echo_is_known():
+    assert kept_then_returned(STAMP + 1) == ["acked"]
+    assert kept_then_returned(STAMP) == []  # a delivery watermark equal to the stamp: held, not acked
+    assert kept_then_returned(STAMP, "read") == ["acked"]
+    assert kept_then_returned(STAMP - 1, "read") == []

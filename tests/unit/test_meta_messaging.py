@@ -123,11 +123,16 @@ def test_a_watermark_at_the_sends_return_acks_and_one_before_it_covers_nothing()
     returned = T0 + 40 * MS
     state = accepted(sending("messenger", "m2"), returned)
     assert state.in_flight.phase is Phase.SENT and state.in_flight.returned_at_us == returned
-    # A watermark stamped before our send returned may be the previous message's: it proves nothing.
+    # A watermark stamped before our send returned may be the previous message's: it proves nothing
+    # now; it is kept until the echo's stamp comes (issue 43).
     same, d = step(state, receipt("delivered", returned - MS))
-    assert kinds(d) == ["status_ignored"] and d.state is None
-    assert d.events[0].reason == "receipt_covers_nothing_in_flight"
-    after, d = step(state, receipt("delivered", returned))
+    assert kinds(d) == ["status_ignored"] and "acked" not in kinds(d)
+    assert d.events[0].reason.startswith("receipt_covers_nothing_in_flight")
+    assert same.in_flight.early_watermark_us == returned - MS and same.in_flight.message.message_id == "m1"
+    # A delivery watermark covers what was sent strictly before it (issue 43, bug 5).
+    _, d = step(state, receipt("delivered", returned))
+    assert kinds(d) == ["status_ignored"]
+    after, d = step(state, receipt("delivered", returned + 1))
     assert kinds(d)[0] == "acked" and d.events[0].message_id == "m1"
     assert after.in_flight.message.message_id == "m2"  # the baton passed
 
@@ -139,7 +144,11 @@ def test_the_watermark_margin_is_honoured_on_both_sides():
     _, d = step(state, receipt("delivered", returned + 499 * MS), policy)
     assert kinds(d) == ["status_ignored"]
     _, d = step(state, receipt("delivered", returned + 500 * MS), policy)
+    assert kinds(d) == ["status_ignored"]  # a delivery watermark: strictly after
+    _, d = step(state, receipt("delivered", returned + 500 * MS + 1), policy)
     assert kinds(d) == ["acked"]
+    _, d = step(state, receipt("read", returned + 500 * MS), policy)
+    assert kinds(d) == ["acked"]  # a read watermark: at or after
 
 
 def test_mids_naming_the_message_ack_it_and_other_mids_do_not():
@@ -154,9 +163,10 @@ def test_mids_naming_the_message_ack_it_and_other_mids_do_not():
 def test_a_receipt_before_the_send_returned_acks_only_by_its_mids_and_only_at_the_return():
     state = sending("messenger", "m2")
     assert state.in_flight.phase is Phase.SENDING
-    # A watermark alone, before the return: cannot tell our message from the ones before it.
-    _, d = step(state, receipt("delivered", T0 + 30 * MS))
-    assert kinds(d) == ["status_ignored"] and d.state is None
+    # A watermark alone, before the return and the echo: cannot tell our message from the ones
+    # before it yet; kept until the echo's stamp comes (issue 43).
+    kept, d = step(state, receipt("delivered", T0 + 30 * MS))
+    assert kinds(d) == ["status_ignored"] and kept.in_flight.early_watermark_us == T0 + 30 * MS
     # With mids: remembered; the return that names one of them acks at once.
     state, d = step(state, receipt("delivered", T0 + 30 * MS, ("mid.A",)))
     assert state.in_flight.early_mids == ("mid.A",) and state.in_flight.phase is Phase.SENDING

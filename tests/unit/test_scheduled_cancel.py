@@ -46,11 +46,11 @@ class NamedTasksClient:
         raise AssertionError("cancel must not list the queue")
 
 
-def push(world: World, mid: str, delay_s: float) -> bytes:
-    attrs = {"room_id": "room-s", "provider": "whatsapp", "recipient": "15550001", "message_id": mid,
+def push(world: World, mid: str, delay_s: float, room_id: str = "room-s") -> bytes:
+    attrs = {"room_id": room_id, "provider": "whatsapp", "recipient": "15550001", "message_id": mid,
              "delay_s": str(delay_s)}
     return json.dumps({"message": {"data": base64.b64encode(b'{"type":"text","text":"later"}').decode(),
-                                   "attributes": attrs, "messageId": f"p-{mid}",
+                                   "attributes": attrs, "messageId": f"p-{room_id}-{mid}",
                                    "publishTime": utc_iso(world.clock.now_us())}}).encode()
 
 
@@ -71,7 +71,7 @@ def test_a_cancelled_message_redelivered_after_its_time_is_not_sent_and_ends_onc
     body = push(world, "m1", 10)
     with service_time(world):
         assert service.handle_push(body).body["result"] == "scheduled"
-        world.store.cancel_scheduled("m1", "ops", "campaign withdrawn")
+        world.store.cancel_scheduled("room-s", "m1", "ops", "campaign withdrawn")
         world.clock.advance_ms(11_000)
         first = service.handle_push(body)  # Pub/Sub redelivers the original push after its time
         second = service.handle_push(body, scheduled_entry=True)  # then its task comes
@@ -84,7 +84,7 @@ def test_cancel_deletes_the_task_by_the_name_its_hold_recorded():
     world, service, client = setup()
     with service_time(world):
         service.handle_push(push(world, "m1", 3600))
-    recorded = world.store.cancel_scheduled("m1", "ops", "withdrawn")
+    recorded = world.store.cancel_scheduled("room-s", "m1", "ops", "withdrawn")
     assert recorded is not None and service.scheduled.delete(recorded["task"])
     assert client.deleted == [f"{service.scheduled.queue_path}/tasks/{recorded['task']}"]
     assert recorded["task"] in {name.rsplit("/", 1)[-1] for name in client.created}
@@ -102,3 +102,24 @@ def test_a_hop_task_that_comes_early_is_held_again_not_dropped():
         world.clock.advance_ms(2_500)
         assert service.handle_push(body, scheduled_entry=True).body["result"] == "ok"
     assert kinds(world, "m1").count("enqueued") == 1
+
+
+def test_two_rooms_scheduling_the_same_message_id_both_enter_and_cancel_is_per_room():
+    """Ids are unique per room only (issue 43, bug 2): a campaign schedules
+    `promo-1` in every room for 09:00. Each room's message gets its own task
+    and record; a cancel names its room and touches no other."""
+    world, service, client = setup()
+    bodies = {room: push(world, "promo-1", 10, room) for room in ("room-a", "room-b", "room-c")}
+    with service_time(world):
+        for body in bodies.values():
+            assert service.handle_push(body).body["result"] == "scheduled"
+    assert len(client.created) == 3, sorted(client.created)  # not ALREADY_EXISTS taken as done
+    world.store.cancel_scheduled("room-c", "promo-1", "ops", "withdrawn in room-c only")
+    with service_time(world):
+        world.clock.advance_ms(11_000)
+        results = {room: service.handle_push(body, scheduled_entry=True).body["result"]
+                   for room, body in bodies.items()}
+    assert results == {"room-a": "ok", "room-b": "ok", "room-c": "cancelled"}
+    entered = sorted(e.room_id for e in world.events.events if e.event == "enqueued" and e.message_id == "promo-1")
+    assert entered == ["room-a", "room-b"]
+    assert sorted(c.room_id for c in world.platform.calls) == ["room-a", "room-b"]

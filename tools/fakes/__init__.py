@@ -170,7 +170,7 @@ class FakeRoomStore:
         self.versions: dict[str, int] = {}
         self.dead_letters: dict[str, KeepDeadLetter] = {}
         self.rejected: dict[str, dict[str, Any]] = {}
-        self.scheduled: dict[str, dict[str, Any]] = {}  # message id -> its scheduled record
+        self.scheduled: dict[tuple[str, str], dict[str, Any]] = {}  # (room, message id) -> its scheduled record
         self.commits = 0
         self._write_ids = 0
         self.probe: Callable[[], Any] | None = None
@@ -319,17 +319,19 @@ class FakeRoomStore:
     # -- scheduled messages (shared/records.py's, in memory)
 
     def record_scheduled(self, message_id: str, room_id: str, deliver_at_us: int, hop_due_us: int, task: str) -> None:
-        self.scheduled.setdefault(message_id, {}).update(
+        self.scheduled.setdefault((room_id, message_id), {}).update(
             {"message_id": message_id, "room_id": room_id, "deliver_at_us": deliver_at_us, "hop_due_us": hop_due_us,
              "task": task})
 
-    def cancel_scheduled(self, message_id: str, actor: str, reason: str) -> dict[str, Any] | None:
-        before = dict(self.scheduled[message_id]) if message_id in self.scheduled else None
-        self.scheduled.setdefault(message_id, {}).update({"message_id": message_id, "actor": actor, "reason": reason})
+    def cancel_scheduled(self, room_id: str, message_id: str, actor: str, reason: str) -> dict[str, Any] | None:
+        key = (room_id, message_id)
+        before = dict(self.scheduled[key]) if key in self.scheduled else None
+        self.scheduled.setdefault(key, {}).update({"message_id": message_id, "room_id": room_id, "actor": actor,
+                                                   "reason": reason})
         return before
 
-    def claim_cancelled_end(self, message_id: str) -> tuple[str, dict[str, Any] | None]:
-        doc = self.scheduled.get(message_id)
+    def claim_cancelled_end(self, room_id: str, message_id: str) -> tuple[str, dict[str, Any] | None]:
+        doc = self.scheduled.get((room_id, message_id))
         if not doc or "actor" not in doc:
             return "not_cancelled", None
         if doc.get("ended"):
