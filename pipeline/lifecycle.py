@@ -24,7 +24,12 @@ rule, in tests/pipeline/test_audit_rules.py:
   first life had none (every attempt refused): it goes where the operator
   put it;
 - *lost*: the last life has no end; *multiple ends*: a life with more than
-  one terminal event.
+  one terminal event;
+- *moved*: a placeholder whose push came with a producer `sequence` ahead of
+  the room's gave up its place (`sequence_held` under its seq): its message
+  enters later under a new seq and ends there, so the placeholder's seq
+  ends nothing (outcome `moved`, neither a message nor lost) but did enter
+  (no gap).
 """
 
 from __future__ import annotations
@@ -35,6 +40,8 @@ from pyspark.sql import functions as F
 from pipeline.schema import LIFECYCLE_EVENTS, SEND_EVENTS, TERMINAL
 
 OUTCOMES = ("acked", "timed_out", "failed", "dead_lettered", "skipped", "lost")
+#: The outcome of a placeholder's seq whose message moved to a later seq (module docstring).
+MOVED = "moved"
 LATE_ACK = "late_ack"
 
 #: The audit's figures and checks, as `ordering_audit` returns them after `room_id`.
@@ -99,8 +106,9 @@ def message_lifecycle(events: DataFrame) -> DataFrame:
     `published_at`, `first_sent_at` (first possibly-sent attempt: `sent` or
     `send_unknown`), `last_sent_at` (last `sent`), `ended_at` (the end of
     its last life; null if none), `outcome` (how its last life ended:
-    `acked`, `timed_out`, `failed`, `dead_lettered`, `skipped`, or `lost`
-    when it has not ended in the log), `enqueues`, `sends`, `unknown_sends`,
+    `acked`, `timed_out`, `failed`, `dead_lettered`, `skipped`, `moved`
+    (a placeholder's seq given up: its message went on under a later seq),
+    or `lost` when it has not ended in the log), `enqueues`, `sends`, `unknown_sends`,
     `attempts` (highest attempt sent), `resends` (`sent` calls beyond the
     first: duplicates sent), `send_failures`, `terminal_events`, `redrives`,
     `lives` (array of `start`, `end` (`ts`, `event`, `actor`, `reason`),
@@ -119,10 +127,12 @@ def message_lifecycle(events: DataFrame) -> DataFrame:
     is_send = ev.isin(*SEND_EVENTS)
     is_terminal = ev.isin(*TERMINAL)
     is_late = (ev == "status_ignored") & (F.col("reason") == LATE_ACK)
+    # a seq's place given up (the room logs held messages themselves under seq 0)
+    is_moved = (ev == "sequence_held") & (F.col("seq") > 0)
     # one shuffle, by room: the aggregate below (its keys include room_id) then
     # needs only a sort within each partition, with no partial aggregate first
     relevant = events.where(
-        F.col("room_id").isNotNull() & F.col("seq").isNotNull() & (ev.isin(*LIFECYCLE_EVENTS) | is_late)
+        F.col("room_id").isNotNull() & F.col("seq").isNotNull() & (ev.isin(*LIFECYCLE_EVENTS) | is_late | is_moved)
     ).repartition("room_id")
     first_send = F.min(F.when(is_sent, F.struct("ts", "publish_to_send_ms", "trigger_to_send_ms", "trigger")))
 
@@ -141,6 +151,7 @@ def message_lifecycle(events: DataFrame) -> DataFrame:
         F.sort_array(F.collect_list(F.when(is_terminal, F.struct("ts", "event", "actor", "reason")))).alias("_ends"),
         times(ev == "redriven").alias("_redrives"),
         F.count(F.when(ev == "enqueued", 1)).alias("enqueues"),
+        F.count(F.when(is_moved, 1)).alias("_moved"),
         F.count(F.when(is_sent, 1)).alias("sends"),
         F.count(F.when(ev == "send_unknown", 1)).alias("unknown_sends"),
         F.max(F.when(is_sent, F.col("attempt"))).alias("attempts"),
@@ -156,7 +167,7 @@ def message_lifecycle(events: DataFrame) -> DataFrame:
     first_sent_at = F.array_min("_sends")
     first_life_end = F.col("lives")[0].getField("end").getField("ts")
     last_end = F.try_element_at(F.col("lives"), F.lit(-1)).getField("end")
-    outcome = F.coalesce(last_end.getField("event"), F.lit("lost"))
+    outcome = F.coalesce(last_end.getField("event"), F.when(F.col("_moved") > 0, F.lit(MOVED)), F.lit("lost"))
     entered_at = F.least("enqueued_at", "parked_at")
     skipped = outcome == "skipped"
     return lives.select(
@@ -279,10 +290,12 @@ def room_summary(messages: DataFrame) -> DataFrame:
     def once(cond: Column) -> Column:
         return F.count(F.when(head & cond, 1))
 
+    moved = F.col("outcome") == MOVED
+
     entered = F.col("entered_at").isNotNull()
     per_room = rows.groupBy("room_id").agg(
         F.max("provider").alias("provider"),
-        once(F.lit(True)).alias("messages"),
+        once(~moved).alias("messages"),  # a moved placeholder's message counts under its later seq
         once(F.col("enqueued_at").isNotNull()).alias("enqueued"),
         once(F.col("parked_at").isNotNull()).alias("entered_parked"),
         *[once(F.col("outcome") == o).alias(o) for o in OUTCOMES],

@@ -31,6 +31,7 @@ from pyspark.sql import types as T
 from pipeline.lifecycle import (  # noqa: F401 - the lifecycle and audit, re-exported
     AUDIT_COLUMNS,
     LATE_ACK,
+    MOVED,
     OUTCOMES,
     message_lifecycle,
     ms_between,
@@ -203,7 +204,8 @@ def _totals_of(grouped: GroupedData, keys: tuple[str, ...], extra: dict[str, Col
     extra = extra or {}
     acked = F.col("outcome") == "acked"
     return grouped.agg(
-        F.count("*").alias("messages"),
+        # a moved placeholder's message counts under its later seq (pipeline/lifecycle.py)
+        F.count(F.when(F.col("outcome") != MOVED, 1)).alias("messages"),
         *[F.count(F.when(F.col("outcome") == o, 1)).alias(o) for o in OUTCOMES],
         F.count(F.when((F.col("outcome") == "timed_out") & F.col("late_ack_ms").isNotNull(), 1)).alias("late_acks"),
         F.coalesce(F.sum("resends"), F.lit(0)).alias("duplicates_sent"),
