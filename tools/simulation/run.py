@@ -21,6 +21,7 @@ from unittest import mock
 import shared.service.core as service_core
 import shared.service.timers as service_timers
 import shared.service.webhook as service_webhook
+from tools.simulation import lifecycle
 from tools.simulation.checks import Finding, check, trace
 from tools.simulation.world import World
 
@@ -100,19 +101,29 @@ class Batch:
     faults: Counter[str] = field(default_factory=Counter)
     exercised: Counter[str] = field(default_factory=Counter)
     seconds: float = 0.0
+    analytics_findings: list[Finding] = field(default_factory=list)
+    analytics_seconds: float = 0.0
 
 
 def run_batch(seeds: range, stop_after: int | None = None, on_failure: Callable[[SeedResult], None] | None = None,
-              without: frozenset[str] = frozenset()) -> Batch:
+              without: frozenset[str] = frozenset(), analytics: bool = False) -> Batch:
     """Run `seeds`, summing what was injected and checked; stop after
-    `stop_after` failing seeds (None: run them all)."""
+    `stop_after` failing seeds (None: run them all). With `analytics`, then
+    judge every seed's event log with the pipeline's lifecycle and audit
+    (lifecycle.py; local Spark, once for the batch): a room it judges
+    wrongly fails its seed (`analytics_findings`)."""
     batch = Batch()
     started = time.perf_counter()
+    lines: list[str] = []
+    truths: list[dict] = []
     for seed in seeds:
         result = run_seed(seed, without=without)
         batch.seeds += 1
         batch.faults.update(result.world.faults.counts)
         batch.exercised.update(result.exercised)
+        if analytics:
+            lines += lifecycle.records(result.world)
+            truths.append(lifecycle.truth(result.world, result.findings))
         if result.findings:
             batch.failed.append(result)
             if on_failure is not None:
@@ -120,4 +131,8 @@ def run_batch(seeds: range, stop_after: int | None = None, on_failure: Callable[
             if stop_after is not None and len(batch.failed) >= stop_after:
                 break
     batch.seconds = time.perf_counter() - started
+    if analytics and lines:
+        analytics_started = time.perf_counter()
+        batch.analytics_findings = lifecycle.judge(lines, truths, batch.exercised)
+        batch.analytics_seconds = time.perf_counter() - analytics_started
     return batch
