@@ -70,10 +70,15 @@ def _skipped(events: list, message_id: str) -> bool:
 
 def _lost_and_ends(world: World, plan, room_calls: list[Call], events: list, exercised: Counter[str]) -> list[Finding]:
     found = []
+    state = world.room_state(plan.room_id)
+    # The room's own durable record of how its messages ended (an operator's
+    # skip whose process died before logging it is still a skip).
+    outcomes = {e.message_id: e.outcome for e in state.ended} if state else {}
     for msg in plan.messages:
         exercised["nothing lost"] += 1
         mine = [c for c in room_calls if c.text == msg.message_id]
-        if any(c.taken for c in mine) or any(c.permanent_refusal for c in mine) or _skipped(events, msg.message_id):
+        if any(c.taken for c in mine) or any(c.permanent_refusal for c in mine) or _skipped(events, msg.message_id) \
+                or outcomes.get(msg.message_id) in ("skipped", "dead_lettered"):
             continue
         seqs = {e.seq for e in events if e.message_id == msg.message_id and e.seq is not None}
         if any(str(e.event) == EventType.DEAD_LETTERED and e.seq in seqs and e.reason for e in events) or any(
@@ -104,6 +109,8 @@ def _lost_and_ends(world: World, plan, room_calls: list[Call], events: list, exe
 def _order_and_flight(world: World, plan, room_calls: list[Call], events: list,
                       exercised: Counter[str]) -> list[Finding]:
     found = []
+    state = world.room_state(plan.room_id)
+    outcomes = {e.message_id: e.outcome for e in state.ended} if state else {}
     index = {m.message_id: m.index for m in plan.messages}
     redriven = {e.message_id for e in events if str(e.event) == EventType.REDRIVEN}
     redriven_seqs = {e.seq for e in events if str(e.event) == EventType.REDRIVEN}
@@ -130,7 +137,7 @@ def _order_and_flight(world: World, plan, room_calls: list[Call], events: list,
             continue
         exercised["no early hand-over"] += 1
         prev = earlier[-1]
-        if prev.outcome == "refused" or _skipped(events, prev.text):
+        if prev.outcome == "refused" or _skipped(events, prev.text) or outcomes.get(prev.text) == "skipped":
             continue
         t = first.taken_us or 0
         delivered = [c.delivered_us for c in room_calls if c.text == prev.text and c.delivered_us is not None]

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import base64
 import dataclasses
+import functools
 import json
 import os
 import random
@@ -34,8 +35,8 @@ from unittest import mock
 
 from shared import config
 from shared.events import utc_iso
-from shared.room import RoomState, policy_from_settings, room_from_doc, room_to_doc
-from shared.service import DEAD_LETTER_COUNT_ATTRIBUTE, TRANSIENT_ERRORS, DeliveryService, Reply
+from shared.room import Pause, Resume, RoomState, policy_from_settings, room_from_doc, room_to_doc
+from shared.service import DEAD_LETTER_COUNT_ATTRIBUTE, TRANSIENT_ERRORS, DeliveryService, Reply, core
 from shared.tasks import timer_body
 from tools.fakes import ArmedTask, Crash, FakeRoomStore, FakeTimers, RecordingEventLog
 from tools.simulation.faults import Faults
@@ -142,14 +143,32 @@ class World:
         store_port = Port("firestore", self.store, self.sched, self.faults, before={"apply": self._store_fault})
         timer_port = Port("cloud tasks", self.timers, self.sched, self.faults,
                           before={"schedule": self._arm_fault}, after={"schedule": lambda _r: self._new_tasks()})
-        self.service = DeliveryService(self.settings, self.policy, store_port, timer_port,  # type: ignore[arg-type]
-                                       senders, self.events, sender_window=self.window)  # type: ignore[arg-type]
+        self._ports = (store_port, timer_port, senders)
+        self.service = self._build(self.settings)
+        self.numbers_changed: list[tuple[int, tuple[str, ...]]] = []  # (at_us, the numbers from then on)
         self.rooms = workload(seed, only_rooms)
         self.answers: list[Answer] = []
         self.errors_500: list[Answer] = []
         self._known_tasks = 0
         self.broken_doc = self.sched.rng.random() < 0.3 and "unreadable-doc" not in without
         self.ended = False
+
+    def _build(self, settings: Any) -> DeliveryService:
+        """A service instance as a cold start builds it, over the world's ports."""
+        store_port, timer_port, senders = self._ports
+        return DeliveryService(settings, policy_from_settings(settings), store_port, timer_port,  # type: ignore[arg-type]
+                               senders, self.events, sender_window=self.window)  # type: ignore[arg-type]
+
+    def _change_numbers(self) -> None:
+        """A configuration change between invocations: a sending number
+        removed (or added back). Invocations under way finish on the old
+        instance; every later one runs on a new one (a new revision)."""
+        numbers = NUMBERS[:1] if self.settings.whatsapp_senders.count(",") else NUMBERS
+        self.faults.count("sending number removed" if len(numbers) == 1 else "sending number added")
+        self.settings = dataclasses.replace(self.settings, whatsapp_senders=",".join(
+            f"{n}:{NUMBER_RATE}" for n in numbers))
+        self.service = self._build(self.settings)
+        self.numbers_changed.append((self.sched.now_us(), numbers))
 
     # -- faults the ports arm in their fakes
 
@@ -310,16 +329,28 @@ class World:
     # -- operators
 
     def _operator(self, drain: bool) -> None:
-        """Skip (or, outside the drain, sometimes redrive) one parked message."""
+        """Skip (or, outside the drain, sometimes redrive) one parked
+        message; pause a room now and then, and resume it (in the drain,
+        every paused room)."""
         if self.sched.now_us() >= self.end_us:
             return
         for plan in self.rooms:
             state = self.store.load_room(plan.room_id)
+            if state is not None and (state.paused if drain else self.faults.rng.random() < 0.08):
+                event = Resume if state.paused else Pause
+                self.faults.count(f"operator {event.__name__.lower()}")
+                self.invoke("operator", (plan.room_id,), event.__name__.lower(), functools.partial(
+                    self._operator_event, plan.room_id, event), lambda _s: None)
+                continue
             parked = [m for m in state.pending if m.parked] if state else []
-            if not parked or not (drain or self.faults.rng.random() < 0.3):
+            held = ([state.in_flight.message] if state and state.in_flight else []) + list(state.pending if state else ())
+            if not parked and held and not drain and self.faults.rng.random() < 0.05:
+                parked = [self.faults.rng.choice(held)]  # an operator skips a message in flight or queued
+            elif not parked or not (drain or self.faults.rng.random() < 0.3):
                 continue
             m = parked[0]
-            action = "redrive" if not drain and m.text is not None and self.faults.rng.random() < 0.5 else "skip"
+            action = "redrive" if not drain and m.parked and m.text is not None and self.faults.rng.random() < 0.5 \
+                else "skip"
             self.faults.count(f"operator {action}")
             fn = self.service.redrive if action == "redrive" else self.service.skip
             room_id, seq = plan.room_id, m.seq
@@ -331,6 +362,10 @@ class World:
             self.invoke("operator", (room_id,), f"{action} #{seq}", act, lambda _s: None)
         every = 20_000 if not drain else 5_000
         self.sched.at(self.sched.now_us() + every * 1000, lambda: self._operator(self.sched.now_us() > self.drain_us))
+
+    def _operator_event(self, room_id: str, event: type) -> Reply:
+        self.service.apply(room_id, event("simulation", "operator in the simulation", core.now_us()), "operator")
+        return Reply(200, {})
 
     def _write_broken_doc(self) -> None:
         doc = room_to_doc(RoomState(BROKEN_ROOM))
@@ -347,6 +382,9 @@ class World:
         self.end_us = self.drain_us + DRAIN_MS * 1000
         for plan in self.rooms:
             self._pubsub(plan)
+        if self.sched.rng.random() < 0.3:
+            for _ in range(self.sched.rng.randint(1, 2)):
+                self.sched.at(self.start_us + self.sched.rng.randint(0, WORK_MS) * 1000, self._change_numbers)
         if self.broken_doc:
             self.sched.at(self.start_us + self.sched.rng.randint(0, WORK_MS) * 1000, self._write_broken_doc)
         self.sched.at(self.start_us + SWEEP_EVERY_MS * 1000, self._sweep)
