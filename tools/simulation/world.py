@@ -12,7 +12,9 @@ What each outside party does (the contracts DESIGN.md and the docs state):
 - Cloud Tasks: runs each timer task at or after its due time (dispatch
   delay), retries it until answered 2xx, may run it twice, never runs a
   deleted one; a task may be lost (the watchdog exists for that).
-- Meta: posts webhooks (platforms.py), again after a non-2xx answer.
+- Meta: posts webhooks (platforms.py), again after a non-2xx answer; in
+  WEBHOOK_MODE=queued (40% of seeds) the `webhook` function publishes them
+  to the status queue and the `status` function applies them (status_queue.py).
 - Cloud Scheduler: the watchdog sweep every `SWEEP_EVERY_MS`.
 - Operators: now and then skip or redrive a parked message; in the drain,
   skip every parked message, so a healthy run ends with every room empty.
@@ -43,6 +45,7 @@ from tools.simulation.faults import Faults
 from tools.simulation.platforms import MESSENGER_SECRET, WHATSAPP_SECRET, Platform
 from tools.simulation.ports import Port, SimSenderWindow
 from tools.simulation.scheduler import Aborted, Invocation, Scheduler
+from tools.simulation.status_queue import SimStatusQueue
 
 ACK_TIMEOUT_MS = 3000
 SEND_TIMEOUT_MS = 2000
@@ -112,6 +115,12 @@ def workload(seed: int, only_rooms: frozenset[str] | None) -> list[RoomPlan]:
     return plans
 
 
+def webhook_mode(seed: int) -> str:
+    """The seed's WEBHOOK_MODE, from its own random stream (a seed in
+    `direct` mode runs as it did before `queued` was simulated)."""
+    return "queued" if random.Random(f"mode-{seed}").random() < 0.4 else "direct"
+
+
 class World:
     """One run: build it with a seed, `run()`, then read its records (checks.py)."""
 
@@ -127,7 +136,7 @@ class World:
             send_start_deadline_ms=SEND_START_DEADLINE_MS, watchdog_grace_ms=WATCHDOG_GRACE_MS, sweep_concurrency=1,
             providers="whatsapp,messenger", whatsapp_senders=",".join(f"{n}:{NUMBER_RATE}" for n in NUMBERS),
             whatsapp_app_secret=WHATSAPP_SECRET, messenger_app_secret=MESSENGER_SECRET, metrics_log_path="",
-            event_log_path="", webhook_mode="direct")
+            event_log_path="", webhook_mode=webhook_mode(seed))
         self.policy = policy_from_settings(self.settings)
         self.store = FakeRoomStore(self.sched, retention_ms=3_600_000)  # type: ignore[arg-type]
         self.store.between_read_and_commit = lambda room: self.sched.pause(
@@ -143,6 +152,7 @@ class World:
         store_port = Port("firestore", self.store, self.sched, self.faults, before={"apply": self._store_fault})
         timer_port = Port("cloud tasks", self.timers, self.sched, self.faults,
                           before={"schedule": self._arm_fault}, after={"schedule": lambda _r: self._new_tasks()})
+        self.status_queue = SimStatusQueue(self)
         self._ports = (store_port, timer_port, senders)
         self.service = self._build(self.settings)
         self.numbers_changed: list[tuple[int, tuple[str, ...]]] = []  # (at_us, the numbers from then on)
@@ -157,7 +167,8 @@ class World:
         """A service instance as a cold start builds it, over the world's ports."""
         store_port, timer_port, senders = self._ports
         return DeliveryService(settings, policy_from_settings(settings), store_port, timer_port,  # type: ignore[arg-type]
-                               senders, self.events, sender_window=self.window)  # type: ignore[arg-type]
+                               senders, self.events, status_queue=lambda: self.status_queue,  # type: ignore[arg-type]
+                               sender_window=self.window)  # type: ignore[arg-type]
 
     def _change_numbers(self) -> None:
         """A configuration change between invocations: a sending number
