@@ -39,6 +39,64 @@ TEST_ENV = {"ACK_TIMEOUT_MS": "1500", "SEND_TIMEOUT_MS": "1000", "SEND_START_DEA
             "MEDIA_TIMEOUT_MS": "3500", "SEQUENCE_GAP_TIMEOUT_MS": "2000"}
 
 
+# What a client of a stack needs in this process (tools.stack.Stack.client_env):
+# where the emulators are. Never a setting: a setting in this process's
+# environment would reach every stack started later in the session (each
+# child starts from os.environ), and those that test the deployed defaults
+# (chaos, senders, operator day) would run another configuration.
+CLIENT_KEYS = frozenset({"GOOGLE_CLOUD_PROJECT", "FIRESTORE_EMULATOR_HOST", "PUBSUB_EMULATOR_HOST",
+                         "CLOUD_TASKS_EMULATOR_HOST", "PUBSUB_TOPIC"})
+
+
+def inherited_settings(environ: dict[str, str] | None = None) -> dict[str, str]:
+    """The baton settings (shared/config.py's ENV_VARS, other than where the
+    emulators are) that `environ` (default: this process's) sets: what a
+    stack started now would inherit instead of its own defaults."""
+    from shared.config import ENV_VARS
+
+    env = os.environ if environ is None else environ
+    return {k: env[k] for k in ENV_VARS if k in env and k not in CLIENT_KEYS}
+
+
+@contextmanager
+def environment(values: dict[str, str]) -> Iterator[None]:
+    """`values` in os.environ for the block only; the environment as it was after."""
+    saved = dict(os.environ)
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+
+
+def stack_settings(**overrides: Any) -> Any:
+    """The settings the session's stack runs with (TEST_ENV over the
+    defaults), for a service built in this process; `overrides` replace
+    fields. TEST_ENV is applied for the load only, never left in os.environ."""
+    import dataclasses
+
+    from shared import config
+
+    with environment(TEST_ENV):
+        settings = config.load()
+    return dataclasses.replace(settings, **overrides)
+
+
+@contextmanager
+def session_stack(start: Callable[[], Any]) -> Iterator[Any]:
+    """Start a stack with `start()` and yield it with only its client
+    environment in os.environ (its `start` may write more there: restored
+    first); the environment as it was, and the stack stopped, after."""
+    with environment({}):
+        s = start()
+    try:
+        with environment(s.client_env()):
+            yield s
+    finally:
+        s.stop()
+
+
 @pytest.fixture(scope="session")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     from tools.stack import Stack
@@ -47,16 +105,28 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     # Deterministic platform: no random losses; tests ask for what they need.
     fake = {"ack_prob": 1.0, "fail_prob": 0.0, "duplicate_prob": 0.0, "reorder_prob": 0.0,
             "read_without_delivered_prob": 0.0, "ack_median_ms": 40.0, "ack_sigma": 0.3}
-    s = Stack(run_dir, env=TEST_ENV, fake_config=fake, sweep_interval_s=1.0, other_webhook_mode="queued").start()
-    saved = dict(os.environ)
-    os.environ.update(s.client_env())
-    os.environ.update(TEST_ENV)
-    try:
+    # TEST_ENV goes to the stack's functions (its `env`), not into this process's environment.
+    with session_stack(lambda: Stack(run_dir, env=TEST_ENV, fake_config=fake, sweep_interval_s=1.0,
+                                     other_webhook_mode="queued").start()) as s:
         yield s
-    finally:
-        os.environ.clear()
-        os.environ.update(saved)
-        s.stop()
+
+
+@pytest.fixture(autouse=True)
+def _own_stacks_run_the_defaults(request: pytest.FixtureRequest) -> Iterator[None]:
+    """An end-to-end test that starts a stack of its own (chaos, senders,
+    operator day) tests the deployed defaults plus its own settings: it
+    fails if this process's environment would hand its stack another
+    test's settings (issue 43). What its stack writes into os.environ (its
+    client environment) is undone after it, so the session's stack stays
+    the one the later tests' clients reach."""
+    if "e2e" not in request.node.path.parts or "stack" in request.fixturenames:
+        yield
+        return
+    leaked = inherited_settings()
+    assert not leaked, (f"this process's environment sets {sorted(leaked)}: a stack started now would inherit "
+                        f"them instead of the deployed defaults")
+    with environment({}):
+        yield
 
 
 @pytest.fixture

@@ -137,11 +137,20 @@ class Summary:
             for provider, ends in sorted(self.by_provider.items())]
 
 
+# Ends that need no send the platform accepted: refused by it, skipped by an
+# operator, or given up and kept by baton (a dead letter).
+ENDS_WITHOUT_A_SEND = frozenset({"failed", "skipped", "dead_lettered"})
+
+
 def summarize(published: list[OutboundMessage], events: list[dict[str, Any]], fake_stats: dict[str, Any],
               wall_s: float) -> Summary:
     """Compare a run's outcome with what was published.
 
-    - lost: published (and not rejected) message ids with no terminal event;
+    - lost, judged from the platform's record (DESIGN.md invariant 13):
+      published (and not rejected) message ids with no terminal event, or
+      whose last one is not `failed`, `skipped` or `dead_lettered` while the
+      platform accepted no send of them (a `timed_out` or `acked` in baton's
+      log proves nothing the platform did not receive);
     - out of order on devices: messages a device received after a later
       message of the same room;
     - acked pairs out of order: two acked messages of a room that the device
@@ -158,7 +167,6 @@ def summarize(published: list[OutboundMessage], events: list[dict[str, Any]], fa
     s.failed, s.dead_lettered, s.rejected = by_type["failed"], by_type["dead_lettered"], by_type["rejected"]
     ended = ended_message_ids(events)
     rejected_ids = {e["message_id"] for e in events if e["event"] == "rejected"}
-    s.lost = sorted(m.message_id for m in published if not ended[m.message_id] and m.message_id not in rejected_ids)
     s.ended_twice = sorted(mid for mid, n in ended.items() if n > 1)
     for e in events:
         if e["event"] in TERMINAL_EVENTS:
@@ -189,6 +197,13 @@ def summarize(published: list[OutboundMessage], events: list[dict[str, Any]], fa
             s.send_calls += 1
             per_message[(room, seq)] += 1
     s.duplicates_sent = sum(n - 1 for n in per_message.values())
+    mid_of = {(e["room_id"], e["seq"]): e["message_id"] for e in events
+              if e.get("seq") is not None and e.get("message_id") is not None}
+    received = {(room, mid_of[(room, seq)]) for room, seq in per_message if (room, seq) in mid_of}
+    last_end = {(e["room_id"], e["message_id"]): e["event"] for e in events if e["event"] in TERMINAL_EVENTS}
+    s.lost = sorted(m.message_id for m in published if m.message_id not in rejected_ids and (
+        not ended[m.message_id] or (last_end.get((m.room_id, m.message_id)) not in ENDS_WITHOUT_A_SEND
+                                    and (m.room_id, m.message_id) not in received)))
 
     acked = {(e["room_id"], e["seq"]) for e in events if e["event"] == "acked"}
     for received in fake_stats.get("device", {}).values():

@@ -212,7 +212,9 @@ def goals(results: list[dict], day: dict | None) -> list[tuple[str, str, bool]]:
         out.append((f"Spark peak RSS (process tree) < {MEMORY_GOAL_GIB:g} GiB", f"{max(peaks):.2f} GiB",
                     max(peaks) < MEMORY_GOAL_GIB))
     agree = [r["rooms_agree"] for r in results] + ([day["rooms_agree"]] if day is not None else [])
-    out.append(("Spark's per-room tables equal DuckDB's, every run", f"{sum(agree)} of {len(agree)}", all(agree)))
+    # No run, no agreement: "0 of 0" is not met (nothing was measured).
+    out.append(("Spark's per-room tables equal DuckDB's, every run", f"{sum(agree)} of {len(agree)}",
+                bool(agree) and all(agree)))
     return out
 
 
@@ -282,6 +284,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--day-messages-per-room", type=int, default=40, help="the day's messages per room")
     a = p.parse_args(argv)
     sizes = [int(s) for s in a.sizes.split(",") if s.strip()]
+    if not sizes and a.no_day:
+        p.error("nothing to measure: give --sizes, or drop --no-day")
     results = bench(sizes, a.rooms, Path(a.dir), a.keep, a.driver_memory)
     (Path(a.dir) / "results.json").write_text(json.dumps({"sizes": results, "day": None}, indent=2))  # if the day fails
     day = None

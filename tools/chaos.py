@@ -101,18 +101,19 @@ class Injector(threading.Thread):
             os.killpg(pgid, signal.SIGCONT)
 
 
-def final_rooms(prefix: str) -> tuple[list[str], set[str]]:
+def final_rooms(prefix: str) -> tuple[list[str], dict[str, str]]:
     """Of this run's rooms in Firestore: those whose document still holds a
     message (in flight, queued or awaited), and every message id they record
-    as ended."""
+    as ended, with its outcome."""
     db = firestore.Client(project=PROJECT)
-    held, ended = [], set()
+    held: list[str] = []
+    ended: dict[str, str] = {}
     for snap in db.collection("rooms").stream():
         if snap.id.startswith(prefix):
             room = room_from_doc(snap.id, snap.to_dict())
             if room.holds_messages:
                 held.append(snap.id)
-            ended.update(e.message_id for e in room.ended)
+            ended.update({e.message_id: e.outcome for e in room.ended})
     return held, ended
 
 

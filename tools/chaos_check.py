@@ -3,8 +3,13 @@ record (what it received and what each device got, with times) and the
 delivery event log, never from baton's own view of itself.
 
 Violations (each a list of human-readable strings):
-- `lost`: a published message (not rejected as malformed) with no terminal
-  event and not among its room's ended messages in Firestore;
+- `lost`, judged from the platform's record (DESIGN.md invariant 13): a
+  published message (not rejected as malformed) that did not end `failed`,
+  `skipped` or `dead_lettered` (by its terminal event, or its room's record
+  of its end) and of which the platform accepted no send; a `timed_out` or
+  `acked` in baton's log proves nothing the platform did not receive. Also
+  lost: a message with no end at all (no terminal event, not among its
+  room's ended messages in Firestore);
 - `ended_twice`: a message with more than one terminal event;
 - `stuck`: a room that still holds a message at the end (from Firestore);
 - `device_out_of_order`: two acked messages of one room that reached the
@@ -38,6 +43,7 @@ hand-made records with each violation.
 from __future__ import annotations
 
 from collections import Counter, defaultdict
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -123,13 +129,44 @@ def _resent_after_a_status(events: list[dict[str, Any]], sends: list[dict[str, A
     return sorted(found)
 
 
+# Ends that need no send the platform accepted: the platform refused it, an
+# operator skipped it, or baton gave up on it and kept it (a dead letter).
+ENDS_WITHOUT_A_SEND = frozenset({"failed", "skipped", "dead_lettered"})
+
+
+def _never_received(candidates: set[str], events: list[dict[str, Any]], terminal: list[dict[str, Any]],
+                    sends: list[dict[str, Any]], ended_in_rooms: Mapping[str, str] | set[str] | frozenset[str],
+                    ) -> list[str]:
+    """Of `candidates` (published, not rejected message ids) those that
+    ended, not in `ENDS_WITHOUT_A_SEND`, with no send the platform accepted
+    (`sends`: its record, by delivery id -> room and seq -> the message id
+    its room logged for that seq)."""
+    mid_of = {(e["room_id"], e["seq"]): e["message_id"] for e in events
+              if e.get("seq") is not None and e.get("message_id") is not None and e.get("room_id") is not None}
+    received = set()
+    for s in sends:
+        key = _key(s["callback"])
+        if key is not None and (key[0], key[2]) in mid_of:
+            received.add(mid_of[(key[0], key[2])])
+    last_end = {e["message_id"]: e["event"] for e in terminal}
+    recorded = ended_in_rooms if isinstance(ended_in_rooms, Mapping) else {}
+    found = []
+    for m in sorted(candidates):
+        end = last_end.get(m) or recorded.get(m)
+        if end is None and m not in ended_in_rooms:
+            continue  # no end at all: lost for that reason (the caller's)
+        if end not in ENDS_WITHOUT_A_SEND and m not in received:
+            found.append(m)
+    return found
+
+
 # Reasons of statuses that are not about the attempt they name.
 PROVES_NOTHING = ("wrong_sender", "other_sender")
 
 
 def check(published_ids: set[str], events: list[dict[str, Any]], sends: list[dict[str, Any]],
           device: dict[str, list[dict[str, Any]]], rooms_holding: list[str], ack_timeout_ms: int,
-          ended_in_rooms: set[str] | frozenset[str] = frozenset()) -> Verdict:
+          ended_in_rooms: Mapping[str, str] | set[str] | frozenset[str] = frozenset()) -> Verdict:
     """Judge one run.
 
     Args:
@@ -139,7 +176,10 @@ def check(published_ids: set[str], events: list[dict[str, Any]], sends: list[dic
         device: recipient -> what its device received, in order: `callback`, `at` (epoch s).
         rooms_holding: rooms whose document still holds a message at the end.
         ack_timeout_ms: the run's ACK_TIMEOUT_MS.
-        ended_in_rooms: message ids the rooms' documents record as ended.
+        ended_in_rooms: message ids the rooms' documents record as ended,
+            or message id -> the outcome recorded (an end whose log line is
+            missing is then judged by it; with ids only, such an end must
+            have a send the platform accepted).
     """
     v = Verdict(stuck=sorted(rooms_holding))
     terminal = [e for e in events if e["event"] in TERMINAL_EVENTS]
@@ -147,8 +187,9 @@ def check(published_ids: set[str], events: list[dict[str, Any]], sends: list[dic
     v.outcomes = Counter(e["event"] for e in terminal)
     rejected = {e["message_id"] for e in events if e["event"] == "rejected"}
     unlogged = sorted(m for m in published_ids if not ends[m] and m not in rejected)
-    v.lost = [m for m in unlogged if m not in ended_in_rooms]
     v.unlogged_ends = [m for m in unlogged if m in ended_in_rooms]
+    v.lost = sorted({m for m in unlogged if m not in ended_in_rooms}
+                    | set(_never_received(published_ids - rejected, events, terminal, sends, ended_in_rooms)))
     v.ended_twice = sorted(m for m, n in ends.items() if n > 1)
     outcome_of = {(e["room_id"], e["seq"]): e["event"] for e in terminal}
 

@@ -24,6 +24,7 @@ from shared.room.state import (
     Trigger,
 )
 from shared.room.transition import TransitionCore
+from shared.senders import sent_from
 
 
 class EntryRules(TransitionCore):
@@ -82,22 +83,25 @@ class EntryRules(TransitionCore):
             candidate = self.advance(candidate, Trigger.ENQUEUE, ev.idempotency_key)
         return self.done(candidate)
 
-    @staticmethod
-    def sender_for(state: RoomState, ev: Enqueue | Park) -> str | None:
+    def sender_for(self, state: RoomState, ev: Enqueue | Park) -> str | None:
         """The WhatsApp number a message entering the room is sent from: the
-        producer's `sender` attribute; else the number of the room's latest
-        held WhatsApp message (a recipient sees one conversation, in order,
-        from one number, even when a number is added meanwhile); else the
-        room's number by rendezvous hash (`default_sender`). None for other
-        platforms (one sender each)."""
+        producer's `sender` attribute; else the number the room's latest
+        WhatsApp message (in flight, queued or sequence-held) goes out from
+        (a recipient sees one conversation, in order, from one number, even
+        when a number is added meanwhile): its `sender`, or, for one stored
+        with none (kept while the deployment had one number), the number
+        `sent_from` sends it from; else the room's number by rendezvous hash
+        (`default_sender`). None for other platforms (one sender each)."""
         if ev.provider != "whatsapp":
             return None
         if ev.sender is not None:
             return ev.sender
-        held = (*([state.in_flight.message] if state.in_flight is not None else []), *state.pending)
+        numbers = self.policy.whatsapp_numbers
+        held = (*([state.in_flight.message] if state.in_flight is not None else []), *state.pending, *state.held)
         for m in reversed(held):
-            if m.provider == "whatsapp" and m.sender is not None:
-                return m.sender
+            if m.provider == "whatsapp" and m.text is not None:  # a placeholder's number is not known yet
+                # One number: every message is its (None); several: the one it goes out from.
+                return sent_from(m.sender, numbers) if len(numbers) > 1 else m.sender
         return ev.default_sender
 
     def fill_placeholder(self, state: RoomState, i: int, ev: Enqueue) -> RoomState:
@@ -207,7 +211,8 @@ class EntryRules(TransitionCore):
                                        message_id=ev.message_id, provider=ev.provider)
                 filled = replace(m, **ev.content, parked=ev.reason, sender=self.sender_for(state, ev))
                 self.log(EventType.PARKED, filled, reason=ev.reason)
-                return self.done(replace(state, pending=(*state.pending[:i], filled, *state.pending[i + 1:])))
+                state = replace(state, pending=(*state.pending[:i], filled, *state.pending[i + 1:]))
+                return self.done(self.sequence_came(state, ev.sequence))
         if ev.message_id in state.held_ids() or any(e.message_id == ev.message_id for e in state.ended):
             # Pub/Sub dead-letters best-effort, sometimes more than once, and a
             # push may have got in on a late retry.
@@ -233,6 +238,16 @@ class EntryRules(TransitionCore):
                                                 media_kind=ev.media_kind, media_link=ev.media_link,
                                                 prepare=ev.prepare, sequence=ev.sequence,
                                                 sender=self.sender_for(state, ev)))
+        state = self.sequence_came(state, ev.sequence)
         if was_empty:
             state = self.advance(state, Trigger.ENQUEUE, ev.idempotency_key)  # logs `blocked`
         return self.done(state)
+
+    def sequence_came(self, state: RoomState, sequence: int | None) -> RoomState:
+        """A message with producer `sequence` took its place (parked counts:
+        it holds its place): if it is the one the room expects, the next is
+        expected and the held ones whose turn has come enter, as for a push
+        (no false gap, no wait for the gap timer)."""
+        if sequence is None or sequence != state.next_sequence:
+            return state
+        return self.admit_held(replace(state, next_sequence=state.next_sequence + 1))

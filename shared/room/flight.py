@@ -248,8 +248,13 @@ class FlightRules(TransitionCore):
         # "how overdue the rooms were"): "{phase}, overdue {ms} ms".
         if self.state.held and gap_due is not None and gap_due + grace_us <= self.now_us:
             self.log(EventType.WATCHDOG_RESCUED, None, reason=f"sequence gap, overdue {self.overdue_ms(gap_due)} ms")
-            return self.done(self.give_up_gap(self.state, ev.idempotency_key))
-        if flight is None or flight.due_at_us + grace_us > self.now_us:
+            state = self.give_up_gap(self.state, ev.idempotency_key)
+            if flight is None or state.in_flight is not flight or flight.due_at_us + grace_us > self.now_us:
+                return self.done(state)
+            # The in-flight wake-up is overdue too (both tasks lost): woken
+            # in this same sweep, not left for the next one.
+            self.state = state
+        elif flight is None or flight.due_at_us + grace_us > self.now_us:
             return self.ignore(EventType.TIMEOUT_IGNORED, IgnoreReason.NOT_OVERDUE)
         self.log(EventType.WATCHDOG_RESCUED, flight.message, attempt=flight.attempt,
                  reason=f"{flight.phase}, overdue {self.overdue_ms(flight.due_at_us)} ms")

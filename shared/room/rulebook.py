@@ -199,7 +199,8 @@ def _rules() -> tuple[Rule, ...]:
                  "the in-flight attempt failed: ends as failed, the room moves on; other attempts, or from "
                  "another WhatsApp number than the attempt's: ignored"),
             Rule(phase, "watchdog", frozenset({phase}) | _NEXT,
-                 "wake-up overdue by WATCHDOG_GRACE_MS: acts as its timer would; otherwise nothing"),
+                 "wake-up overdue by WATCHDOG_GRACE_MS: acts as its timer would (a sequence gap overdue too: "
+                 "given up first, in the same sweep); otherwise nothing"),
             Rule(phase, "redrive", frozenset({phase}),
                  "releases a parked queued message, or puts a dead letter back at the head of the queue: "
                  "it is sent when the in-flight message ends"),

@@ -15,7 +15,7 @@ from google.cloud import firestore
 from shared.providers.whatsapp import sign
 from shared.room import Enqueue, Policy, ScheduleTimer, decide, make_delivery_id
 from shared.store import REJECTED, RoomStore
-from tests.conftest import room_events, wait_for
+from tests.conftest import room_events, stack_settings, wait_for
 
 SECRET = "local-app-secret"
 
@@ -123,7 +123,6 @@ def test_malformed_push_is_kept_with_its_reason_and_acked(stack, store, room_id)
 
 def test_transient_firestore_failure_answers_503(stack, monkeypatch):
     """Firestore unreachable: the push is answered 5xx so Pub/Sub redelivers."""
-    from shared import config
     from shared.events import EventLog
     from shared.providers import make_senders
     from shared.room import policy_from_settings
@@ -132,7 +131,7 @@ def test_transient_firestore_failure_answers_503(stack, monkeypatch):
     from tools.stack import free_port
 
     monkeypatch.setenv("FIRESTORE_EMULATOR_HOST", f"127.0.0.1:{free_port()}")  # nobody listens there
-    settings = config.load()
+    settings = stack_settings()
     dead = RoomStore(firestore.Client(project="baton-local"), 1, deadline_s=1.0)
     app = DeliveryService(settings, policy_from_settings(settings), dead, TimerScheduler(make_client(settings), settings),
                 make_senders(settings), EventLog(keep=True))
@@ -145,10 +144,9 @@ def test_transient_firestore_failure_answers_503(stack, monkeypatch):
 
 
 def test_a_timer_reaches_the_timeout_function(stack, room_id):
-    from shared import config
     from shared.tasks import TimerScheduler, make_client
 
-    settings = dataclasses.replace(config.load(), timeout_url=stack.url("timeout"), tasks_queue_count=4)
+    settings = dataclasses.replace(stack_settings(), timeout_url=stack.url("timeout"), tasks_queue_count=4)
     scheduler = TimerScheduler(make_client(settings), settings)
     due = time.time_ns() // 1000 + 300_000
     timer = ScheduleTimer(room_id, 12345, 3, 2, due)
@@ -162,12 +160,11 @@ def test_cancelling_a_timer_on_the_emulator_is_harmless_and_the_timer_still_fire
     """The emulator answers DeleteTask UNIMPLEMENTED: `cancel` says so (False),
     raises nothing, stops trying, and the timer fires and is ignored as any
     stale timer (on the real service it would be deleted)."""
-    from shared import config
     from shared.room import CancelTimer
     from shared.tasks import TimerScheduler, make_client
 
     monkeypatch.setattr(TimerScheduler, "_delete_unimplemented", False)
-    settings = dataclasses.replace(config.load(), timeout_url=stack.url("timeout"), tasks_queue_count=4)
+    settings = dataclasses.replace(stack_settings(), timeout_url=stack.url("timeout"), tasks_queue_count=4)
     scheduler = TimerScheduler(make_client(settings), settings)
     due = time.time_ns() // 1000 + 300_000
     scheduler.schedule(ScheduleTimer(room_id, 12345, 4, 1, due))

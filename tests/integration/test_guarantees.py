@@ -13,7 +13,6 @@ import pytest
 import requests
 from google.cloud import firestore, pubsub_v1
 
-from shared import config
 from shared.events import EventLog
 from shared.providers import make_senders
 from shared.providers.whatsapp import sign
@@ -21,7 +20,7 @@ from shared.room import Enqueue, decide, make_delivery_id, policy_from_settings
 from shared.service import DEAD_LETTER_COUNT_ATTRIBUTE, DeliveryService, TimerArmFailed
 from shared.store import RoomStore
 from shared.tasks import TimerScheduler, make_client
-from tests.conftest import room_events, wait_for
+from tests.conftest import room_events, stack_settings, wait_for
 from tests.integration.test_functions import push_body, status_body
 from tools.stack import DEAD_LETTER_TOPIC, PROJECT, free_port
 
@@ -35,7 +34,7 @@ def store(stack) -> RoomStore:
 
 def service(stack, store: RoomStore, **overrides) -> DeliveryService:
     """An in-process service on the stack's Firestore, Cloud Tasks and fake platform."""
-    settings = dataclasses.replace(config.load(), whatsapp_api_base=stack.fake_url,
+    settings = dataclasses.replace(stack_settings(), whatsapp_api_base=stack.fake_url,
                                    timeout_url=stack.url("timeout"), tasks_queue_count=4, **overrides)
     return DeliveryService(settings, policy_from_settings(settings), store,
                            TimerScheduler(make_client(settings), settings), make_senders(settings),
@@ -120,12 +119,12 @@ def test_a_dead_lettered_message_is_parked_in_its_room_and_a_redrive_sends_it_fi
 def test_a_status_of_an_earlier_incarnation_of_the_room_is_ignored(stack, store, room_id):
     now = time.time_ns() // 1000
     first = store.apply(room_id, lambda s: decide(s, Enqueue("m1", "whatsapp", "15550001", "a", now, now),
-                                                  policy_from_settings(config.load()), "test"))
+                                                  policy_from_settings(stack_settings()), "test"))
     old_id = make_delivery_id(room_id, first.state.incarnation, 1, 1, first.state.in_flight.started_at_us)
     store.room_ref(room_id).delete()  # TTL deleted the room
     later = time.time_ns() // 1000
     second = store.apply(room_id, lambda s: decide(s, Enqueue("x1", "whatsapp", "15550001", "b", later, later),
-                                                   policy_from_settings(config.load()), "test"))
+                                                   policy_from_settings(stack_settings()), "test"))
     assert second.state.incarnation != first.state.incarnation
     body = status_body(old_id)
     r = requests.post(stack.url("webhook"), data=body, headers={"X-Hub-Signature-256": sign(body, SECRET)}, timeout=5)

@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 
 from google.cloud import pubsub_v1
 
-from tests.conftest import room_events, wait_for
+from tests.conftest import room_events, stack_settings, wait_for
 from tests.integration.test_cli import baton
 from tools.stack import PROJECT, TOPIC
 
@@ -98,14 +98,13 @@ def test_a_cancellation_is_kept_until_the_messages_time_plus_the_retention_and_i
     listing the queue (issue 28, item 7)."""
     from google.cloud import firestore
 
-    from shared import config
     from shared.records import SCHEDULED_CANCELS, _doc_id, scheduled_key
 
     published = publish(room_id, "far-away", delay_s=str(40 * 24 * 3600))
     ref = firestore.Client(project=PROJECT).collection(SCHEDULED_CANCELS).document(_doc_id(scheduled_key(room_id, "far-away")))
     doc = wait_for(lambda: (ref.get().to_dict() or {}).get("task") and ref.get().to_dict(), 30, "the hold recorded")
     due = published + 40 * 24 * 3600
-    retention_s = config.load().retention_hours * 3600
+    retention_s = stack_settings().retention_hours * 3600
     assert doc["expire_at"].timestamp() >= due + retention_s - 60
     result = baton(stack, "scheduled", "cancel", room_id, "far-away", "--reason", "withdrawn")
     assert result["was_waiting"] and result["task"] == doc["task"]

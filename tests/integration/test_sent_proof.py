@@ -9,6 +9,7 @@ from __future__ import annotations
 import pytest
 from google.cloud import firestore
 
+from shared import config
 from shared.opcounts import begin_request
 from shared.providers.whatsapp import sign
 from shared.store import RoomStore
@@ -45,7 +46,9 @@ def unknown_send_then_sent_status(stack, store, room_id, fake_config, recipient:
 
 
 def test_a_sent_status_turns_an_unknown_send_into_a_timeout_not_a_resend(stack, store, room_id, fake_config):
-    assert unknown_send_then_sent_status(stack, store, room_id, fake_config, "15551110031", "on") == ["timed_out"]
+    # The deployed default (the session's stack runs `off`, TEST_ENV): were it flipped, this fails.
+    default = config.ENV_VARS["WHATSAPP_SENT_PROOF"][0]
+    assert unknown_send_then_sent_status(stack, store, room_id, fake_config, "15551110031", default) == ["timed_out"]
     assert store.load_room(room_id).in_flight is None
     assert len(platform_sends(stack, room_id)) == 1
 

@@ -25,3 +25,25 @@ def test_a_resend_in_this_run_is_a_duplicate():
     stats = {"sends": [send("mine", 1, 1), send("mine", 1, 2), send("other", 1, 1)]}
     summary = summarize(published, [], stats, 0.0)
     assert (summary.send_calls, summary.duplicates_sent) == (2, 1)
+
+
+def ended(event: str, room: str, seq: int, mid: str) -> list[dict]:
+    ts = "2026-11-27T10:00:00.000000Z"
+    return [{"event": "enqueued", "room_id": room, "seq": seq, "message_id": mid, "ts": ts},
+            {"event": event, "room_id": room, "seq": seq, "message_id": mid, "ts": ts}]
+
+
+def test_a_timed_out_message_the_platform_never_received_is_lost():
+    """`lost` is judged from the platform's record (issue 43): a hand-made
+    `timed_out` with no send the platform accepted fails the audit."""
+    published = [OutboundMessage("mine", "whatsapp", "15550000001", "mine-m1", "hello")]
+    summary = summarize(published, ended("timed_out", "mine", 1, "mine-m1"), {"sends": []}, 0.0)
+    assert summary.lost == ["mine-m1"] and not summary.ok
+    received = summarize(published, ended("timed_out", "mine", 1, "mine-m1"), {"sends": [send("mine", 1, 1)]}, 0.0)
+    assert received.lost == [] and received.ok
+
+
+def test_a_message_that_failed_or_was_dead_lettered_needs_no_send():
+    published = [OutboundMessage("mine", "whatsapp", "15550000001", f"mine-m{i}", "hello") for i in (1, 2)]
+    events = ended("failed", "mine", 1, "mine-m1") + ended("dead_lettered", "mine", 2, "mine-m2")
+    assert summarize(published, events, {"sends": []}, 0.0).lost == []

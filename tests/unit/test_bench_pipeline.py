@@ -66,3 +66,16 @@ def test_the_day_splits_into_23_hours_and_a_last_hour_of_exactly_its_lines(tmp_p
 def test_a_step_that_failed_meets_no_goal_however_fast():
     got = verdicts([], day(hourly_rc=1, hourly_s=2.0))
     assert [name for name, met in got.items() if not met] == ["hourly make compact of 250,000 events, s"]
+
+
+def test_nothing_measured_meets_no_goal_and_is_refused():
+    """`0 of 0` runs agreeing is not a goal met (issue 43), and a run that
+    would measure nothing is refused at once."""
+    import pytest
+
+    from tools.bench_pipeline import main
+
+    assert [met for _, _, met in goals([], None)] == [False]
+    with pytest.raises(SystemExit) as refused:
+        main(["--sizes", "", "--no-day"])
+    assert refused.value.code != 0

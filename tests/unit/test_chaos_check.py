@@ -155,3 +155,31 @@ def test_a_resend_that_never_reached_the_platform_or_follows_a_status_that_prove
     assert run_with(True, "sent_status") == ["r#1 attempt 2"]
     assert run_with(False, "sent_status") == []  # refused: not a duplicate
     assert run_with(True, "wrong_sender: 100000000000002") == []
+
+
+def test_a_timed_out_message_the_platform_never_received_is_lost():
+    """Judged from the platform's record (issue 43): baton's `timed_out`
+    proves nothing the platform did not receive."""
+    run = clean_run()
+    run["published_ids"].add("m3")
+    run["events"] += [ev("enqueued", 3), ev("timed_out", 3)]
+    v = check(**run)
+    assert v.lost == ["m3"] and not v.ok
+
+
+def test_a_message_that_failed_was_skipped_or_dead_lettered_needs_no_send():
+    run = clean_run()
+    for seq, end in ((3, "failed"), (4, "skipped"), (5, "dead_lettered")):
+        run["published_ids"].add(f"m{seq}")
+        run["events"] += [ev("enqueued", seq), ev(end, seq)]
+    assert check(**run).ok
+
+
+def test_an_end_without_its_log_line_is_judged_by_the_rooms_record_of_it():
+    run = clean_run()
+    run["published_ids"] |= {"m3", "m4"}
+    run["events"] += [ev("enqueued", 3), ev("enqueued", 4)]  # both ended; the processes died before the lines
+    assert check(**run, ended_in_rooms={"m3": "failed", "m4": "timed_out"}).lost == ["m4"]
+    assert check(**run, ended_in_rooms={"m3", "m4"}).lost == ["m3", "m4"]  # outcome unknown: a send is needed
+    run["sends"].append({"callback": did(4), "at": T + 0.5})
+    assert check(**run, ended_in_rooms={"m3": "failed", "m4": "timed_out"}).ok

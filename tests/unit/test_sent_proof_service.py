@@ -177,3 +177,11 @@ def test_the_switch_takes_only_on_or_off(monkeypatch):
     monkeypatch.setenv("WHATSAPP_SENT_PROOF", "yes")
     with pytest.raises(ValueError, match="WHATSAPP_SENT_PROOF"):
         config.load()
+
+
+def test_the_deployed_default_holds_an_unknown_attempt_as_sent():
+    """The default configuration, not a switch set here: flipping the
+    default of WHATSAPP_SENT_PROOF fails this (issue 43)."""
+    world, service, delivery_id = unknown_room(config.ENV_VARS["WHATSAPP_SENT_PROOF"][0])
+    assert post(world, service, statuses((delivery_id, "sent", rendezvous_sender("room-p", NUMBERS)))) == 200
+    assert world.store.load_room("room-p").in_flight.phase is Phase.SENT
