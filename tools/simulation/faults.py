@@ -23,6 +23,7 @@ class Faults:
         self.rng = rng
         self.counts: Counter[str] = Counter()
         self.calm_now = False
+        self.outages: list[tuple[int, int]] = []
         level = rng.choice((0.0, 0.02, 0.05, 0.15, 0.3))
         self.p = {
             "stall": rng.choice((0.0, 0.02, 0.08, 0.2)),  # a port call that takes seconds
@@ -45,6 +46,14 @@ class Faults:
 
     def calm(self) -> None:
         self.calm_now = True
+
+    def in_outage(self, now_us: int) -> bool:
+        """Whether Firestore is down at `now_us` (an outage the world set,
+        `outages`: (start, end) epoch us); counts each refused call."""
+        if any(start <= now_us < end for start, end in self.outages):
+            self.count("call refused in a Firestore outage")
+            return True
+        return False
 
     def count(self, kind: str, n: int = 1) -> None:
         self.counts[kind] += n

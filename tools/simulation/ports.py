@@ -55,7 +55,8 @@ class Port:
             self._sched.pause(self._faults.port_latency_us(where))
             if self._faults.chance("crash", f"crash before {where}"):
                 raise Crash(f"injected: died before {where}")
-            if self._errors and self._faults.chance("store_error", f"error at {where}"):
+            if self._errors and (self._faults.in_outage(self._sched.now_us())
+                                 or self._faults.chance("store_error", f"error at {where}")):
                 raise gexc.ServiceUnavailable(f"injected: {where} unavailable")
             if attr in self._before:
                 self._before[attr]()
@@ -86,7 +87,7 @@ class SimSenderWindow:
         self._sched.pause(self._faults.port_latency_us(where))
         if self._faults.chance("crash", f"crash at {where}"):
             raise Crash(f"injected: died at {where}")
-        if self._faults.chance("store_error", f"error at {where}"):
+        if self._faults.in_outage(self._sched.now_us()) or self._faults.chance("store_error", f"error at {where}"):
             raise gexc.ServiceUnavailable(f"injected: {where} unavailable")
 
     def take(self, phone_number_id: str, rate_per_s: int, now_us: int) -> SlotTaken | None:

@@ -16,8 +16,13 @@ What each outside party does (the contracts DESIGN.md and the docs state):
   WEBHOOK_MODE=queued (40% of seeds) the `webhook` function publishes them
   to the status queue and the `status` function applies them (status_queue.py).
 - Cloud Scheduler: the watchdog sweep every `SWEEP_EVERY_MS`.
-- Operators: now and then skip or redrive a parked message; in the drain,
-  skip every parked message, so a healthy run ends with every room empty.
+- Operators: now and then pause and resume a room, skip a held message,
+  redrive or skip a parked one; in the drain, resume every paused room and
+  redrive or skip every parked message, so a healthy run ends with every
+  room empty.
+- A Firestore outage of 5-60 s (a quarter of the seeds): every call
+  refused, so pushes fail until Pub/Sub dead-letters them, and the copies
+  are parked for operators.
 - An unreadable room document (by seed): a room written by hand or by
   another version, with an overdue wake-up; the watchdog must step over it.
 """
@@ -360,8 +365,7 @@ class World:
             elif not parked or not (drain or self.faults.rng.random() < 0.3):
                 continue
             m = parked[0]
-            action = "redrive" if not drain and m.parked and m.text is not None and self.faults.rng.random() < 0.5 \
-                else "skip"
+            action = "redrive" if m.parked and m.text is not None and self.faults.rng.random() < 0.5 else "skip"
             self.faults.count(f"operator {action}")
             fn = self.service.redrive if action == "redrive" else self.service.skip
             room_id, seq = plan.room_id, m.seq
@@ -396,6 +400,11 @@ class World:
         if self.sched.rng.random() < 0.3:
             for _ in range(self.sched.rng.randint(1, 2)):
                 self.sched.at(self.start_us + self.sched.rng.randint(0, WORK_MS) * 1000, self._change_numbers)
+        outage = random.Random(f"outage-{self.seed}")  # its own stream: other seeds run as before
+        if outage.random() < 0.25:
+            start = self.start_us + outage.randint(0, WORK_MS - 20_000) * 1000
+            self.faults.outages.append((start, start + outage.randint(5_000, 60_000) * 1000))
+            self.faults.count("Firestore outage (5-60 s)")
         if self.broken_doc:
             self.sched.at(self.start_us + self.sched.rng.randint(0, WORK_MS) * 1000, self._write_broken_doc)
         self.sched.at(self.start_us + SWEEP_EVERY_MS * 1000, self._sweep)
