@@ -6,6 +6,10 @@ nothing). `make simulate SEEDS=N` runs the long search."""
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import os
+import subprocess
+import sys
 from collections import Counter
 
 import pytest
@@ -46,6 +50,17 @@ def test_a_seed_replays_exactly() -> None:
     first = _fingerprint(7)
     assert first[0] and first[1]  # it did something
     assert _fingerprint(7) == first
+
+
+def test_a_seed_replays_exactly_in_another_process() -> None:
+    """The replay command runs in a new process, whose string hashes (set
+    and dict orders) differ: the run must not depend on them."""
+    code = ("import hashlib; from tests.unit.test_simulation import _fingerprint; "
+            "print(hashlib.sha256(repr(_fingerprint(11)).encode()).hexdigest())")
+    runs = {subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                           env={**os.environ, "PYTHONHASHSEED": str(h)}).stdout for h in (1, 2)}
+    assert len(runs) == 1 and runs != {""}
+    assert runs == {hashlib.sha256(repr(_fingerprint(11)).encode()).hexdigest() + "\n"}
 
 
 def test_different_seeds_run_differently() -> None:

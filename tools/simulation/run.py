@@ -63,7 +63,7 @@ def run_seed(seed: int, only_rooms: frozenset[str] | None = None, without: froze
 
 
 def replay_command(seed: int, room: str | None = None, without: frozenset[str] = frozenset()) -> str:
-    return (f"python -m tools.simulation --seed {seed}" + (f" --only-room {room}" if room else "")
+    return (f".venv/bin/python -m tools.simulation --seed {seed}" + (f" --only-room {room}" if room else "")
             + "".join(f" --without {w}" for w in sorted(without)))
 
 
