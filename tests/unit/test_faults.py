@@ -35,7 +35,12 @@ are fixed scenarios, the shrunk examples of the searches):
     pytest tests/unit/test_faults.py -k extra    # the old harness's two extra bugs: fixed
     pytest tests/unit/test_faults.py -k "full or watchdog"  # back-pressure, dead letters, operators, TTL; the watchdog
     pytest tests/unit/test_faults.py -k found    # what the searches found on the new code (xfail until fixed)
-    BATON_FAULTS_EXPLORE=1 [BATON_FAULTS_EXAMPLES=N] pytest tests/unit/test_faults.py -k Explore  # long searches
+
+The long searches over every fault at once are the deterministic simulation
+now (`make simulate SEEDS=N`, tools/simulation; CI runs a fixed set of its
+seeds in tests/unit/test_simulation.py). `ExploreAllFaultsMachine` and
+`ExploreAmbiguityMachine` stay as the machines the fixed scenarios below
+replay.
 
 Porting to a new service API: change only the ADAPTER section below (and the
 fakes, if an adapter's interface changes).
@@ -46,10 +51,8 @@ from __future__ import annotations
 import base64
 import dataclasses
 import json
-import os
 import re
 import sys
-import unittest
 from collections import defaultdict
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -58,7 +61,6 @@ from typing import Any
 from unittest import mock
 
 import pytest
-from google.api_core import exceptions as gexc
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
@@ -79,8 +81,7 @@ from shared.room import (
     WatchdogSweep,
     policy_from_settings,
 )
-from shared.service import DEAD_LETTER_COUNT_ATTRIBUTE, DeliveryService, TimerArmFailed
-from shared.store import ContentionError
+from shared.service import DEAD_LETTER_COUNT_ATTRIBUTE, TRANSIENT_ERRORS, DeliveryService
 from shared.tasks import timer_body
 from tests.fakes import (
     T0_US,
@@ -104,8 +105,9 @@ WATCHDOG_GRACE_MS = 5000  # short, so the watchdog races real timers within a ru
 TTL_RETENTION_MS = 20_000  # the fake TTL's `expire_at` delay (RETENTION_HOURS, shortened)
 DLQ_ATTEMPTS = 1  # failed push deliveries before Pub/Sub may dead-letter (5-100 in the cloud; the room never sees it)
 SECRET = config.ENV_VARS["WHATSAPP_APP_SECRET"][0]  # the local default, "local-app-secret"
-# What a handler may raise and still be a plain 503 (functions/main.py's TRANSIENT), besides `Crash`.
-TRANSIENT = (gexc.GoogleAPICallError, gexc.RetryError, ContentionError, TimerArmFailed, ConnectionError, TimeoutError)
+# What a handler may raise and still be a plain 503, besides `Crash`: the
+# product's own list (functions/main.py answers 503 for exactly these).
+TRANSIENT = TRANSIENT_ERRORS
 TERMINAL = frozenset(str(e) for e in (EventType.ACKED, EventType.FAILED, EventType.TIMED_OUT, EventType.DEAD_LETTERED,
                                       EventType.SKIPPED))
 ENDS_THAT_RELEASE_EARLY = frozenset({str(EventType.ACKED), str(EventType.FAILED)})  # inv. 2: "unless acked or failed"
@@ -1160,10 +1162,6 @@ def violates(pattern: str, machine_cls: type[RoomDeliveryMachine], steps: str) -
         raise RuntimeError(f"expected a violation matching {pattern!r}, got: {exc}") from exc
 
 
-# Opt-in searches (long, and slower to shrink when they fail): BATON_FAULTS_EXPLORE=1.
-explore_only = unittest.skipUnless(os.environ.get("BATON_FAULTS_EXPLORE"), "set BATON_FAULTS_EXPLORE=1 to run")
-
-
 class Bug1Machine(slow_sends("nothing", "timers"), RoomDeliveryMachine):
     """Bug 1 alone: only slow sends (some beyond the send budget, cut off)."""
 
@@ -1225,7 +1223,7 @@ class ExploreAmbiguityMachine(AmbiguousCommitsItCannotTell, RoomDeliveryMachine)
     """Lost commit answers the write id cannot resolve."""
 
 
-# The default run (CI) stays under ~40 s of CPU; BATON_FAULTS_EXAMPLES scales the opt-in searches.
+# The default run (CI) stays under ~40 s of CPU.
 TestBug1EarlyHandover = Bug1Machine.TestCase
 TestBug1EarlyHandover.settings = _settings(200, steps=30)
 TestBug2StuckRoom = Bug2Machine.TestCase
@@ -1242,12 +1240,9 @@ TestExtraSlowSend = ExtraSlowSendMachine.TestCase
 TestExtraSlowSend.settings = _settings(200, steps=40)
 TestExtraLostCommitAnswer = ExtraLostCommitAnswerMachine.TestCase
 TestExtraLostCommitAnswer.settings = _settings(150, steps=40)
-TestExploreAllFaults = explore_only(ExploreAllFaultsMachine.TestCase)
-TestExploreAllFaults.settings = _settings(int(os.environ.get("BATON_FAULTS_EXAMPLES", "3000")), steps=80)
-# Finds the residuals kept below as xfail scenarios (lost commit answers the
-# write id cannot resolve, a crash right after a commit): it fails until they are fixed.
-TestExploreAmbiguity = explore_only(ExploreAmbiguityMachine.TestCase)
-TestExploreAmbiguity.settings = _settings(int(os.environ.get("BATON_FAULTS_EXAMPLES", "300")), steps=50)
+# The searches over every fault at once (formerly opt-in here, behind an
+# environment switch CI never set) are `make simulate`'s; CI runs its fixed
+# seeds (tests/unit/test_simulation.py).
 
 
 # ---------------------------------------------------------------- the bugs as fixed scenarios

@@ -1,0 +1,421 @@
+"""The simulated deployment: the real `DeliveryService` behind the entry
+points, over the in-memory ports, driven by Pub/Sub, Cloud Tasks, Meta,
+Cloud Scheduler and operators, all on one `Scheduler`.
+
+What each outside party does (the contracts DESIGN.md and the docs state):
+- Pub/Sub (ordered push, ordering key = room): one outstanding push per room,
+  in publish order, at least once; a push answered anything but 2xx (or never
+  answered: a crash) comes again after a backoff, before any later message
+  of its room; after `DLQ_ATTEMPTS` failed deliveries it may go to the
+  dead-letter topic (the `deadletter` endpoint) and the room's next message
+  is pushed; an acked push may come again, late (a duplicate).
+- Cloud Tasks: runs each timer task at or after its due time (dispatch
+  delay), retries it until answered 2xx, may run it twice, never runs a
+  deleted one; a task may be lost (the watchdog exists for that).
+- Meta: posts webhooks (platforms.py), again after a non-2xx answer; in
+  WEBHOOK_MODE=queued (40% of seeds) the `webhook` function publishes them
+  to the status queue and the `status` function applies them (status_queue.py).
+- Cloud Scheduler: the watchdog sweep every `SWEEP_EVERY_MS`.
+- Operators: now and then pause and resume a room, skip a held message,
+  redrive or skip a parked one; in the drain, resume every paused room and
+  redrive or skip every parked message, so a healthy run ends with every
+  room empty.
+- A Firestore outage of 5-60 s (a quarter of the seeds): every call
+  refused, so pushes fail until Pub/Sub dead-letters them, and the copies
+  are parked for operators.
+- An unreadable room document (by seed): a room written by hand or by
+  another version, with an overdue wake-up; the watchdog must step over it.
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import functools
+import json
+import os
+import random
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+from unittest import mock
+
+from shared import config
+from shared.events import utc_iso
+from shared.room import Pause, Resume, RoomState, policy_from_settings, room_from_doc, room_to_doc
+from shared.service import DEAD_LETTER_COUNT_ATTRIBUTE, TRANSIENT_ERRORS, DeliveryService, Reply, core
+from shared.tasks import timer_body
+from tools.fakes import ArmedTask, Crash, FakeRoomStore, FakeTimers, RecordingEventLog
+from tools.simulation.faults import Faults
+from tools.simulation.platforms import MESSENGER_SECRET, WHATSAPP_SECRET, Platform
+from tools.simulation.ports import Port, SimSenderWindow
+from tools.simulation.scheduler import Aborted, Invocation, Scheduler
+from tools.simulation.status_queue import SimStatusQueue
+
+ACK_TIMEOUT_MS = 3000
+SEND_TIMEOUT_MS = 2000
+SEND_START_DEADLINE_MS = 2000
+WATCHDOG_GRACE_MS = 10_000
+SWEEP_EVERY_MS = 15_000
+DLQ_ATTEMPTS = 5
+NUMBERS = ("100000000000001", "100000000000002")
+NUMBER_RATE = 2  # sends/s per number: low, so the sender window is busy
+BROKEN_ROOM = "room-unreadable"
+WORK_MS = 60_000  # the workload's span
+DRAIN_MS = 600_000  # then no faults: what is left must finish by itself
+MAX_TRIES = 60  # a caller gives up re-sending one request after this many (a 500 loops forever otherwise)
+
+
+@dataclass
+class Message:
+    """One producer message of the workload (the ground truth)."""
+
+    room_id: str
+    index: int  # its place in its room's publish order
+    message_id: str
+    published_us: int
+    pubsub_id: str
+    skipped: bool = False  # an operator skipped it (confirmed by the room)
+
+
+@dataclass
+class RoomPlan:
+    room_id: str
+    provider: str
+    recipient: str
+    messages: list[Message] = field(default_factory=list)
+    head: int = 0  # the index of Pub/Sub's outstanding push
+    pushing: bool = False
+    failures: int = 0
+
+
+@dataclass
+class Answer:
+    """One invocation as the world saw it: `status` None when never answered (a crash)."""
+
+    function: str
+    rooms: tuple[str, ...]
+    label: str
+    started_us: int
+    ended_us: int
+    status: int | None
+    error: str = ""
+
+
+def workload(seed: int, only_rooms: frozenset[str] | None) -> list[RoomPlan]:
+    """The seed's rooms and messages (its own random stream, so a shrunk run,
+    with `only_rooms`, keeps the same messages for the rooms it keeps)."""
+    rng = random.Random(f"workload-{seed}")
+    plans = []
+    for r in range(rng.randint(2, 7)):
+        room_id = f"room-{r}"
+        provider = "messenger" if rng.random() < 0.35 else "whatsapp"
+        plan = RoomPlan(room_id, provider, f"1555{seed % 100000:05d}{r:03d}")
+        t = rng.randint(0, 5000)
+        for i in range(rng.randint(1, 6)):
+            t += rng.choice((0, 0, 50, 500, 3000, 8000))
+            plan.messages.append(Message(room_id, i, f"{room_id}-m{i}", t, f"ps-{r}-{i}"))
+        if only_rooms is None or room_id in only_rooms:
+            plans.append(plan)
+    return plans
+
+
+def webhook_mode(seed: int) -> str:
+    """The seed's WEBHOOK_MODE, from its own random stream (a seed in
+    `direct` mode runs as it did before `queued` was simulated)."""
+    return "queued" if random.Random(f"mode-{seed}").random() < 0.4 else "direct"
+
+
+class World:
+    """One run: build it with a seed, `run()`, then read its records (checks.py)."""
+
+    def __init__(self, seed: int, only_rooms: frozenset[str] | None = None,
+                 without: frozenset[str] = frozenset()) -> None:
+        self.seed = seed
+        self.sched = Scheduler(random.Random(seed))
+        self.faults = Faults(self.sched.rng)
+        with mock.patch.dict(os.environ, clear=True):
+            defaults = config.load()  # the deployed defaults, whatever the shell (or a test session) has set
+        self.settings = dataclasses.replace(
+            defaults, ack_timeout_ms=ACK_TIMEOUT_MS, send_timeout_ms=SEND_TIMEOUT_MS,
+            send_start_deadline_ms=SEND_START_DEADLINE_MS, watchdog_grace_ms=WATCHDOG_GRACE_MS, sweep_concurrency=1,
+            providers="whatsapp,messenger", whatsapp_senders=",".join(f"{n}:{NUMBER_RATE}" for n in NUMBERS),
+            whatsapp_app_secret=WHATSAPP_SECRET, messenger_app_secret=MESSENGER_SECRET, metrics_log_path="",
+            event_log_path="", webhook_mode=webhook_mode(seed))
+        self.policy = policy_from_settings(self.settings)
+        self.store = FakeRoomStore(self.sched, retention_ms=3_600_000)  # type: ignore[arg-type]
+        self.store.between_read_and_commit = lambda room: self.sched.pause(
+            self.faults.port_latency_us("firestore between read and commit"))
+        self.timers = FakeTimers(self.sched)  # type: ignore[arg-type]
+        self.events = RecordingEventLog(self.sched)  # type: ignore[arg-type]
+        self.window = SimSenderWindow(self.sched, self.faults)
+        self.platforms = {p: Platform(p, self.sched, self.faults, self._post_webhook, SEND_TIMEOUT_MS)
+                          for p in ("whatsapp", "messenger")}
+        senders: dict[str, Any] = {f"whatsapp:{n}": self.platforms["whatsapp"].sender(n) for n in NUMBERS}
+        senders["whatsapp"] = self.platforms["whatsapp"].sender(NUMBERS[0])
+        senders["messenger"] = self.platforms["messenger"].sender("page")
+        store_port = Port("firestore", self.store, self.sched, self.faults, before={"apply": self._store_fault})
+        timer_port = Port("cloud tasks", self.timers, self.sched, self.faults,
+                          before={"schedule": self._arm_fault}, after={"schedule": lambda _r: self._new_tasks()})
+        self.status_queue = SimStatusQueue(self)
+        self._ports = (store_port, timer_port, senders)
+        self.service = self._build(self.settings)
+        self.numbers_changed: list[tuple[int, tuple[str, ...]]] = []  # (at_us, the numbers from then on)
+        self.rooms = workload(seed, only_rooms)
+        self.answers: list[Answer] = []
+        self.errors_500: list[Answer] = []
+        self._known_tasks = 0
+        self.broken_doc = self.sched.rng.random() < 0.3 and "unreadable-doc" not in without
+        self.ended = False
+
+    def _build(self, settings: Any) -> DeliveryService:
+        """A service instance as a cold start builds it, over the world's ports."""
+        store_port, timer_port, senders = self._ports
+        return DeliveryService(settings, policy_from_settings(settings), store_port, timer_port,  # type: ignore[arg-type]
+                               senders, self.events, status_queue=lambda: self.status_queue,  # type: ignore[arg-type]
+                               sender_window=self.window)  # type: ignore[arg-type]
+
+    def _change_numbers(self) -> None:
+        """A configuration change between invocations: a sending number
+        removed (or added back). Invocations under way finish on the old
+        instance; every later one runs on a new one (a new revision)."""
+        numbers = NUMBERS[:1] if self.settings.whatsapp_senders.count(",") else NUMBERS
+        self.faults.count("sending number removed" if len(numbers) == 1 else "sending number added")
+        self.settings = dataclasses.replace(self.settings, whatsapp_senders=",".join(
+            f"{n}:{NUMBER_RATE}" for n in numbers))
+        self.service = self._build(self.settings)
+        self.numbers_changed.append((self.sched.now_us(), numbers))
+
+    # -- faults the ports arm in their fakes
+
+    def _store_fault(self) -> None:
+        f = self.faults
+        if f.chance("store_error", "firestore commit failed"):
+            self.store.fail_next_commit()
+        elif f.chance("store_error", "firestore commit landed, answer lost"):
+            self.store.fail_next_commit(after_write=True, surfaced=f.rng.random() < 0.5)
+        elif f.chance("crash", "crash after a commit landed"):
+            self.store.crash_after_next_commit()
+
+    def _arm_fault(self) -> None:
+        if self.faults.chance("arm_error", "timer arm refused"):
+            self.timers.fail_next_arm(times=self.faults.rng.randint(1, 3))
+
+    def _new_tasks(self) -> None:
+        for task in self.timers.tasks[self._known_tasks:]:
+            if self.faults.chance("lost_task", "timer task lost"):
+                task.lost = True
+                continue
+            self._dispatch_task(task, self.faults.dispatch_delay_ms())
+        self._known_tasks = len(self.timers.tasks)
+
+    # -- invocations
+
+    def invoke(self, function: str, rooms: tuple[str, ...], label: str, body: Callable[[], Reply],
+               then: Callable[[int | None], None], delay_us: int = 0) -> None:
+        """Run `body` as one invocation of `function`; `then(status)` with
+        its HTTP status (None: never answered), as functions/main.py answers:
+        a `Reply`'s status, 503 for a transient error, 500 for anything else."""
+        started = self.sched.now_us() + delay_us
+
+        def done(inv: Invocation) -> None:
+            result, error = inv.result, ""
+            if isinstance(result, Reply):
+                status: int | None = result.status
+            elif isinstance(result, Crash | Aborted):
+                status, error = None, str(result)
+            elif isinstance(result, TRANSIENT_ERRORS):
+                status, error = 503, f"{type(result).__name__}: {result}"
+            else:
+                status, error = 500, f"{type(result).__name__}: {result}"
+            answer = Answer(function, rooms, label, started, self.sched.now_us(), status, error[:300])
+            self.answers.append(answer)
+            if status == 500:
+                self.errors_500.append(answer)
+            if not isinstance(result, Aborted):
+                then(status)
+
+        self.sched.spawn(f"{function} {label}", body, done, delay_us)
+
+    def _retry(self, tries: int, again: Callable[[int], None]) -> None:
+        if tries < MAX_TRIES and not (self.ended and self.sched.now_us() > self.end_us):
+            self.sched.at(self.sched.now_us() + self.faults.redelivery_ms() * 1000, lambda: again(tries + 1))
+
+    # -- Pub/Sub
+
+    def _push_body(self, plan: RoomPlan, msg: Message, dead_letter_attempts: int | None = None) -> bytes:
+        attrs = {"room_id": plan.room_id, "provider": plan.provider, "recipient": plan.recipient,
+                 "message_id": msg.message_id}
+        if dead_letter_attempts is not None:
+            attrs[DEAD_LETTER_COUNT_ATTRIBUTE] = str(dead_letter_attempts)
+        data = base64.b64encode(json.dumps({"type": "text", "text": msg.message_id}).encode()).decode()
+        return json.dumps({"message": {"data": data, "attributes": attrs, "messageId": msg.pubsub_id,
+                                       "publishTime": utc_iso(self.start_us + msg.published_us * 1000)},
+                           "subscription": "projects/baton-sim/subscriptions/outbound"}).encode()
+
+    def _pubsub(self, plan: RoomPlan) -> None:
+        """Push the room's head message if it is published and none is outstanding."""
+        if plan.pushing or plan.head >= len(plan.messages):
+            return
+        msg = plan.messages[plan.head]
+        at_us = self.start_us + msg.published_us * 1000
+        if at_us > self.sched.now_us():
+            self.sched.at(at_us, lambda: self._pubsub(plan))
+            return
+        plan.pushing = True
+        body = self._push_body(plan, msg)
+
+        def answered(status: int | None) -> None:
+            plan.pushing = False
+            if status is not None and 200 <= status < 300:
+                plan.head, plan.failures = plan.head + 1, 0
+                if self.faults.chance("dup", "duplicated push"):
+                    self._duplicate_push(body, plan.room_id, msg)
+            else:
+                plan.failures += 1
+                if plan.failures >= DLQ_ATTEMPTS and self.faults.rng.random() < 0.5:
+                    self.faults.count("push dead-lettered by Pub/Sub")
+                    plan.head, plan.failures = plan.head + 1, 0
+                    self._dead_letter(plan, msg, 1)
+                else:
+                    self.sched.at(self.sched.now_us() + self.faults.redelivery_ms() * 1000, lambda: self._pubsub(plan))
+                    return
+            self._pubsub(plan)
+
+        self.invoke("enqueue", (plan.room_id,), msg.message_id, lambda: self.service.handle_push(body), answered,
+                    self.faults.rng.randint(1000, 50_000))
+
+    def _duplicate_push(self, body: bytes, room_id: str, msg: Message, tries: int = 1) -> None:
+        def answered(status: int | None) -> None:
+            if status is None or not 200 <= status < 300:
+                self._retry(tries, lambda n: self._duplicate_push(body, room_id, msg, n))
+
+        self.invoke("enqueue", (room_id,), f"{msg.message_id} (duplicate)", lambda: self.service.handle_push(body),
+                    answered, self.faults.rng.randint(0, 30_000_000))
+
+    def _dead_letter(self, plan: RoomPlan, msg: Message, tries: int) -> None:
+        body = self._push_body(plan, msg, DLQ_ATTEMPTS)
+
+        def answered(status: int | None) -> None:
+            if status is None or not 200 <= status < 300:
+                self._retry(tries, lambda n: self._dead_letter(plan, msg, n))
+
+        self.invoke("deadletter", (plan.room_id,), msg.message_id, lambda: self.service.handle_dead_letter(body),
+                    answered, self.faults.rng.randint(1000, 2_000_000))
+
+    # -- Cloud Tasks, Meta, Cloud Scheduler
+
+    def _dispatch_task(self, task: ArmedTask, delay_ms: int, tries: int = 1) -> None:
+        def run() -> None:
+            if task.deleted or task.done:
+                return
+            task.runs += 1
+            body = json.dumps(timer_body(task.timer)).encode()
+
+            def answered(status: int | None) -> None:
+                if status is not None and 200 <= status < 300:
+                    task.done = True
+                    if self.faults.chance("dup", "timer task run twice"):
+                        self.invoke("timeout", (task.room_id,), f"{task.name} (again)",
+                                    lambda: self.service.handle_timer(body), lambda _s: None,
+                                    self.faults.rng.randint(0, 5_000_000))
+                elif tries < MAX_TRIES:
+                    self._dispatch_task(task, self.faults.redelivery_ms(), tries + 1)
+
+            self.invoke("timeout", (task.room_id,), task.name, lambda: self.service.handle_timer(body), answered)
+
+        self.sched.at(max(task.due_at_us, self.sched.now_us()) + delay_ms * 1000, run)
+
+    def _post_webhook(self, at_us: int, raw: bytes, signature: str, label: str, tries: int = 1) -> None:
+        def post() -> None:
+            def answered(status: int | None) -> None:
+                if status is None or not 200 <= status < 300:
+                    self._retry(tries, lambda n: self._post_webhook(self.sched.now_us(), raw, signature, label, n))
+
+            self.invoke("webhook", (), label, lambda: self.service.handle_status_webhook(raw, signature), answered)
+
+        self.sched.at(at_us, post)
+
+    def _sweep(self) -> None:
+        if self.sched.now_us() >= self.end_us:
+            return
+        self.invoke("sweep", (), "watchdog", self.service.handle_sweep, lambda _s: None)
+        self.sched.at(self.sched.now_us() + SWEEP_EVERY_MS * 1000, self._sweep)
+
+    # -- operators
+
+    def _operator(self, drain: bool) -> None:
+        """Skip (or, outside the drain, sometimes redrive) one parked
+        message; pause a room now and then, and resume it (in the drain,
+        every paused room)."""
+        if self.sched.now_us() >= self.end_us:
+            return
+        for plan in self.rooms:
+            state = self.store.load_room(plan.room_id)
+            if state is not None and (state.paused if drain else self.faults.rng.random() < 0.08):
+                event = Resume if state.paused else Pause
+                self.faults.count(f"operator {event.__name__.lower()}")
+                self.invoke("operator", (plan.room_id,), event.__name__.lower(), functools.partial(
+                    self._operator_event, plan.room_id, event), lambda _s: None)
+                continue
+            parked = [m for m in state.pending if m.parked] if state else []
+            held = ([state.in_flight.message] if state and state.in_flight else []) + list(state.pending if state else ())
+            if not parked and held and not drain and self.faults.rng.random() < 0.05:
+                parked = [self.faults.rng.choice(held)]  # an operator skips a message in flight or queued
+            elif not parked or not (drain or self.faults.rng.random() < 0.3):
+                continue
+            m = parked[0]
+            action = "redrive" if m.parked and m.text is not None and self.faults.rng.random() < 0.5 else "skip"
+            self.faults.count(f"operator {action}")
+            fn = self.service.redrive if action == "redrive" else self.service.skip
+            room_id, seq = plan.room_id, m.seq
+
+            def act(fn: Callable[..., Any] = fn, room_id: str = room_id, seq: int = seq) -> Reply:
+                fn(room_id, seq, "simulation", "operator in the simulation")
+                return Reply(200, {})
+
+            self.invoke("operator", (room_id,), f"{action} #{seq}", act, lambda _s: None)
+        every = 20_000 if not drain else 5_000
+        self.sched.at(self.sched.now_us() + every * 1000, lambda: self._operator(self.sched.now_us() > self.drain_us))
+
+    def _operator_event(self, room_id: str, event: type) -> Reply:
+        self.service.apply(room_id, event("simulation", "operator in the simulation", core.now_us()), "operator")
+        return Reply(200, {})
+
+    def _write_broken_doc(self) -> None:
+        doc = room_to_doc(RoomState(BROKEN_ROOM))
+        doc["wake_at_us"] = self.start_us  # overdue: the watchdog's query finds it first
+        del doc[self.faults.rng.choice(("incarnation", "next_seq"))]
+        self.store.docs[BROKEN_ROOM] = doc
+        self.faults.count("unreadable room document")
+
+    # -- the run
+
+    def run(self) -> None:
+        self.start_us = self.sched.now_us()
+        self.drain_us = self.start_us + WORK_MS * 1000
+        self.end_us = self.drain_us + DRAIN_MS * 1000
+        for plan in self.rooms:
+            self._pubsub(plan)
+        if self.sched.rng.random() < 0.3:
+            for _ in range(self.sched.rng.randint(1, 2)):
+                self.sched.at(self.start_us + self.sched.rng.randint(0, WORK_MS) * 1000, self._change_numbers)
+        outage = random.Random(f"outage-{self.seed}")  # its own stream: other seeds run as before
+        if outage.random() < 0.25:
+            start = self.start_us + outage.randint(0, WORK_MS - 20_000) * 1000
+            self.faults.outages.append((start, start + outage.randint(5_000, 60_000) * 1000))
+            self.faults.count("Firestore outage (5-60 s)")
+        if self.broken_doc:
+            self.sched.at(self.start_us + self.sched.rng.randint(0, WORK_MS) * 1000, self._write_broken_doc)
+        self.sched.at(self.start_us + SWEEP_EVERY_MS * 1000, self._sweep)
+        self.sched.at(self.start_us + 10_000_000, lambda: self._operator(False))
+        self.sched.run_until(self.drain_us)
+        self.faults.calm()
+        self.sched.run_until(self.end_us)
+        self.ended = True
+        self.sched.run_until(self.end_us + 60_000_000)
+        self.sched.close()
+
+    def room_state(self, room_id: str) -> RoomState | None:
+        doc = self.store.docs.get(room_id)
+        return None if doc is None else room_from_doc(room_id, json.loads(json.dumps(doc)))
