@@ -20,6 +20,7 @@ help:
 	@echo "make operator-day  pause, skip, redrive, pacing and an image on the emulators, then the report's audit of them"
 	@echo "make bench-core, make bench-pipeline, make report, make package"
 	@echo "make bench-prepare  one room of 200 image messages: preparation in parallel vs one after another"
+	@echo "make simulate       the deterministic simulation of the whole deployment (SEEDS=2000 seeds, faults by seed; tools/simulation)"
 	@echo "make scale-model    25,000 rooms and a 10,000 msg/s burst on the real rules in virtual time, against the documented limits"
 	@echo "make scale-table    docs/scale.md's sizing table rewritten from infra/modules/sizing's outputs (terraform plan, no provider)"
 	@echo "make loadtest-cloud PROJECT=p   the same proof on your own project (LOADTEST_ARGS=--dry-run: the plan only)"
