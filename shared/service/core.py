@@ -193,12 +193,14 @@ class ServiceCore:
         else:
             op_counts().send_calls += 1
             sender = self.senders.get(f"{msg.provider}:{send.number}") or self.senders[msg.provider]
+            # A kind beyond text and media (a template, ...) carries its `data` (shared/contract).
+            kind = {"payload": msg.payload} if msg.payload is not None else {}
             if msg.media_kind is None:
-                result = sender.send(msg.recipient, msg.text, send.delivery_id)
+                result = sender.send(msg.recipient, msg.text, send.delivery_id, **kind)
             else:
                 # Prepared: by the platform's media id; else by link (the platform fetches it).
                 media = Media(msg.media_kind, media_id=msg.prepared, link=None if msg.prepared else msg.media_link)
-                result = sender.send(msg.recipient, msg.text, send.delivery_id, media=media)
+                result = sender.send(msg.recipient, msg.text, send.delivery_id, media=media, **kind)
         returned = now_us()
         common: dict[str, Any] = dict(seq=msg.seq, attempt=send.attempt, message_id=msg.message_id,
                                       provider=msg.provider, delivery_id=send.delivery_id, trigger=str(send.trigger))
