@@ -209,13 +209,16 @@ class GraphApiClient:
     def send(self, recipient: str, text: str, delivery_id: str, media: Media | None = None,
              payload: str | None = None) -> SendResult:
         """Send one message, within `timeout_ms`: a text, or with `media` a
-        media message where the platform takes one (`text` its caption, when
-        not empty). Never raises for platform or network errors:
+        media message (`text` its caption, when not empty), or with `payload`
+        (the producer's contract `data`) a message of its kind. Never raises
+        for platform or network errors:
 
         - ACCEPTED: HTTP 2xx with the platform's message id (`answer_id`);
         - REFUSED (provably not sent): a Graph error answer, HTTP 4xx
           (`permanent` for the platform's `permanent_codes`, `rate_limited`
-          for its `rate_limited_codes`), no connection could be opened within
+          for its `rate_limited_codes`; for `window_closed_codes`, permanent
+          with an `error_title` that begins "outside the 24-hour customer
+          service window" and gives `window_closed_advice`), no connection could be opened within
           the budget (transient), or a message `request_body` refuses
           (permanent, nothing was called);
         - UNKNOWN (possibly sent): anything after the request may have been

@@ -112,3 +112,14 @@ def test_the_fake_platform_refuses_what_meta_refuses():
     assert wire.refusal(wire.MESSENGER_SEND, {"recipient": {"id": "1"}, "messaging_type": "MESSAGE_TAG",
                                               "message": {"text": "hi"}})[0] == 100
     assert wire.refusal(wire.INSTAGRAM_SEND, {"recipient": {"id": "1"}, "message": {"text": "x" * 1001}})[0] == 100
+
+
+def test_the_clients_cancel_writes_the_record_baton_reads():
+    import hashlib
+
+    from baton_client import publisher
+
+    from shared import records
+
+    assert publisher.SCHEDULED_CANCELS == records.SCHEDULED_CANCELS
+    assert records._doc_id("room-1/m-1") == hashlib.sha256(b"room-1/m-1").hexdigest()
