@@ -2,8 +2,8 @@
 
 Brings the stack up, publishes through the client (baton-client, client/) a
 workload that interleaves rooms the way the users' queue does, each room a
-mix of kinds (WhatsApp: a template, a text, a document, reply buttons, a
-list; Messenger and Instagram: quick replies, an image attachment), shows
+mix of kinds (WhatsApp: a template, a document, reply buttons, a text, a
+list; Messenger and Instagram: quick replies, a text, an image attachment), shows
 progress, waits until every message has ended,
 brings the stack down and prints a summary. Then the operator day
 (tools/operator_day.py) on a stack of its own, and the delivery report of
@@ -127,10 +127,10 @@ def _kind_mix(provider: str, k: int, room: str) -> dict | None:
     kinds, by provider (None: keep the workload's text)."""
     if provider == "whatsapp":
         kinds = [Template("order_update", "en_US", body=[room, f"#{k}"], buttons={0: "stop"}),
-                 None,
                  Document(link=f"https://example.com/invoices/{room}-{k}.pdf", caption=f"Invoice {k}",
                           filename=f"invoice-{k}.pdf"),
                  Buttons(f"Message {k}: was this helpful?", [Button("yes", "Yes"), Button("no", "No")]),
+                 None,
                  ListMessage(f"Message {k}: pick a slot", "Slots",
                              [Section([Row("mon", "Monday"), Row("tue", "Tuesday", "afternoon")])])]
     else:
