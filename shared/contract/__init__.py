@@ -25,11 +25,12 @@ import threading
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import fastjsonschema
-from jsonschema import Draft7Validator
-from jsonschema.exceptions import ValidationError
+
+if TYPE_CHECKING:
+    from jsonschema.exceptions import ValidationError
 
 VERSION = 1
 SCHEMA_PATH = Path(__file__).with_name(f"message.v{VERSION}.schema.json")
@@ -64,8 +65,18 @@ def _python_patterns(node: Any) -> Any:
 
 
 _PY_SCHEMA = _python_patterns(SCHEMA)
-# Every error of an invalid message, with its path (jsonschema).
-_EXPLAINER = Draft7Validator(_PY_SCHEMA)
+_explainer: Any = None
+
+
+def _explain(message: dict[str, Any]) -> Any:
+    """Every error of an invalid message, with its path (jsonschema, imported
+    when a message first fails: a valid one never needs it)."""
+    global _explainer
+    if _explainer is None:
+        from jsonschema import Draft7Validator
+
+        _explainer = Draft7Validator(_PY_SCHEMA)
+    return _explainer.iter_errors(message)
 # The verdict on a message, compiled to Python code (fastjsonschema): the hot
 # path, about 10x faster, but it stops at the first error. Compiled when first
 # needed (the common ones at import, below): the attributes, one validator per (provider, kind) under
@@ -89,14 +100,17 @@ def _validator(name: str) -> Callable[[Any], Any] | None:
     return _compiled[name]
 
 
-# Compiled at import, not on the first message: a function's first push (or a
-# producer's first publish) would otherwise wait about 0.2 s, far more on a busy machine.
-for _name in ("attributes", "whatsapp.text", "messenger.text", "instagram.text"):
-    _validator(_name)
+def warm() -> None:
+    """Compile the validators of the common messages now (about 0.3 s), so
+    that a function's first push does not wait for them (shared/bootstrap.py
+    calls it at cold start). Importing this module compiles nothing: the
+    CLI and the tools that only read a time stay quick to start."""
+    for name in ("attributes", "whatsapp.text", "messenger.text", "instagram.text"):
+        _validator(name)
 
 
 def _valid_fast(attributes: Any, data: Any) -> bool:
-    """Whether the message keeps the schema (the same verdict as `_EXPLAINER`,
+    """Whether the message keeps the schema (the same verdict as `_explain`,
     tests/unit/test_contract.py checks it on every kind)."""
     if not isinstance(attributes, dict) or not isinstance(data, dict):
         return False
@@ -209,7 +223,7 @@ def errors(attributes: Any, data: Any) -> list[str]:
     empty when it keeps it. Never raises for any JSON value."""
     found: list[str] = []
     if not _valid_fast(attributes, data):
-        for error in _EXPLAINER.iter_errors({"attributes": attributes, "data": data}):
+        for error in _explain({"attributes": attributes, "data": data}):
             where, what = _where(error), _what(error)
             # An `errorMessage` said once for a node is not said again for its fields.
             if not any(f.endswith(": " + what) and where.startswith(f[: -len(what) - 2]) for f in found):
