@@ -27,11 +27,12 @@ help:
 
 # The main virtualenv: runtime, dev and pipeline requirements. The Cloud Tasks
 # emulator gets its own (it pins protobuf<5).
-$(VENV)/.installed: requirements.txt requirements-dev.txt $(wildcard requirements-pipeline.txt)
+$(VENV)/.installed: requirements.txt requirements-dev.txt $(wildcard requirements-pipeline.txt) client/pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -r requirements-dev.txt $(if $(wildcard requirements-pipeline.txt),-r requirements-pipeline.txt)
 	$(PY) -m pip install -q --no-deps -e .
+	$(PY) -m pip install -q --no-deps -e ./client
 	touch $@
 
 $(TASKS_VENV)/.installed: requirements-tasks-emulator.txt

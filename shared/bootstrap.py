@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from google.cloud import firestore
 
-from shared import config
+from shared import config, contract
 from shared.admin.incident import IncidentSwitch
 from shared.events import EventLog, quiet_rules
 from shared.prepare import PrepareScheduler
@@ -30,6 +30,7 @@ def bootstrap(settings: config.Settings | None = None) -> DeliveryService:
         ValueError: a setting is invalid (see `config.load`).
     """
     settings = settings or config.load()
+    contract.warm()  # the message contract's validators, before the first push
     db = firestore.Client(project=settings.project, database=settings.firestore_database)
     store = RoomStore(db, settings.retention_hours, index_shards=settings.index_shards)
     tasks = make_client(settings)

@@ -8,16 +8,19 @@ when both are present they must agree (Pub/Sub orders by the key, the room is
 chosen by the attribute: a message whose two disagree would be ordered in one
 room's stream and delivered in another's).
 
-Producer contract: attributes `room_id`, `provider`, `recipient`, `message_id`
-(the idempotency key); data = JSON `{"type": "text", "text": "..."}`, or for
-WhatsApp `{"type": "image", "link": "https://...", "caption": "..."}`
-(caption optional). Optional attributes: `deliver_at` / `delay_s` (scheduled
-delivery, shared/scheduled.py), `prepare` (`media`: an image is uploaded to
-the platform before its turn and sent by media id; shared/prepare.py) and
-`sequence` (the producer's own order in the room, from 1: the room holds a
-message until its predecessors came or SEQUENCE_GAP_TIMEOUT_MS passed), and
-for WhatsApp `sender` (the phone-number id to send from, one of
-WHATSAPP_SENDERS; shared/senders.py).
+Producer contract: shared/contract/message.v1.schema.json (a JSON Schema of
+the attributes and the decoded `data`, every kind; docs/contract.md). This
+module checks a push with it (`shared.contract.errors`, the same check the
+client in client/ makes before publishing, so both give the same reason) and
+then what only a deployment knows: the providers it sends to (PROVIDERS), its
+WhatsApp numbers (WHATSAPP_SENDERS, for `sender`), and that the room id and
+the envelope's `orderingKey` agree. Optional attributes: `deliver_at` /
+`delay_s` (scheduled delivery, shared/scheduled.py), `prepare` (`media`: the
+file is uploaded to the platform before its turn and sent by media id;
+shared/prepare.py), `sequence` (the producer's own order in the room, from 1:
+the room holds a message until its predecessors came or
+SEQUENCE_GAP_TIMEOUT_MS passed), and for WhatsApp `sender` (the phone-number
+id to send from; shared/senders.py).
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from shared import contract
 from shared.providers import KNOWN_PROVIDERS
 from shared.room import Enqueue
 from shared.senders import rendezvous_sender
@@ -40,19 +44,13 @@ from shared.senders import rendezvous_sender
 # Matched whole (`fullmatch`: `$` would also match before a final newline);
 # `.` and `..` are not document ids either.
 ROOM_ID = re.compile(r"(?!__.*__$)(?!\.\.?$)[A-Za-z0-9_.:@+=-]{1,256}")
-MESSAGE_ID = re.compile(r"[\x21-\x7e]{1,256}")
-RECIPIENT = re.compile(r"\+?[0-9]{5,20}")
-# WhatsApp's limit on a text message body, in characters
-# (https://developers.facebook.com/docs/whatsapp/cloud-api/reference/messages#text-object).
-MAX_TEXT_CHARS = 4096
-# WhatsApp's limit on a media caption, in characters
-# (https://developers.facebook.com/docs/whatsapp/cloud-api/reference/messages#media-object).
-MAX_CAPTION_CHARS = 1024
-# What a message may ask to be prepared with (`prepare` attribute).
-PREPARATIONS = ("media",)
-MEDIA_LINK = re.compile(r"https?://[\x21-\x7e]{1,2000}")
-# Producer sequence numbers: whole numbers from 1, below 2^53 (exact in JSON and Firestore).
-MAX_SEQUENCE = 2**53 - 1
+# The kinds whose file the room knows by `media_kind` and `media_link` (and
+# may prepare: upload before its turn); a WhatsApp `image`, `video`, `audio`,
+# `document`, `sticker`, a Messenger or Instagram attachment.
+MEDIA_KINDS = frozenset({"image", "video", "audio", "document", "sticker", "file"})
+# The `data` fields the room's `text`, `media_kind` and `media_link` carry;
+# a message with any other field travels with its `data` as `payload`.
+_PLAIN_FIELDS = {"text": frozenset({"type", "text"}), "media": frozenset({"type", "link", "caption"})}
 
 
 @dataclass(frozen=True)
@@ -113,7 +111,7 @@ def parse_time_us(text: str) -> int:
 
 
 # At most this far ahead (s): 10 years, far beyond any product need, below any overflow.
-MAX_DELAY_S = 10 * 365 * 24 * 3600
+MAX_DELAY_S = contract.MAX_DELAY_S
 
 
 def deliver_at_of(attrs: dict[str, Any], publish_time: Any) -> int | None:
@@ -231,64 +229,34 @@ def _parse_push(body: bytes, now_us: int, providers: frozenset[str], senders: tu
     ordering_key = message.get("orderingKey")
     if ordering_key is not None and not isinstance(ordering_key, str):
         return reject("`orderingKey` is not a string")
-    room_id = attrs.get("room_id") or ordering_key
-    if not isinstance(room_id, str) or not ROOM_ID.fullmatch(room_id):
-        return reject("missing or invalid `room_id` attribute")
-    if ordering_key and ordering_key != room_id:
-        return reject(f"`room_id` attribute {room_id!r} disagrees with the envelope's `orderingKey` "
-                      f"{_plain(ordering_key, 300)!r}")
-    message_id = attrs.get("message_id")
-    if not isinstance(message_id, str) or not MESSAGE_ID.fullmatch(message_id):
-        return reject("missing or invalid `message_id` attribute")
-    provider = attrs.get("provider")
-    if provider not in KNOWN_PROVIDERS:
-        return reject(f"unknown `provider` {provider!r}; known: {sorted(KNOWN_PROVIDERS)}")
-    if provider not in providers:
-        return reject(f"`provider` {provider!r} is not enabled here (PROVIDERS={','.join(sorted(providers))})")
-    recipient = attrs.get("recipient")
-    if not isinstance(recipient, str) or not RECIPIENT.fullmatch(recipient):
-        return reject("missing or invalid `recipient` attribute (a phone number, PSID or IGSID: 5 to 20 digits)")
     try:
         data = json.loads(base64.b64decode(raw_data, validate=True)) if isinstance(raw_data, str) else None
     except (binascii.Error, ValueError, UnicodeDecodeError):
         return reject("`data` is not base64-encoded JSON")
-    kind = data.get("type", "text") if isinstance(data, dict) else None
-    media_kind = media_link = None
-    if kind == "image" and isinstance(data, dict):
-        if provider != "whatsapp":
-            return reject(f"`image` messages are sent to WhatsApp only, not {provider!r}")
-        media_kind, media_link = "image", data.get("link")
-        if not isinstance(media_link, str) or not MEDIA_LINK.fullmatch(media_link):
-            return reject("an `image` needs a `link`: an http(s) URL of at most 2000 characters")
-        text = data.get("caption", "")
-        if not isinstance(text, str) or not _utf8(text) or len(text) > MAX_CAPTION_CHARS:
-            return reject(f"`caption` must be text of at most {MAX_CAPTION_CHARS} characters")
-    elif kind != "text" or not isinstance(data, dict) or not isinstance(data.get("text"), str):
-        return reject('`data` must be {"type": "text", "text": "..."} or {"type": "image", "link": "..."}')
-    else:
-        text = data["text"]
-        if not _utf8(text):
-            return reject("`text` is not valid Unicode (a lone surrogate)")
-        if not text.strip() or len(text) > MAX_TEXT_CHARS:
-            return reject(f"`text` must have 1 to {MAX_TEXT_CHARS} characters")
+    if "room_id" not in attrs and isinstance(ordering_key, str) and ordering_key:
+        attrs = {**attrs, "room_id": ordering_key}  # a producer that set only the ordering key
+    broken = contract.errors(attrs, data)
+    if broken:
+        return reject(contract.reason_of(broken))
+    room_id, message_id, provider, recipient = attrs["room_id"], attrs["message_id"], attrs["provider"], \
+        attrs["recipient"]
+    if ordering_key and ordering_key != room_id:
+        return reject(f"`room_id` attribute {room_id!r} disagrees with the envelope's `orderingKey` "
+                      f"{_plain(ordering_key, 300)!r}")
+    if provider not in providers:
+        return reject(f"`provider` {provider!r} is not enabled here (PROVIDERS={','.join(sorted(providers))})")
+    kind = data.get("type", "text")
+    media_kind = kind if kind in MEDIA_KINDS else None
+    text = data["text"] if kind == "text" else data.get("caption", "")
+    media_link = data.get("link") if media_kind else None
+    plain = _PLAIN_FIELDS["text" if kind == "text" else "media"] if kind == "text" or media_kind else frozenset()
+    payload = None if data.keys() <= plain else json.dumps(data, ensure_ascii=False, separators=(",", ":"))
     prepare = attrs.get("prepare")
-    if prepare is not None and prepare not in PREPARATIONS:
-        return reject(f"unknown `prepare` {prepare!r}; known: {', '.join(PREPARATIONS)}")
-    if prepare == "media" and media_kind is None:
-        return reject("`prepare=media` needs an `image` message")
-    sequence = attrs.get("sequence")
-    if sequence is not None:
-        if not (isinstance(sequence, str) and sequence.isascii() and sequence.isdigit()
-                and 1 <= int(sequence) <= MAX_SEQUENCE):
-            return reject(f"`sequence` must be a whole number from 1 to {MAX_SEQUENCE}: {sequence!r:.40}")
-        sequence = int(sequence)
+    sequence = int(attrs["sequence"]) if "sequence" in attrs else None
     sender = attrs.get("sender")
-    if sender is not None:
-        if provider != "whatsapp":
-            return reject(f"`sender` names a WhatsApp number; {provider!r} has one sender")
-        if sender not in senders:
-            return reject(f"`sender` {str(sender)[:40]!r} is not one of this deployment's WhatsApp numbers "
-                          f"(WHATSAPP_SENDERS)")
+    if sender is not None and sender not in senders:
+        return reject(f"`sender` {str(sender)[:40]!r} is not one of this deployment's WhatsApp numbers "
+                      f"(WHATSAPP_SENDERS)")
     default_sender = rendezvous_sender(room_id, senders) if provider == "whatsapp" and senders else None
     try:
         deliver_at_us = deliver_at_of(attrs, message.get("publishTime"))
@@ -297,5 +265,6 @@ def _parse_push(body: bytes, now_us: int, providers: frozenset[str], senders: tu
     published_at_us = _parse_time_us(message.get("publishTime")) or now_us
     return Accepted(room_id, Enqueue(message_id, provider, recipient, text, published_at_us, now_us,
                                      media_kind=media_kind, media_link=media_link, prepare=prepare,
-                                     sequence=sequence, sender=sender, default_sender=default_sender),
+                                     sequence=sequence, sender=sender, default_sender=default_sender,
+                                     payload=payload),
                     deliver_at_us)

@@ -1,7 +1,10 @@
 """`make demo`: the whole delivery path on the local emulator stack.
 
-Brings the stack up, publishes a workload that interleaves rooms the way the
-users' queue does, shows progress, waits until every message has ended,
+Brings the stack up, publishes through the client (baton-client, client/) a
+workload that interleaves rooms the way the users' queue does, each room a
+mix of kinds (WhatsApp: a template, a document, reply buttons, a text, a
+list; Messenger and Instagram: quick replies, a text, an image attachment), shows
+progress, waits until every message has ended,
 brings the stack down and prints a summary. Then the operator day
 (tools/operator_day.py) on a stack of its own, and the delivery report of
 its log. Exits 1 if a message was lost or ended twice, if two acked
@@ -23,6 +26,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import requests
+from baton_client import Button, Buttons, Document, Image, ListMessage, QuickReply, Row, Section, Template, Text
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
@@ -118,6 +122,46 @@ def deliver(stack: Stack, messages: list[OutboundMessage], stall_s: float = 90.0
 EMULATOR_KEY_LIMIT = 10_000
 
 
+def _kind_mix(provider: str, k: int, room: str) -> dict | None:
+    """The `data` of message `k` (from 1) of a demo room: a campaign's mix of
+    kinds, by provider (None: keep the workload's text)."""
+    if provider == "whatsapp":
+        kinds = [Template("order_update", "en_US", body=[room, f"#{k}"], buttons={0: "stop"}),
+                 Document(link=f"https://example.com/invoices/{room}-{k}.pdf", caption=f"Invoice {k}",
+                          filename=f"invoice-{k}.pdf"),
+                 Buttons(f"Message {k}: was this helpful?", [Button("yes", "Yes"), Button("no", "No")]),
+                 None,
+                 ListMessage(f"Message {k}: pick a slot", "Slots",
+                             [Section([Row("mon", "Monday"), Row("tue", "Tuesday", "afternoon")])])]
+    else:
+        kinds = [Text(f"Message {k}: which colour?", quick_replies=[QuickReply("Red", "RED"),
+                                                                   QuickReply("Blue", "BLUE")]),
+                 None, Image(link=f"https://example.com/pictures/{room}-{k}.png")]
+    content = kinds[(k - 1) % len(kinds)]
+    return content.to_data() if content is not None else None
+
+
+def mix_kinds(messages: list[OutboundMessage]) -> list[OutboundMessage]:
+    """The workload with each room's messages turned into a mix of kinds
+    (`_kind_mix`), in the same order."""
+    out = []
+    for m in messages:
+        k = int(m.message_id.rsplit("-m", 1)[1])
+        data = _kind_mix(m.provider, k, m.room_id)
+        out.append(m if data is None else OutboundMessage(m.room_id, m.provider, m.recipient, m.message_id,
+                                                          m.text, data=data))
+    return out
+
+
+def kinds_received(stats: dict) -> str:
+    """What the fake platform accepted, by message kind (its `sends`)."""
+    counts: dict[str, int] = {}
+    for s in stats.get("sends", []):
+        key = f"{s.get('provider', 'whatsapp')} {s.get('kind', 'text')}"
+        counts[key] = counts.get(key, 0) + 1
+    return ", ".join(f"{k} {n:,}" for k, n in sorted(counts.items()))
+
+
 def fake_stats(stack: Stack) -> dict:
     return requests.get(f"{stack.fake_url}/_fake/stats", timeout=30).json()
 
@@ -182,7 +226,7 @@ def main() -> int:
     out.mkdir(parents=True, exist_ok=True)
     event_log = out / "events.jsonl"
     event_log.unlink(missing_ok=True)
-    messages = make_workload(args.rooms, args.messages, seed=args.seed, providers=providers)
+    messages = mix_kinds(make_workload(args.rooms, args.messages, seed=args.seed, providers=providers))
     console.print(f"[bold]baton demo[/]: {args.rooms:,} rooms x {args.messages} messages = {len(messages):,}"
                   f" ({', '.join(providers)})")
     stack = Stack(Path(args.run_dir), event_log=event_log, fake_config=fake)
@@ -202,6 +246,7 @@ def main() -> int:
             stack.stop()
     summary = summarize(messages, read_events(event_log), stats, wall)
     print_summary(console, summary, f"baton demo: {args.rooms:,} rooms x {args.messages} messages")
+    console.print(f"kinds the platform received (send calls): {kinds_received(stats)}")
     ack_timeout_ms = int(os.environ.get("ACK_TIMEOUT_MS", "3000"))
     for provider, (acked, eligible) in sorted(acked_share(read_events(event_log), stats, ack_timeout_ms).items()):
         console.print(f"{provider}: acked {acked:,} of {eligible:,} messages the platform delivered and reported "

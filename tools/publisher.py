@@ -1,14 +1,15 @@
-"""Publishing outbound messages: the producer side of baton.
+"""The tools' own publishing (demo, benchmarks, audit): a thin layer over the
+installable client, baton-client (client/, `baton_client`), which users use
+in their own code (README, "Publishing").
 
-One Pub/Sub message per chat message, `ordering_key` = room id (Pub/Sub then
-pushes one message per room at a time, in publish order), attributes
-`room_id` (the emulator's push envelope drops the ordering key), `provider`,
-`recipient`, `message_id` (the producer's idempotency key), and data =
-`{"type": "text", "text": ...}` as JSON.
+`OutboundMessage` is a workload line: a text, or any other kind as its
+contract `data` (`data`, e.g. a template); the client checks it against the
+message contract (shared/contract) before publishing.
 
 CLI: `python -m tools.publisher WORKLOAD.jsonl` publishes a workload file,
 one JSON object per line with `room_id`, `provider`, `recipient`,
-`message_id`, `text`; PUBSUB_EMULATOR_HOST points it at the emulator.
+`message_id`, and `text` or `data` (optional `deliver_at`, `delay_s`);
+PUBSUB_EMULATOR_HOST points it at the emulator.
 """
 
 from __future__ import annotations
@@ -21,12 +22,14 @@ from concurrent import futures
 from dataclasses import dataclass
 from typing import Any
 
-from google.cloud import pubsub_v1
+from baton_client import Message, Raw, Text
+from baton_client import Publisher as ClientPublisher
 
 
 @dataclass(frozen=True)
 class OutboundMessage:
-    """One chat message to deliver. `text` at most 4096 characters.
+    """One chat message to deliver: `text` (a text message), or `data`, the
+    contract's data object of any kind (then `text` is only a label).
     `deliver_at` (RFC 3339 with a zone) or `delay_s` (s after publishing):
     scheduled delivery, the message enters its room then (shared/scheduled.py)."""
 
@@ -37,16 +40,25 @@ class OutboundMessage:
     text: str
     deliver_at: str | None = None
     delay_s: float | None = None
+    data: dict[str, Any] | None = None
 
     @classmethod
     def from_json(cls, obj: dict[str, Any]) -> OutboundMessage:
         """Raises KeyError if a field is missing."""
+        data = obj.get("data")
+        text = str(obj["text"]) if data is None else str(obj.get("text", data.get("type", "")))
         return cls(str(obj["room_id"]), str(obj["provider"]), str(obj["recipient"]), str(obj["message_id"]),
-                   str(obj["text"]), obj.get("deliver_at"), obj.get("delay_s"))
+                   text, obj.get("deliver_at"), obj.get("delay_s"), data)
+
+    def message(self) -> Message:
+        """The client's `Message` for it."""
+        content = Raw(self.data) if self.data is not None else Text(self.text)
+        return Message(self.room_id, self.provider, self.recipient, self.message_id, content,
+                       deliver_at=self.deliver_at, delay_s=self.delay_s)
 
 
 class Publisher:
-    """Publishes outbound messages with ordering keys.
+    """Publishes outbound messages with ordering keys through baton-client.
 
     Args:
         project: GCP project id.
@@ -54,22 +66,15 @@ class Publisher:
     """
 
     def __init__(self, project: str, topic: str) -> None:
-        self._client = pubsub_v1.PublisherClient(
-            publisher_options=pubsub_v1.types.PublisherOptions(enable_message_ordering=True),
-            # Small batches keep publish latency low while a burst still batches.
-            batch_settings=pubsub_v1.types.BatchSettings(max_messages=500, max_latency=0.01),
-        )
-        self._topic = self._client.topic_path(project, topic)
+        self.client = ClientPublisher(project, topic)
 
     def publish(self, msg: OutboundMessage) -> futures.Future:
-        """Publish one message; the future resolves to the Pub/Sub message id."""
-        data = json.dumps({"type": "text", "text": msg.text}).encode()
-        schedule = {k: str(v) for k, v in (("deliver_at", msg.deliver_at), ("delay_s", msg.delay_s)) if v is not None}
-        return self._client.publish(
-            self._topic, data, ordering_key=msg.room_id,
-            room_id=msg.room_id, provider=msg.provider, recipient=msg.recipient, message_id=msg.message_id,
-            **schedule,
-        )
+        """Publish one message; the future resolves to the Pub/Sub message id.
+
+        Raises:
+            baton_client.InvalidMessage: it breaks the contract (nothing published).
+        """
+        return self.client.publish(msg.message())
 
     def publish_all(self, messages: Iterable[OutboundMessage], on_published: Callable[[int], None] | None = None) -> int:
         """Publish every message and wait for all of them.
@@ -77,24 +82,14 @@ class Publisher:
         Returns:
             How many were published.
         Raises:
+            baton_client.InvalidBatch: some break the contract (nothing published).
             RuntimeError: some publishes failed (their ordering keys are resumed
                 so a retry can go on; Pub/Sub pauses a key after a failure).
         """
-        pending: list[tuple[OutboundMessage, futures.Future]] = []
-        for msg in messages:
-            pending.append((msg, self.publish(msg)))
-        failed = []
-        for i, (msg, fut) in enumerate(pending, 1):
-            try:
-                fut.result(timeout=120)
-            except Exception as exc:  # noqa: BLE001 - collected and reported below
-                failed.append((msg, exc))
-                self._client.resume_publish(self._topic, msg.room_id)
-            if on_published:
-                on_published(i)
-        if failed:
-            raise RuntimeError(f"{len(failed)} publishes failed; first: {failed[0][1]!r}")
-        return len(pending)
+        report = self.client.publish_many([m.message() for m in messages], on_published=on_published)
+        if report.failed:
+            raise RuntimeError(f"{len(report.failed)} publishes failed; first: {report.failed[0][1]!r}")
+        return len(report.published)
 
 
 def read_workload(path: str) -> list[OutboundMessage]:
@@ -110,7 +105,7 @@ def read_workload(path: str) -> list[OutboundMessage]:
                 continue
             try:
                 out.append(OutboundMessage.from_json(json.loads(line)))
-            except (ValueError, KeyError) as exc:
+            except (ValueError, KeyError, AttributeError) as exc:
                 raise ValueError(f"{path}:{n}: not a workload line ({exc})") from None
     return out
 
@@ -119,7 +114,7 @@ def main() -> None:
     from shared import config
 
     parser = argparse.ArgumentParser(description="Publish a workload file of outbound messages.")
-    parser.add_argument("workload", help="JSON lines: room_id, provider, recipient, message_id, text")
+    parser.add_argument("workload", help="JSON lines: room_id, provider, recipient, message_id, text or data")
     args = parser.parse_args()
     settings = config.load()
     messages = read_workload(args.workload)

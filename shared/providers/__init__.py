@@ -1,6 +1,8 @@
 """Platform adapters. Each provider name a producer may put in the `provider`
-attribute maps to a client with `send(recipient, text, delivery_id, media=None)
--> SendResult` (a `Sender`, shared/providers/base.py); the providers that
+attribute maps to a client with `send(recipient, text, delivery_id, media=None,
+payload=None) -> SendResult` (a `Sender`, shared/providers/base.py; `payload`
+is a message's contract `data` for the kinds beyond text and media,
+shared/contract); the providers that
 prepare media (WhatsApp only) map to a `Preparer` with
 `prepare_media(kind, link) -> PrepareResult`.
 

@@ -52,7 +52,8 @@ class SendResult:
 
 @dataclass(frozen=True)
 class Media:
-    """The media of a message: `kind` (`image`), and either the platform's
+    """The media of a message: `kind` (`image`, `video`, `audio`, `document`,
+    `sticker`; Messenger's and Instagram's `file`), and either the platform's
     `media_id` from an upload (a prepared message) or a public `link` the
     platform fetches itself. The message's text is its caption."""
 
@@ -63,9 +64,14 @@ class Media:
 
 class Sender(Protocol):
     """A platform client: `send` never raises for platform or network errors.
-    `media`: send this media with `text` as its caption (None: a text message)."""
+    `media`: send this media with `text` as its caption (None: a text message).
+    `payload`: the producer's `data` as JSON text (shared/contract) for a kind
+    that `text` and `media` cannot say (a template, a location, quick
+    replies...); the client builds that kind's wire format from it, `media`
+    (a prepared file's id) taking precedence over its link or id."""
 
-    def send(self, recipient: str, text: str, delivery_id: str, media: Media | None = None) -> SendResult: ...
+    def send(self, recipient: str, text: str, delivery_id: str, media: Media | None = None,
+             payload: str | None = None) -> SendResult: ...
 
 
 @dataclass(frozen=True)

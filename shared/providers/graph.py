@@ -112,8 +112,15 @@ class GraphApiClient:
         """The platform's message id in a 2xx answer, or None (each platform's own)."""
         raise NotImplementedError
 
+    # (code, subcode or None for any) of the refusal "outside the 24-hour
+    # window", and what to do instead (each platform its own): the message
+    # fails at once with this said in its reason (never resent).
+    window_closed_codes: frozenset[tuple[int, int | None]] = frozenset()
+    window_closed_advice: str = ""
+
     @staticmethod
-    def request_body(recipient: str, text: str, delivery_id: str, media: Media | None = None) -> dict[str, Any]:
+    def request_body(recipient: str, text: str, delivery_id: str, media: Media | None = None,
+                     payload: str | None = None) -> dict[str, Any]:
         """The send call's JSON body (each platform's own).
 
         Raises:
@@ -199,15 +206,19 @@ class GraphApiClient:
         except ValueError:
             return resp.status_code, None
 
-    def send(self, recipient: str, text: str, delivery_id: str, media: Media | None = None) -> SendResult:
+    def send(self, recipient: str, text: str, delivery_id: str, media: Media | None = None,
+             payload: str | None = None) -> SendResult:
         """Send one message, within `timeout_ms`: a text, or with `media` a
-        media message where the platform takes one (`text` its caption, when
-        not empty). Never raises for platform or network errors:
+        media message (`text` its caption, when not empty), or with `payload`
+        (the producer's contract `data`) a message of its kind. Never raises
+        for platform or network errors:
 
         - ACCEPTED: HTTP 2xx with the platform's message id (`answer_id`);
         - REFUSED (provably not sent): a Graph error answer, HTTP 4xx
           (`permanent` for the platform's `permanent_codes`, `rate_limited`
-          for its `rate_limited_codes`), no connection could be opened within
+          for its `rate_limited_codes`; for `window_closed_codes`, permanent
+          with an `error_title` that begins "outside the 24-hour customer
+          service window" and gives `window_closed_advice`), no connection could be opened within
           the budget (transient), or a message `request_body` refuses
           (permanent, nothing was called);
         - UNKNOWN (possibly sent): anything after the request may have been
@@ -215,11 +226,11 @@ class GraphApiClient:
           off), HTTP 5xx, or 2xx without an id. `error_title` says why.
         """
         try:
-            body = self.request_body(recipient, text, delivery_id, media)
-        except ValueError as exc:
+            body = self.request_body(recipient, text, delivery_id, media, payload)
+        except (ValueError, KeyError, TypeError) as exc:
             return SendResult(SendOutcome.REFUSED, permanent=True, error_title=str(exc))
         try:
-            status, payload = self._post(body)
+            status, answer = self._post(body)
         except requests.RequestException as exc:
             if never_connected(exc):
                 return SendResult(SendOutcome.REFUSED,
@@ -231,12 +242,17 @@ class GraphApiClient:
                 return SendResult(SendOutcome.REFUSED, error_title=_clip(str(exc)))
             return SendResult(SendOutcome.UNKNOWN, error_title=_clip(f"possibly sent: {exc}"))
         if 200 <= status < 300:
-            wamid = self.answer_id(payload)
+            wamid = self.answer_id(answer)
             if wamid is not None:
                 return SendResult(SendOutcome.ACCEPTED, provider_message_id=wamid)
             return SendResult(SendOutcome.UNKNOWN, error_title=f"possibly sent: HTTP {status} without a message id")
-        code, title = _graph_error(payload, status)
+        code, title = _graph_error(answer, status)
         if 400 <= status < 500:
+            subcode = _graph_subcode(answer)
+            if (code, subcode) in self.window_closed_codes or (code, None) in self.window_closed_codes:
+                return SendResult(SendOutcome.REFUSED, permanent=True, error_code=code,
+                                  error_title=_clip(f"outside the 24-hour customer service window: "
+                                                    f"{self.window_closed_advice} ({title})"))
             return SendResult(SendOutcome.REFUSED, permanent=code in self.permanent_codes,
                               rate_limited=code in self.rate_limited_codes, error_code=code, error_title=title)
         # 5xx (and any other status): the platform may have sent it before failing.
@@ -252,6 +268,13 @@ def _graph_error(payload: Any, status: int) -> tuple[int | None, str]:
     code = int(code) if isinstance(code, int | str) and not isinstance(code, bool) and str(code).isdigit() else None
     title = _clip(str((error.get("message") if isinstance(error, dict) else None) or f"HTTP {status}"))
     return code, title
+
+
+def _graph_subcode(payload: Any) -> int | None:
+    """`error.error_subcode` of a Graph error answer, or None."""
+    error = payload.get("error") if isinstance(payload, dict) else None
+    sub = error.get("error_subcode") if isinstance(error, dict) else None
+    return sub if isinstance(sub, int) and not isinstance(sub, bool) else None
 
 
 def _clip(text: str, limit: int = 300) -> str:

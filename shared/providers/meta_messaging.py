@@ -10,8 +10,18 @@ WhatsApp's Cloud API:
   `{"recipient_id", "message_id"}`
   (https://developers.facebook.com/docs/messenger-platform/reference/send-api;
   Instagram: https://developers.facebook.com/docs/instagram-platform/instagram-api-with-instagram-login/messaging-api).
-  Failures come only in this answer, never by webhook
-  (../shared/DESIGN.md, "Messenger and Instagram").
+  Failures come only in this answer, never by webhook.
+  An attachment: `"message": {"attachment": {"type": "image" | "video" |
+  "audio" | "file", "payload": {"url"} or {"attachment_id"}}}`; quick replies:
+  `message.quick_replies` (at most 13; `content_type` `text` with a `title`
+  of at most 20 characters and a `payload`,
+  https://developers.facebook.com/docs/messenger-platform/reference/buttons/quick-replies).
+  Outside the 24-hour window Messenger needs `"messaging_type":
+  "MESSAGE_TAG", "tag": "HUMAN_AGENT"` (or another tag,
+  https://developers.facebook.com/docs/messenger-platform/send-messages/message-tags);
+  without one it refuses with code 10, subcode 2018278 ("This message is
+  sent outside of allowed window",
+  https://developers.facebook.com/docs/messenger-platform/error-codes).
 - Webhooks: `{"object": "page" | "instagram", "entry": [{"id", "time",
   "messaging": [...]}]}`, signed like WhatsApp's (`X-Hub-Signature-256`,
   keyed by that app's secret). Messenger receipts: `message_deliveries`
@@ -32,10 +42,11 @@ WhatsApp's Cloud API:
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Any
 
-from shared.providers.base import Media, PrepareResult, SendOutcome, SendResult
+from shared.providers.base import Media, PrepareResult
 from shared.providers.graph import GraphApiClient
 
 # Graph API error codes of the Send API after which the same message cannot
@@ -46,20 +57,53 @@ from shared.providers.graph import GraphApiClient
 PERMANENT_CODES = frozenset({10, 100, 200, 551})
 RATE_LIMITED_CODES = frozenset({4, 613})
 
-# Why a media message to Messenger or Instagram is refused: baton sends media
-# to WhatsApp only (the push parser rejects such pushes before they get here).
-MEDIA_REFUSAL = "media messages are sent to WhatsApp only"
+# Why a preparation for Messenger or Instagram fails: baton uploads media
+# ahead of its turn for WhatsApp only (the contract refuses `prepare` for
+# others; an attachment goes by its link or its attachment id).
+PREPARE_REFUSAL = "media is prepared for WhatsApp only; send an attachment by `link` or `id`"
+# Messenger's "outside of allowed window" (code 10, subcode 2018278).
+WINDOW_CLOSED = (10, 2018278)
+ATTACHMENT_KINDS = frozenset({"image", "video", "audio", "file"})
 
 # Webhook `object` of each provider (WhatsApp's for completeness).
 WEBHOOK_OBJECTS = {"whatsapp_business_account": "whatsapp", "page": "messenger", "instagram": "instagram"}
 
 
+def _message(text: str, delivery_id: str | None, media: Media | None, data: dict[str, Any]) -> dict[str, Any]:
+    """The Send API's `message` object: text, or an attachment (a prepared
+    `media.media_id`, else the media's link or id), with its quick replies and
+    (Messenger) `metadata`."""
+    kind = data.get("type") or (media.kind if media is not None else "text")
+    if kind == "text":
+        message: dict[str, Any] = {"text": text}
+    elif kind in ATTACHMENT_KINDS:
+        if media is not None and media.media_id:
+            ref: dict[str, Any] = {"attachment_id": media.media_id}
+        elif media is not None and media.link:
+            ref = {"url": media.link}
+        elif data.get("id") or data.get("link"):
+            ref = {"attachment_id": data["id"]} if data.get("id") else {"url": data["link"]}
+        else:
+            raise ValueError("an attachment needs a link or an attachment id")
+        message = {"attachment": {"type": kind, "payload": ref}}
+    else:
+        raise ValueError(f"no message type {kind!r} here")
+    if data.get("quick_replies"):
+        message["quick_replies"] = data["quick_replies"]
+    if delivery_id is not None:
+        message["metadata"] = delivery_id
+    return message
+
+
 class MessengerClient(GraphApiClient):
-    """Sends text messages through the Messenger Send API, with the budget and
-    outcome rules of the Graph API (`GraphApiClient`); `delivery_id`
-    travels as `message.metadata`. Media messages are WhatsApp's only: `send`
-    with `media` is REFUSED (permanent, nothing is called) and `prepare_media`
-    fails for good.
+    """Sends text and attachments (image, video, audio, file) with quick
+    replies through the Messenger Send API, with the budget and outcome rules
+    of the Graph API (`GraphApiClient`); `delivery_id` travels as
+    `message.metadata`; a `tag` in the producer's data sends with
+    `messaging_type` MESSAGE_TAG (outside the 24-hour window), else RESPONSE.
+    Code 10 subcode 2018278 (outside the window) fails the message at once,
+    its reason saying to send with a tag. `prepare_media` fails for good
+    (`PREPARE_REFUSAL`).
 
     Args:
         api_base, api_version: as for WhatsApp (the Graph API).
@@ -70,6 +114,8 @@ class MessengerClient(GraphApiClient):
 
     permanent_codes = PERMANENT_CODES
     rate_limited_codes = RATE_LIMITED_CODES
+    window_closed_codes = frozenset({WINDOW_CLOSED})
+    window_closed_advice = "Messenger takes a message here only with a message tag (e.g. `tag`: HUMAN_AGENT)"
 
     def __init__(self, api_base: str, api_version: str, page_id: str, access_token: str, timeout_ms: int) -> None:
         super().__init__(api_base, api_version, page_id, access_token, timeout_ms)
@@ -81,43 +127,42 @@ class MessengerClient(GraphApiClient):
         return mid if isinstance(mid, str) and mid else None
 
     @staticmethod
-    def request_body(recipient: str, text: str, delivery_id: str, media: Media | None = None) -> dict[str, Any]:
-        """The send call's JSON body (`messaging_type` RESPONSE: a reply within the messaging window).
+    def request_body(recipient: str, text: str, delivery_id: str, media: Media | None = None,
+                     payload: str | None = None) -> dict[str, Any]:
+        """The send call's JSON body (`messaging_type` RESPONSE: a reply
+        within the messaging window; MESSAGE_TAG with the data's `tag`).
 
         Raises:
-            ValueError: `media` is set (media messages go to WhatsApp only).
+            ValueError: a kind Messenger has no message for.
         """
-        if media is not None:
-            raise ValueError(MEDIA_REFUSAL)
-        return {"recipient": {"id": recipient}, "messaging_type": "RESPONSE",
-                "message": {"text": text, "metadata": delivery_id}}
-
-    def send(self, recipient: str, text: str, delivery_id: str, media: Media | None = None) -> SendResult:
-        """Send one text message (`GraphApiClient.send`'s outcomes); with
-        `media`: REFUSED, permanent, `error_title` `MEDIA_REFUSAL`, no call made."""
-        if media is not None:
-            return SendResult(SendOutcome.REFUSED, permanent=True, error_title=MEDIA_REFUSAL)
-        return super().send(recipient, text, delivery_id)
+        data: dict[str, Any] = json.loads(payload) if payload else {}
+        tag = data.get("tag")
+        head: dict[str, Any] = {"recipient": {"id": recipient}}
+        head.update({"messaging_type": "MESSAGE_TAG", "tag": tag} if tag else {"messaging_type": "RESPONSE"})
+        return {**head, "message": _message(text, delivery_id, media, data)}
 
     def prepare_media(self, kind: str, link: str) -> PrepareResult:
-        """Always a permanent failure (`MEDIA_REFUSAL`): nothing is fetched or uploaded."""
-        return PrepareResult(error=MEDIA_REFUSAL, permanent=True)
+        """Always a permanent failure (`PREPARE_REFUSAL`): nothing is fetched or uploaded."""
+        return PrepareResult(error=PREPARE_REFUSAL, permanent=True)
 
 
 class InstagramClient(MessengerClient):
-    """Sends text messages through Instagram messaging (the Messenger shapes,
-    without `messaging_type` or `metadata`, which it does not document)."""
+    """Sends text and attachments with quick replies through Instagram
+    messaging (the Messenger shapes, without `messaging_type`, `tag` or
+    `metadata`, which it does not document)."""
+
+    window_closed_advice = "Instagram takes no message here until the user writes again"
 
     @staticmethod
-    def request_body(recipient: str, text: str, delivery_id: str, media: Media | None = None) -> dict[str, Any]:
+    def request_body(recipient: str, text: str, delivery_id: str, media: Media | None = None,
+                     payload: str | None = None) -> dict[str, Any]:
         """The send call's JSON body.
 
         Raises:
-            ValueError: `media` is set (media messages go to WhatsApp only).
+            ValueError: a kind Instagram has no message for.
         """
-        if media is not None:
-            raise ValueError(MEDIA_REFUSAL)
-        return {"recipient": {"id": recipient}, "message": {"text": text}}
+        data: dict[str, Any] = json.loads(payload) if payload else {}
+        return {"recipient": {"id": recipient}, "message": _message(text, None, media, data)}
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,18 @@ Wire format, from Meta's documentation:
   (https://developers.facebook.com/docs/whatsapp/cloud-api/messages/image-messages).
   An unknown media id is refused with HTTP 400, code 100, "(#100) Param
   image.id is not a valid whatsapp business account media attachment ID".
+  Every other kind names its object after its `type`, as in that reference:
+  `video`, `document` (`caption`, `filename`), `audio` and `sticker` (no
+  caption) like an image; `location` (`latitude`, `longitude`, `name`,
+  `address`); `contacts` (a list of contact objects); `interactive` (`type`
+  `button` or `list`, `header`, `body`, `footer`, `action`,
+  https://developers.facebook.com/docs/whatsapp/cloud-api/messages/interactive-reply-buttons-messages
+  and .../interactive-list-messages); `reaction` (`message_id`, `emoji`); and
+  `template` (`name`, `language.code`, `components` with `parameters`,
+  https://developers.facebook.com/docs/whatsapp/cloud-api/guides/send-message-templates),
+  the only kind WhatsApp delivers outside the 24-hour customer service window
+  (any other is refused there with 131047,
+  https://developers.facebook.com/docs/whatsapp/cloud-api/guides/send-messages#customer-service-windows).
 - Media upload: `POST {base}/{version}/{phone-number-id}/media`, bearer token,
   multipart form `messaging_product=whatsapp`, `type=<MIME>`, `file`; the
   answer is `{"id": MEDIA-ID}`, usable by that phone number only, for 30 days.
@@ -63,11 +75,31 @@ PERMANENT_ERROR_CODES = frozenset({100, 131008, 131009, 131026, 131047, 131051})
 # 131056 pair rate limit: Meta asks for a wait of 4^n s before the n-th retry
 # (the room's rules apply it, not this adapter).
 PAIR_RATE_LIMIT = 131056
-# Media WhatsApp takes, by message type: the MIME types of the file
-# (https://developers.facebook.com/docs/whatsapp/cloud-api/reference/media,
-# "Supported Media Types": images are JPEG or PNG, 8-bit RGB or RGBA, 5 MB).
-MEDIA_TYPES: dict[str, frozenset[str]] = {"image": frozenset({"image/jpeg", "image/png"})}
-MEDIA_EXTENSIONS = {"image/jpeg": ".jpg", "image/png": ".png"}
+# Media WhatsApp takes, by message type: the MIME types of the file and its
+# largest size in bytes (https://developers.facebook.com/docs/whatsapp/cloud-api/reference/media,
+# "Supported Media Types": images JPEG or PNG, 5 MB; video MP4 or 3GPP, 16 MB;
+# audio AAC, AMR, MP3, MP4 audio or OGG (opus), 16 MB; documents text, PDF
+# and Office files, 100 MB; stickers WebP, 500 KB animated).
+MEDIA_TYPES: dict[str, frozenset[str]] = {
+    "image": frozenset({"image/jpeg", "image/png"}),
+    "video": frozenset({"video/mp4", "video/3gpp"}),
+    "audio": frozenset({"audio/aac", "audio/amr", "audio/mpeg", "audio/mp4", "audio/ogg"}),
+    "document": frozenset({"text/plain", "application/pdf", "application/msword", "application/vnd.ms-excel",
+                           "application/vnd.ms-powerpoint",
+                           "application/vnd.openxmlformats-officedocument.wordprocessingml.document",
+                           "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet",
+                           "application/vnd.openxmlformats-officedocument.presentationml.presentation"}),
+    "sticker": frozenset({"image/webp"}),
+}
+MEDIA_LIMIT_BYTES = {"image": 5 * 1024 * 1024, "video": 16 * 1024 * 1024, "audio": 16 * 1024 * 1024,
+                     "document": 100 * 1024 * 1024, "sticker": 500 * 1024}
+MEDIA_EXTENSIONS = {"image/jpeg": ".jpg", "image/png": ".png", "image/webp": ".webp", "video/mp4": ".mp4",
+                    "audio/mpeg": ".mp3", "audio/ogg": ".ogg", "application/pdf": ".pdf", "text/plain": ".txt"}
+# The kinds whose object carries a caption (audio and stickers have none).
+CAPTIONED = frozenset({"image", "video", "document"})
+# (code, subcode) of "outside the 24-hour customer service window": 131047
+# (https://developers.facebook.com/docs/whatsapp/cloud-api/support/error-codes).
+WINDOW_CLOSED = 131047
 # Graph error codes of an upload refusal that a later try may get past:
 # 130429 Cloud API throughput reached, 4 the app's call rate, 80007 the
 # WhatsApp Business Account's rate limit, 2 service temporarily unavailable
@@ -125,6 +157,8 @@ class WhatsAppClient(GraphApiClient):
 
     permanent_codes: frozenset[int] = PERMANENT_ERROR_CODES
     rate_limited_codes: frozenset[int] = frozenset({PAIR_RATE_LIMIT})
+    window_closed_codes = frozenset({(WINDOW_CLOSED, None)})
+    window_closed_advice = "only a template reaches this user now (error 131047); send one"
 
     def __init__(self, api_base: str, api_version: str, phone_number_id: str, access_token: str,
                  timeout_ms: int, *, media_max_bytes: int = DEFAULT_MEDIA_MAX_BYTES,
@@ -146,37 +180,49 @@ class WhatsAppClient(GraphApiClient):
         return wamid if isinstance(wamid, str) and wamid else None
 
     @staticmethod
-    def request_body(recipient: str, text: str, delivery_id: str, media: Media | None = None) -> dict[str, Any]:
-        """The send call's JSON body: a text message, or with `media` a
-        message of type `media.kind` (`image`) by `media.media_id` (an
-        uploaded file) or else by `media.link`, `text` as its caption when
-        not empty.
+    def request_body(recipient: str, text: str, delivery_id: str, media: Media | None = None,
+                     payload: str | None = None) -> dict[str, Any]:
+        """The send call's JSON body (the module's wire formats). Without
+        `payload`: a text message, or with `media` a message of type
+        `media.kind` by `media.media_id` (an uploaded file) or else by
+        `media.link`, `text` as its caption when not empty. With `payload`
+        (the producer's `data`, shared/contract): a message of its `type`,
+        built from it; a prepared `media.media_id` replaces its link.
 
         Raises:
-            ValueError: `media` has neither a media id nor a link.
+            ValueError, KeyError: a message this module cannot build (a
+                contract-valid `data` never is one).
         """
-        body: dict[str, Any] = {
-            "messaging_product": "whatsapp",
-            "recipient_type": "individual",
-            "to": recipient,
-        }
-        if media is None:
-            body["type"] = "text"
-            body["text"] = {"preview_url": False, "body": text}
-        else:
-            if media.media_id:
+        data: dict[str, Any] = json.loads(payload) if payload else {}
+        kind = data.get("type") or (media.kind if media is not None else "text")
+        body: dict[str, Any] = {"messaging_product": "whatsapp", "recipient_type": "individual", "to": recipient,
+                                "type": kind}
+        if kind == "text":
+            body["text"] = {"preview_url": bool(data.get("preview_url", False)), "body": text}
+        elif kind in MEDIA_TYPES:
+            if media is not None and media.media_id:
                 obj: dict[str, Any] = {"id": media.media_id}
-            elif media.link:
+            elif media is not None and media.link:
                 obj = {"link": media.link}
+            elif data.get("id") or data.get("link"):
+                obj = {"id": data["id"]} if data.get("id") else {"link": data["link"]}
             else:
                 raise ValueError("a media message needs a media id or a link")
-            if text:
+            if text and kind in CAPTIONED:
                 obj["caption"] = text
-            body["type"] = media.kind
-            body[media.kind] = obj
+            if kind == "document" and data.get("filename"):
+                obj["filename"] = data["filename"]
+            body[kind] = obj
+        elif kind == "location":
+            body["location"] = {k: data[k] for k in ("latitude", "longitude", "name", "address") if k in data}
+        elif kind == "reaction":
+            body["reaction"] = {"message_id": data["message_id"], "emoji": data["emoji"]}
+        elif kind in ("contacts", "interactive", "template"):
+            body[kind] = data[kind]
+        else:
+            raise ValueError(f"WhatsApp has no message type {kind!r}")
         body["biz_opaque_callback_data"] = delivery_id
         return body
-
 
     def prepare_media(self, kind: str, link: str) -> PrepareResult:
         """Fetch the file at `link` and upload it to WhatsApp's media
@@ -239,15 +285,16 @@ class WhatsAppClient(GraphApiClient):
             if mime not in MEDIA_TYPES[kind]:
                 return _prep_failed(f"media type {mime or 'missing'!r} is not one WhatsApp takes for {kind} "
                                     f"({', '.join(sorted(MEDIA_TYPES[kind]))})", permanent=True)
+            # WhatsApp's own limit for the kind, or MEDIA_MAX_BYTES if lower.
+            limit = min(self._media_max_bytes, MEDIA_LIMIT_BYTES.get(kind, self._media_max_bytes))
             length = resp.headers.get("Content-Length")
-            if length and length.isdigit() and int(length) > self._media_max_bytes:
-                return _prep_failed(f"media too large: {length} bytes, at most {self._media_max_bytes}",
-                                    permanent=True)
+            if length and length.isdigit() and int(length) > limit:
+                return _prep_failed(f"media too large: {length} bytes, at most {limit}", permanent=True)
             try:
-                data = self._read(resp, deadline, self._media_max_bytes)
+                data = self._read(resp, deadline, limit)
             except _AnswerUnreadable as exc:
                 if exc.too_long:
-                    return _prep_failed(f"media too large: more than {self._media_max_bytes} bytes", permanent=True)
+                    return _prep_failed(f"media too large: more than {limit} bytes", permanent=True)
                 return _prep_failed(f"fetching the media: {exc}")
         finally:
             resp.close()

@@ -56,7 +56,7 @@ _OPTIONAL_MESSAGE_FIELDS = (("parked", "parked"), ("media", "media_kind"), ("lin
                             ("prepare", "prepare"), ("prepared", "prepared"), ("prep_n", "prep_attempt"),
                             ("prep_failed", "prep_failed"), ("pseq", "sequence"), ("att_n", "attempts"),
                             ("att_floor", "attempt_floor"), ("prep_floor", "prep_floor"),
-                            ("from", "sender"))
+                            ("from", "sender"), ("payload", "payload"))
 
 def message_to_doc(m: QueuedMessage) -> dict[str, Any]:
     """The stored form of one message (in a room document or a dead letter).

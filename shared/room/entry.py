@@ -50,7 +50,8 @@ class EntryRules(TransitionCore):
         state = replace(self.hold_places(state, tuple(awaited), ev.provider, ev.recipient), awaiting=())
         msg = QueuedMessage(state.next_seq, ev.message_id, ev.provider, ev.recipient, ev.text,
                             ev.published_at_us, self.now_us, media_kind=ev.media_kind, media_link=ev.media_link,
-                            prepare=ev.prepare, sequence=ev.sequence, sender=self.sender_for(state, ev))
+                            prepare=ev.prepare, sequence=ev.sequence, sender=self.sender_for(state, ev),
+                            payload=ev.payload)
         # Placeholders are not counted: they are tiny and never refused.
         held = sum(m.text is not None for m in state.pending) + (state.in_flight is not None) + len(state.held)
         ahead = ev.sequence is not None and ev.sequence > state.next_sequence
@@ -237,7 +238,7 @@ class EntryRules(TransitionCore):
                                                 ev.text, ev.published_at_us, self.now_us, parked=reason,
                                                 media_kind=ev.media_kind, media_link=ev.media_link,
                                                 prepare=ev.prepare, sequence=ev.sequence,
-                                                sender=self.sender_for(state, ev)))
+                                                sender=self.sender_for(state, ev), payload=ev.payload))
         state = self.sequence_came(state, ev.sequence)
         if was_empty:
             state = self.advance(state, Trigger.ENQUEUE, ev.idempotency_key)  # logs `blocked`

@@ -27,6 +27,7 @@ class _PushedContent:
 
     sender: str | None
     default_sender: str | None
+    payload: str | None
 
     @property
     def content(self) -> dict[str, Any]:
@@ -34,7 +35,8 @@ class _PushedContent:
         is the room's to decide (shared/room/entry.py, `sender_for`)."""
         return {"provider": self.provider, "recipient": self.recipient, "text": self.text,
                 "published_at_us": self.published_at_us, "media_kind": self.media_kind,
-                "media_link": self.media_link, "prepare": self.prepare, "sequence": self.sequence}
+                "media_link": self.media_link, "prepare": self.prepare, "sequence": self.sequence,
+                "payload": self.payload}
 
 @dataclass(frozen=True)
 class Enqueue(_PushedContent):
@@ -52,6 +54,7 @@ class Enqueue(_PushedContent):
     sequence: int | None = None
     sender: str | None = None  # the producer's `sender` attribute (a WhatsApp phone-number id)
     default_sender: str | None = None  # the room's number by rendezvous hash (shared/senders.py)
+    payload: str | None = None  # the `data` as JSON text when text and media fields cannot carry it
 
     @property
     def idempotency_key(self) -> str:
@@ -75,6 +78,7 @@ class Park(_PushedContent):
     sequence: int | None = None
     sender: str | None = None
     default_sender: str | None = None
+    payload: str | None = None
 
     @property
     def idempotency_key(self) -> str:

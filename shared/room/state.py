@@ -106,6 +106,9 @@ class QueuedMessage:
       preparation requested gets a number (a task name) never used before.
     - `sender`: the WhatsApp phone-number id it is sent from (None: the
       deployment's first number; other platforms have one sender).
+    - `payload`: the producer's `data` as JSON text, for a kind that `text`
+      and `media_kind`/`media_link` cannot carry (a template, a location,
+      a document's file name...; shared/contract); None otherwise.
     """
 
     seq: int
@@ -127,6 +130,7 @@ class QueuedMessage:
     attempt_floor: int = 0
     prep_floor: int = 0
     sender: str | None = None
+    payload: str | None = None
 
     @property
     def needs_preparation(self) -> bool:

@@ -203,6 +203,10 @@ class ServiceCore:
             # Prepared: by the platform's media id; else by link (the platform fetches it).
             media = None if msg.media_kind is None else \
                 Media(msg.media_kind, media_id=msg.prepared, link=None if msg.prepared else msg.media_link)
+            # A kind beyond text and media (a template, ...) carries its `data` (shared/contract).
+            kind: dict[str, Any] = {"payload": msg.payload} if msg.payload is not None else {}
+            if media is not None:
+                kind["media"] = media
             # Checked again after the slot take (Firestore reads and a write,
             # with retries): no I/O between this check and the call (DESIGN.md,
             # invariant 11). Every SENDING rule assumes a call starts by
@@ -214,8 +218,7 @@ class ServiceCore:
                                     error_title="send not started within SEND_START_DEADLINE_MS (after its slot take)")
             else:
                 op_counts().send_calls += 1
-                result = sender.send(msg.recipient, msg.text, send.delivery_id) if media is None else \
-                    sender.send(msg.recipient, msg.text, send.delivery_id, media=media)
+                result = sender.send(msg.recipient, msg.text, send.delivery_id, **kind)
         returned = now_us()
         common: dict[str, Any] = dict(seq=msg.seq, attempt=send.attempt, message_id=msg.message_id,
                                       provider=msg.provider, delivery_id=send.delivery_id, trigger=str(send.trigger))

@@ -55,7 +55,7 @@ class EnqueueHandlers(ScheduledEntryHandlers):
         park = Park(e.message_id, e.provider, e.recipient, e.text, e.published_at_us, arrived,
                     f"dead-lettered by Pub/Sub after {attempts} delivery attempts", media_kind=e.media_kind,
                     media_link=e.media_link, prepare=e.prepare, sequence=e.sequence, sender=e.sender,
-                    default_sender=e.default_sender)
+                    default_sender=e.default_sender, payload=e.payload)
         self.apply(parsed.room_id, park, "deadletter")
         return Reply(200, {"result": "parked"})
 

@@ -533,8 +533,10 @@ def valid_data(raw: Any) -> bool:
         data = json.loads(base64.b64decode(raw, validate=True))
     except (binascii.Error, ValueError, UnicodeDecodeError):
         return False
+    # The contract (shared/contract): a text has `text` and maybe `type` and `preview_url`, no other field.
     return (isinstance(data, dict) and data.get("type", "text") == "text" and isinstance(data.get("text"), str)
-            and bool(data["text"].strip()) and len(data["text"]) <= 4096)
+            and bool(data["text"].strip()) and len(data["text"]) <= 4096
+            and set(data) <= {"type", "text", "preview_url"} and isinstance(data.get("preview_url", False), bool))
 
 
 NORMAL_TEXT = st.text(st.characters(exclude_categories=["Cs"]), min_size=1, max_size=120).filter(str.strip)
@@ -703,8 +705,12 @@ def push_cases(draw: Any, rooms: list[str], history: dict[str, set[str]]) -> Pus
             message["data"] = b64(to_json(obj, ascii_only=True))
     if body is None:
         body = to_json(envelope, ascii_only=draw(st.booleans()))
-    # A text with a lone surrogate cannot be stored or logged: rejected.
-    return PushCase(body, not breakers and not has_surrogate(text), effective_room, attrs.get("message_id"), text,
+    # A text with a lone surrogate cannot be stored or logged: rejected. A field the
+    # contract does not know (shared/contract) is refused too.
+    known_fields = set(data_obj) <= {"type", "text", "preview_url"} \
+        and isinstance(data_obj.get("preview_url", False), bool)
+    return PushCase(body, not breakers and not has_surrogate(text) and known_fields, effective_room,
+                    attrs.get("message_id"), text,
                     breakers,
                     message.get("publishTime"), repeat)
 

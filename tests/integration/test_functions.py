@@ -108,8 +108,9 @@ def test_malformed_push_is_kept_with_its_reason_and_acked(stack, store, room_id)
     attrs = {"room_id": room_id, "provider": "whatsapp", "recipient": "15550001", "message_id": "bad-1"}
     cases = [
         (push_body(attrs, b"not json at all", "9001"), "`data` is not base64-encoded JSON"),
-        (push_body({**attrs, "room_id": "a/b"}, b'{"text":"x"}', "9002"), "invalid `room_id`"),
-        (push_body({**attrs, "provider": "carrier-pigeon"}, b'{"text":"x"}', "9003"), "unknown `provider`"),
+        (push_body({**attrs, "room_id": "a/b"}, b'{"text":"x"}', "9002"), "attributes.room_id: must be"),
+        (push_body({**attrs, "provider": "carrier-pigeon"}, b'{"text":"x"}', "9003"),
+         "attributes.provider: is 'carrier-pigeon'"),
     ]
     for body, reason in cases:
         r = requests.post(stack.url("enqueue"), data=body, timeout=10)

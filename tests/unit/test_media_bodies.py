@@ -1,13 +1,13 @@
 """Media messages on the wire: the send bodies of an image by media id and by
-link (Meta's image-message examples), and Messenger/Instagram refusing media
-without a call."""
+link (Meta's image-message examples), Messenger/Instagram attachments, and
+preparation refused for them without a call."""
 
 from __future__ import annotations
 
 import pytest
 
 from shared.providers import Media, SendOutcome
-from shared.providers.meta_messaging import MEDIA_REFUSAL, InstagramClient, MessengerClient
+from shared.providers.meta_messaging import PREPARE_REFUSAL, InstagramClient, MessengerClient
 from shared.providers.whatsapp import WhatsAppClient
 
 
@@ -42,18 +42,21 @@ def test_a_media_without_id_or_link_is_refused_for_good_without_a_call():
 
 
 @pytest.mark.parametrize("cls", [MessengerClient, InstagramClient])
-def test_messenger_and_instagram_refuse_media_for_good_without_a_call(cls):
+def test_messenger_and_instagram_send_media_as_an_attachment_and_prepare_nothing(cls):
+    # https://developers.facebook.com/docs/messenger-platform/reference/send-api (attachment by url / id)
+    by_link = cls.request_body("7001", "", "d", Media("image", link="https://x.test/a.png"))
+    assert by_link["message"]["attachment"] == {"type": "image", "payload": {"url": "https://x.test/a.png"}}
+    by_id = cls.request_body("7001", "", "d", Media("file", media_id="1"))
+    assert by_id["message"]["attachment"] == {"type": "file", "payload": {"attachment_id": "1"}}
     client = cls("http://127.0.0.1:9", "v21.0", "200000000000002", "t", 500)
-    result = client.send("7001", "caption", "d", media=Media("image", link="https://x.test/a.png"))
-    assert result.outcome is SendOutcome.REFUSED and result.permanent and result.error_title == MEDIA_REFUSAL
     prepared = client.prepare_media("image", "https://x.test/a.png")
-    assert not prepared.ok and prepared.permanent and prepared.error == MEDIA_REFUSAL
+    assert not prepared.ok and prepared.permanent and prepared.error == PREPARE_REFUSAL
     with pytest.raises(ValueError):
-        cls.request_body("7001", "c", "d", Media("image", media_id="1"))
+        cls.request_body("7001", "c", "d", Media("sticker", media_id="1"))
 
 
 def test_an_unsupported_kind_or_a_non_http_link_fails_for_good_without_a_call():
     client = WhatsAppClient("http://127.0.0.1:9", "v21.0", "1", "t", 500)
-    for kind, link in (("video", "https://x.test/a.mp4"), ("image", "file:///etc/passwd"), ("image", "")):
+    for kind, link in (("location", "https://x.test/a.mp4"), ("image", "file:///etc/passwd"), ("image", "")):
         result = client.prepare_media(kind, link)
         assert not result.ok and result.permanent, (kind, link, result)

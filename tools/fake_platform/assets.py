@@ -2,7 +2,8 @@
 
 Files to fetch: `GET /assets/{name}` serves deterministic bytes by the name's
 extension (`.png` a real 1x1 PNG whose colour comes from the name, `.jpg` /
-`.jpeg` a real 8x8 JPEG, `.gif` a 1x1 GIF served as `image/gif`, anything else
+`.jpeg` a real 8x8 JPEG, `.gif` a 1x1 GIF served as `image/gif`, `.mp4`,
+`.ogg`, `.mp3`, `.pdf`, `.txt`, `.webp` with their MIME types, anything else
 `application/octet-stream`); `?bytes=N` pads the file to N bytes; names
 starting `missing-` are 404, `unavailable-` 503. `GET /_fake/stats` counts
 them all under `media`.
@@ -39,6 +40,9 @@ JPEG_BYTES = base64.b64decode(
     "WVpjZGVmZ2hpanN0dXZ3eHl6goOEhYaHiImKkpOUlZaXmJmaoqOkpaanqKmqsrO0tba3uLm6wsPExcbHyMnK0tPU1dbX2Nna4uPk5ebn6Onq8vP09fb3"
     "+Pn6/9oADAMBAAIRAxEAPwCSiiivGPWP/9k=")
 GIF_BYTES = base64.b64decode("R0lGODdhAQABAIAAAAAAAAAAACwAAAAAAQABAAAIBAABBAQAOw==")
+# The other kinds WhatsApp takes, by extension: their MIME type (the bytes are a digest of the name).
+OTHER_TYPES = {"mp4": "video/mp4", "ogg": "audio/ogg", "mp3": "audio/mpeg", "pdf": "application/pdf",
+               "txt": "text/plain", "webp": "image/webp"}
 
 
 def asset(name: str, size: int | None = None) -> tuple[int, str, bytes]:
@@ -57,6 +61,8 @@ def asset(name: str, size: int | None = None) -> tuple[int, str, bytes]:
         kind, body = "image/jpeg", JPEG_BYTES
     elif ext == "gif":
         kind, body = "image/gif", GIF_BYTES
+    elif ext in OTHER_TYPES:  # served by type only: the fake platform never decodes them
+        kind, body = OTHER_TYPES[ext], hashlib.sha256(name.encode()).digest()
     else:
         kind, body = "application/octet-stream", hashlib.sha256(name.encode()).digest()
     if size is not None and size > len(body):

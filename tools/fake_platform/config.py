@@ -53,6 +53,11 @@ class FakeConfig:
     media_max_bytes: int = 5 * 1024 * 1024  # largest file the media endpoint takes (WhatsApp's images: 5 MB)
     upload_http_5xx: int = 0  # the next this many uploads are answered HTTP 500, no media made
     upload_errors: list[int] = field(default_factory=list)  # Graph error codes of the next uploads (HTTP 400)
+    # Recipients whose 24-hour customer service window is closed: WhatsApp
+    # refuses any type but `template` (131047), Messenger any message without
+    # MESSAGE_TAG (code 10, subcode 2018278), Instagram any (code 10, 2018278).
+    closed_window: list[str] = field(default_factory=list)
+    record_bodies: bool = False  # keep each send call's JSON body in `sends` (tests of the wire formats)
     seed: int = 7
 
 

@@ -37,9 +37,10 @@ class SendRecord:
     callback: str  # our delivery id where the wire format carries it (not Instagram's)
     at: float  # epoch s: the platform's stamp of the message
     provider: str = "whatsapp"
-    kind: str = "text"  # the message's type: `text` or `image`
+    kind: str = "text"  # the message's type: `text`, `image`, `template`, ... (Messenger/Instagram: the attachment's)
     media_id: str | None = None  # an image sent by media id
     sender: str = ""  # WhatsApp: the phone-number id in the send path (its statuses name it)
+    body: dict[str, Any] | None = None  # the send call's JSON as received (FakeConfig.record_bodies)
 
 
 @dataclass(frozen=True)
@@ -190,7 +191,7 @@ class PlatformCore:
 MEDIA_COUNTS = ("uploads", "upload_refused", "upload_http_5xx", "upload_errors", "sends_by_media_id",
                 "sends_by_link", "unknown_media_id", "asset_fetches")
 FAULT_KINDS = ("send_error", "throughput_error", "pair_rate_limit", "http_5xx", "drop_after_read", "slow_send",
-               "answer_without_id", "trickle_answer")
+               "answer_without_id", "trickle_answer", "window_closed")
 
 
 def _error(code: int, message: str, kind: str) -> dict[str, Any]:

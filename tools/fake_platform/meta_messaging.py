@@ -24,26 +24,35 @@ import math
 import time
 from typing import Any
 
+from tools.fake_platform import wire
 from tools.fake_platform.core import MetaApp, SendRecord, _error
 from tools.fake_platform.faults import FaultInjection, TrickledAnswer
 
+# Messenger's message for code 10, subcode 2018278
+# (https://developers.facebook.com/docs/messenger-platform/error-codes).
+WINDOW_CLOSED_TITLE = "(#10) This message is sent outside of allowed window."
 
 class MetaMessagingWire(FaultInjection):
     """Messenger and Instagram: sends, receipts, reads and echoes."""
 
     def handle_meta_send(self, app: MetaApp, auth: str | None,
                          body: dict[str, Any]) -> tuple[int | None, dict[str, Any] | TrickledAnswer]:
-        """A Messenger or Instagram send call: `{"recipient": {"id"}, "message": {"text"}}`
-        (Messenger also `messaging_type`), answered `{"recipient_id", "message_id"}`."""
+        """A Messenger or Instagram send call: `{"recipient": {"id"}, "message": {"text"} or
+        {"attachment"}}` (Messenger also `messaging_type`), checked as Meta
+        checks it (wire.py), answered `{"recipient_id", "message_id"}`. To a
+        recipient in `closed_window`: refused with code 10, subcode 2018278,
+        unless a Messenger message has `messaging_type` MESSAGE_TAG."""
         if auth != f"Bearer {app.access_token}":
             return 401, _error(190, "Invalid OAuth access token.", "OAuthException")
-        recipient = (body.get("recipient") or {}).get("id") if isinstance(body.get("recipient"), dict) else None
-        message = body.get("message") if isinstance(body.get("message"), dict) else {}
-        text = message.get("text")
-        if not isinstance(recipient, str) or not isinstance(text, str) or not text:
-            return 400, _error(100, "(#100) The parameter recipient or message is required", "OAuthException")
-        if app.provider == "messenger" and body.get("messaging_type") not in ("RESPONSE", "UPDATE", "MESSAGE_TAG"):
-            return 400, _error(100, "(#100) messaging_type is required", "OAuthException")
+        refused = wire.refusal(wire.MESSENGER_SEND if app.provider == "messenger" else wire.INSTAGRAM_SEND, body)
+        if refused is not None:
+            return 400, _error(refused[0], refused[1], "OAuthException")
+        recipient, message = str(body["recipient"]["id"]), body["message"]
+        if recipient in self.config.closed_window and body.get("messaging_type") != "MESSAGE_TAG":
+            with self.lock:
+                self.faults["window_closed"] += 1
+            return 400, {"error": {**_error(10, WINDOW_CLOSED_TITLE, "OAuthException")["error"],
+                                   "error_subcode": 2018278}}
         with self.lock:
             refusal = self._refusal(recipient)
             if refusal is not None:
@@ -55,7 +64,9 @@ class MetaMessagingWire(FaultInjection):
         mid = ("m_" if app.provider == "messenger" else "aWdf") + \
             hashlib.sha1(f"{now}{next(self.counter)}".encode()).hexdigest()[:24]
         callback = message.get("metadata") if app.provider == "messenger" else ""
-        record = SendRecord(recipient, mid, str(callback or ""), now, app.provider)
+        kind = (message.get("attachment") or {}).get("type") or "text"
+        record = SendRecord(recipient, mid, str(callback or ""), now, app.provider, kind=kind,
+                            body=body if self.config.record_bodies else None)
         with self.lock:
             self.sends.append(record)
             self.conversations.setdefault((app.provider, recipient), []).append([now, False, False])

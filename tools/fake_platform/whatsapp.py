@@ -7,10 +7,14 @@ sources): `POST /{version}/{phone-number-id}/media`, a multipart form with
 (at most `media_max_bytes`), is answered `{"id": MEDIA-ID}` after
 `media_latency_ms`, or with the Graph error Meta gives for a missing field,
 a type it does not take or a file too large; the ids are remembered per phone
-number id. A send of `"type": "image"` names `image.id` (one uploaded with
-that phone number id, else HTTP 400, code 100, "(#100) Param image.id is not
-a valid whatsapp business account media attachment ID") or `image.link`, and
-then goes like a text (faults, device, webhooks). Faults of uploads:
+number id. A send of every message type is checked as Meta checks it (wire.py:
+refused with HTTP 400, error 131008 or 100); a media message (`image`,
+`video`, `audio`, `document`, `sticker`) names `<type>.id` (one uploaded
+with that phone number id, else HTTP 400, code 100, "(#100) Param image.id
+is not a valid whatsapp business account media attachment ID") or
+`<type>.link`; then it goes like a text (faults, device, webhooks). To a
+recipient in `closed_window`, any type but `template` is refused with
+131047 (outside the 24-hour customer service window). Faults of uploads:
 `upload_http_5xx` (the next N answered HTTP 500, no media made) and
 `upload_errors` (Graph error codes of the next uploads, HTTP 400).
 
@@ -28,6 +32,7 @@ import math
 import time
 from typing import Any
 
+from tools.fake_platform import wire
 from tools.fake_platform.core import SendRecord, _error
 from tools.fake_platform.faults import FaultInjection, TrickledAnswer
 
@@ -36,7 +41,10 @@ from tools.fake_platform.faults import FaultInjection, TrickledAnswer
 # "Supported Media Types"; documents abridged).
 UPLOAD_TYPES = ("audio/aac", "audio/amr", "audio/mp4", "audio/mpeg", "audio/ogg", "text/plain",
                 "application/pdf", "image/jpeg", "image/png", "image/webp", "video/3gpp", "video/mp4")
-UNKNOWN_MEDIA_ID = "(#100) Param image.id is not a valid whatsapp business account media attachment ID"
+UNKNOWN_MEDIA_ID = "(#100) Param {kind}.id is not a valid whatsapp business account media attachment ID"
+MEDIA_KINDS = ("image", "video", "audio", "document", "sticker")
+# Meta's title of 131047 (https://developers.facebook.com/docs/whatsapp/cloud-api/support/error-codes).
+WINDOW_CLOSED_TITLE = "Re-engagement message"
 UPLOAD_ERRORS = {130429: "(#130429) Rate limit hit", 80007: "(#80007) Rate limit issues",
                  4: "(#4) Application request limit reached", 131053: "(#131053) Media upload error"}
 
@@ -71,17 +79,20 @@ class WhatsAppWire(FaultInjection):
         connection without any answer."""
         if auth != f"Bearer {self.access_token}":
             return 401, _error(190, "Invalid OAuth access token.", "OAuthException")
-        if body.get("messaging_product") != "whatsapp" or body.get("type") not in ("text", "image"):
-            return 400, _error(100, "Invalid parameter", "OAuthException")
-        recipient, kind, media_id = body.get("to"), body["type"], None
-        if kind == "text":
-            text = (body.get("text") or {}).get("body") if isinstance(body.get("text"), dict) else None
-            if not isinstance(recipient, str) or not isinstance(text, str) or not text:
-                return 400, _error(131008, "Required parameter is missing", "OAuthException")
-        else:
-            refusal, media_id = self._check_image(phone_id, recipient, body.get("image"))
+        refused = wire.refusal(wire.WHATSAPP_SEND, body)
+        if refused is None and body.get("type") == "interactive" and wire.list_rows(body) > 10:
+            refused = (100, "(#100) Invalid parameter: interactive.action.sections: more than 10 rows")
+        if refused is not None:
+            return 400, _error(refused[0], refused[1], "OAuthException")
+        recipient, kind, media_id = body["to"], body["type"], None
+        if kind in MEDIA_KINDS:
+            refusal, media_id = self._check_media(phone_id, kind, body[kind])
             if refusal is not None:
                 return refusal
+        if kind != "template" and recipient in self.config.closed_window:
+            with self.lock:
+                self.faults["window_closed"] += 1
+            return 400, _error(131047, WINDOW_CLOSED_TITLE, "OAuthException")
         cfg = self.config
         with self.lock:
             refusal = self._refusal(recipient, sender=phone_id)
@@ -93,7 +104,8 @@ class WhatsAppWire(FaultInjection):
         now = time.time()
         wamid = "wamid." + hashlib.sha1(f"{now}{next(self.counter)}".encode()).hexdigest()[:24].upper()
         record = SendRecord(recipient, wamid, str(body.get("biz_opaque_callback_data", "")), now,
-                            kind=kind, media_id=media_id, sender=phone_id)
+                            kind=kind, media_id=media_id, sender=phone_id,
+                            body=body if cfg.record_bodies else None)
         with self.lock:
             self.sends.append(record)
             if kind != "text":
@@ -120,30 +132,20 @@ class WhatsAppWire(FaultInjection):
             self.faults["trickle_answer"] += ms_per_byte > 0
         return 200, TrickledAnswer(answer, ms_per_byte) if ms_per_byte else answer
 
-    def _check_image(self, phone_id: str, recipient: Any,
-                     image: Any) -> tuple[tuple[int, dict[str, Any]] | None, str | None]:
-        """Validate an image send's `to` and `image` object: `(refusal or
-        None, the media id it names or None)`."""
-        if not isinstance(recipient, str) or not isinstance(image, dict):
-            return (400, _error(131008, "Required parameter is missing", "OAuthException")), None
-        caption = image.get("caption")
-        if caption is not None and (not isinstance(caption, str) or len(caption) > 1024):
-            return (400, _error(100, "(#100) Param image.caption must be at most 1024 characters long",
-                                "OAuthException")), None
-        media_id, link = image.get("id"), image.get("link")
-        if media_id is not None:
-            with self.lock:
-                known = isinstance(media_id, str) and media_id in self.media.get(phone_id, {})
-                self.media_counts["unknown_media_id"] += not known
-            if not known:
-                return (400, _error(100, UNKNOWN_MEDIA_ID, "OAuthException")), None
-            return None, media_id
-        if isinstance(link, str) and link.lower().startswith(("http://", "https://")):
+    def _check_media(self, phone_id: str, kind: str,
+                     media: dict[str, Any]) -> tuple[tuple[int, dict[str, Any]] | None, str | None]:
+        """Check a media object (its shape already checked, wire.py): `(refusal
+        or None, the media id it names or None)`. An id must be one uploaded
+        with this phone number id."""
+        media_id = media.get("id")
+        if media_id is None:
             return None, None
-        if link is not None:
-            return (400, _error(100, "(#100) Param image.link is not a valid URI.", "OAuthException")), None
-        return (400, _error(131008, "(#131008) Required parameter is missing: image.id or image.link",
-                            "OAuthException")), None
+        with self.lock:
+            known = isinstance(media_id, str) and media_id in self.media.get(phone_id, {})
+            self.media_counts["unknown_media_id"] += not known
+        if not known:
+            return (400, _error(100, UNKNOWN_MEDIA_ID.format(kind=kind), "OAuthException")), None
+        return None, media_id
 
     def handle_upload(self, phone_id: str, auth: str | None, content_type: str,
                       raw: bytes) -> tuple[int, dict[str, Any]]:
