@@ -76,7 +76,7 @@ test-e2e: venv
 
 # Everything: lint, the delivery path's tests, then the infra and pipeline checks.
 test: venv lint
-	$(PY) -m pytest tests/unit tests/integration tests/e2e -q
+	$(PY) -m pytest tests/unit tests/integration tests/e2e client/tests -q
 	$(MAKE) --no-print-directory test-infra
 	$(MAKE) --no-print-directory test-pipeline
 
