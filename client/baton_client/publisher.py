@@ -133,29 +133,37 @@ class Publisher:
             self.resume(room)
         return report
 
-    def cancel(self, message_id: str, reason: str, actor: str = "baton-client", *, database: str = "(default)",
-               firestore_client: Any | None = None) -> bool:
-        """Cancel a scheduled message (`deliver_at` / `delay_s`) before its
-        time: when it comes, baton ends it as `skipped` with `actor` and
-        `reason` instead of letting it into its room (what `baton scheduled
-        cancel` does). Needs `pip install baton-client[cancel]` and write
-        access to baton's Firestore database. Returns whether baton had
-        recorded the message as waiting (False: not scheduled, or published
-        before the record; it is cancelled either way).
+    def cancel(self, room_id: str, message_id: str, reason: str, actor: str = "baton-client", *,
+               database: str = "(default)", firestore_client: Any | None = None) -> bool:
+        """Cancel room `room_id`'s scheduled message `message_id` (`deliver_at` /
+        `delay_s`) before its time: when it comes, baton ends it as `skipped`
+        with `actor` and `reason` instead of letting it into its room (what
+        `baton scheduled cancel ROOM_ID MESSAGE_ID` does). Other rooms'
+        messages with the same id are not touched: a message id is unique per
+        room only. Needs `pip install baton-client[cancel]` and write access
+        to baton's Firestore database. Returns whether baton had recorded the
+        message as waiting (False: not scheduled, or published before the
+        record; it is cancelled either way).
         """
         if firestore_client is None:
             from google.cloud import firestore
 
             firestore_client = firestore.Client(project=self.project, database=database)
-        ref = firestore_client.collection(SCHEDULED_CANCELS).document(
-            hashlib.sha256(message_id.encode()).hexdigest())
+        ref = firestore_client.collection(SCHEDULED_CANCELS).document(scheduled_cancel_id(room_id, message_id))
         before = ref.get()
-        fields: dict[str, Any] = {"message_id": message_id, "actor": actor, "reason": reason,
+        fields: dict[str, Any] = {"message_id": message_id, "room_id": room_id, "actor": actor, "reason": reason,
                                   "at": datetime.now(UTC)}
         if not before.exists or (before.to_dict() or {}).get("expire_at") is None:
             fields["expire_at"] = None  # kept until the message has come and ended
         ref.set(fields, merge=True)
         return before.exists
+
+
+def scheduled_cancel_id(room_id: str, message_id: str) -> str:
+    """The document id of one scheduled message's record in SCHEDULED_CANCELS:
+    sha256 of `"{room_id} {message_id}"` (neither holds a space: the
+    contract), as baton's own records name it (a test holds the two equal)."""
+    return hashlib.sha256(f"{room_id} {message_id}".encode()).hexdigest()
 
 
 class OutcomesUnavailable(RuntimeError):

@@ -136,11 +136,12 @@ class FakeFirestore:
 def test_cancel_keeps_the_record_until_the_message_came_and_says_whether_it_was_waiting():
     db = FakeFirestore()
     pub = Publisher("p", "t", client=FakePubSub())
-    assert pub.cancel("m-1", "wrong price", firestore_client=db) is False
+    assert pub.cancel("room-1", "m-1", "wrong price", firestore_client=db) is False
     (key, doc), = db.docs.items()
     assert key.startswith("scheduled_cancels/") and doc["reason"] == "wrong price" and doc["expire_at"] is None
+    assert doc["room_id"] == "room-1"
     db.docs[key] = {"message_id": "m-1", "expire_at": datetime.now(UTC)}
-    assert pub.cancel("m-1", "again", firestore_client=db) is True
+    assert pub.cancel("room-1", "m-1", "again", firestore_client=db) is True
     assert db.docs[key]["expire_at"] is not None  # a recorded expiry stays
 
 

@@ -115,11 +115,14 @@ def test_the_fake_platform_refuses_what_meta_refuses():
 
 
 def test_the_clients_cancel_writes_the_record_baton_reads():
-    import hashlib
-
+    """The client's cancel names the same document as baton's own record of
+    that room's scheduled message, and another room's not (ids are unique
+    per room only)."""
     from baton_client import publisher
 
     from shared import records
 
     assert publisher.SCHEDULED_CANCELS == records.SCHEDULED_CANCELS
-    assert records._doc_id("room-1/m-1") == hashlib.sha256(b"room-1/m-1").hexdigest()
+    ours = records._doc_id(records.scheduled_key("room-1", "m-1"))
+    assert publisher.scheduled_cancel_id("room-1", "m-1") == ours
+    assert publisher.scheduled_cancel_id("room-2", "m-1") != ours
