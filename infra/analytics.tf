@@ -44,6 +44,21 @@ resource "google_logging_project_exclusion" "delivery_events_from_default" {
   depends_on  = [google_storage_bucket_iam_member.sink_writes_log]
 }
 
+# The routine status lines stay out of _Default unless
+# keep_routine_statuses_in_default_bucket (or all delivery events are out):
+# WhatsApp's `sent` of every message and the statuses after its ack
+# (`status_ignored` with reason `sent_status` or `after_acked`, the reasons
+# tools/cost.py prices) change nothing in a room, and are a third of the
+# delivery events. The sink above still writes them to its bucket for the
+# analytics; Logs Explorer shows every line that changed a room.
+resource "google_logging_project_exclusion" "routine_statuses_from_default" {
+  count       = var.keep_delivery_events_in_default_bucket && !var.keep_routine_statuses_in_default_bucket ? 1 : 0
+  name        = "${var.name_prefix}-routine-statuses"
+  description = "baton (${var.name_prefix}): routine status lines (sent, after the ack) are kept by the ${var.name_prefix}-delivery-events sink's bucket"
+  filter      = "${local.delivery_events_filter} AND jsonPayload.event=\"status_ignored\" AND jsonPayload.reason=(\"sent_status\" OR \"after_acked\")"
+  depends_on  = [google_storage_bucket_iam_member.sink_writes_log]
+}
+
 # Cloud Run's request log entries of the seven functions stay out of _Default
 # unless keep_request_logs_in_default_bucket: one entry per invocation, about
 # as much log volume as the delivery events (docs/cost.md), and what they say

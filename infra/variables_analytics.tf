@@ -29,6 +29,12 @@ variable "keep_delivery_events_in_default_bucket" {
   default     = true
 }
 
+variable "keep_routine_statuses_in_default_bucket" {
+  description = "Also keep the routine status lines in the _Default log bucket: `status_ignored` with reason `sent_status` (WhatsApp's `sent`, one a message) or `after_acked` (a status after the message's ack, such as `read`), about a third of the delivery events (docs/cost.md). false: only the sink's bucket keeps them (the analytics read them there); Logs Explorer shows every line that changed a room, and the log-based metrics still count them. Moot when keep_delivery_events_in_default_bucket is false."
+  type        = bool
+  default     = false
+}
+
 variable "keep_request_logs_in_default_bucket" {
   description = "Keep Cloud Run's request logs of the seven functions (one entry per invocation) in the _Default log bucket, billed per GiB ingested (docs/cost.md). false: dropped there; the request metrics (run.googleapis.com/request_count, request_latencies), the alerts on them and the functions' own logs stay."
   type        = bool

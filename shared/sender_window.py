@@ -12,45 +12,57 @@ Limits this is argued against:
 - Firestore: one document sustains about one write per second
   (https://firebase.google.com/docs/firestore/best-practices#updates_to_a_single_document).
 
-Layout: `sender_windows/{phone_number_id}-{k}` (k in 0..R-1) holds `last_us`,
-the last time (epoch us) its holder may start a send through it. Every
-instance counts the slot busy until `last_us + WINDOW_US + GUARD_US` (SPAN),
-and takes a free one by a conditional write (the document's update time as
-precondition, or create-if-absent), so no two instances hold one slot.
+Layout: a number of rate R has ceil(R/k) documents of k slots
+(SLOTS_PER_DOCUMENT, 4; the last holds what is left),
+`sender_windows/{phone_number_id}-{k}x{d}` (`{phone_number_id}-{d}` when
+k is 1), each holding `last_us`, the last time (epoch us) its holder may
+start a send through any of its slots. Every instance counts a document
+busy until `last_us + WINDOW_US + GUARD_US` (SPAN), and takes a free one by
+a conditional write (the document's update time as precondition, or
+create-if-absent), so no two instances hold one document.
 
-A lease: the write that takes a slot sets `last_us` to now plus a lease of
-L (0 to LEASE_MAX_US). Until then its instance sends through it again,
-once per SPAN, from memory: no read, no write. When the lease is over and it
-needs the slot again it renews it by the same conditional write with the
-update time of its own last write (no read), which fails if another
-instance took the slot meanwhile (then it looks for another). Any one slot
-is thus used at most once in any SPAN, by one instance at a time: at most R
-sends of a number in any sliding second, and at most one write a second on
-a document. An instance uses its leased slots first, lowest first, so the
-slots it no longer needs lapse.
+A lease: the write that takes a document sets `last_us` to now plus a lease
+of L (0 to LEASE_MAX_US). Until then its instance sends through each of its
+slots again, once per SPAN a slot, from memory: no read, no write. When the
+lease is over and it needs the document again it renews it by the same
+conditional write with the update time of its own last write (no read),
+which fails if another instance took it meanwhile (then it looks for
+another). Any one slot is thus used at most once in any SPAN, by one
+instance at a time: at most R sends of a number in any sliding second, and
+at most one write a second on a document. An instance uses its leased
+documents first, lowest first, so those it no longer needs lapse.
 
-What a crash costs: a dead instance's slots stay busy, past the SPAN their
-last sends hold anyway (as without leases), for what is left of their
-leases. Each lease is granted so that this sum, over the slots the instance
-holds of that number, stays within R x 1 s: a crash holding leases wastes at
-most one second of the number's rate (`_lease_us`). A slot taken
-after finding another busy gets no lease (L = 0: the number is busy, and a
-lease would keep capacity from instances that need it); so does one whose
-lease would not fit.
+What a crash costs: each slot of a dead instance's documents stays busy,
+past the SPAN its last send holds anyway (as without leases), until the
+lease's end. Each lease is granted so that this sum, over every slot the
+instance holds of that number, stays within R x 1 s: a crash holding leases
+wastes at most one second of the number's rate (`_lease_us`; a slot of the
+document not used just now counts the lease and what of SPAN its last send
+no longer holds). A document taken after finding another busy gets no lease
+(L = 0: the number is busy, and a lease would keep capacity from instances
+that need it); so does one whose lease would not fit.
 
-Cost: an instance holding n slots of a number renews each once per lease,
-and those leases share R x 1 s (above), so they last about 2R/n s and it
-writes about n^2/(2R) times a second; at x sends/s it holds a little more
-slots than x (its busiest second). Reads only to find a slot it does not
-hold. Measured (`make bench-core`, 2026-11-27, docs/benchmarks.md): 0 reads
-and 0.16 writes a send in the half-capacity run (a number at a seventh of
-its rate, three processes sending), 0.04 and 0.28 over the whole run,
-against 2.44 and 1.02 before leases. Documents of k slots each would divide
-the writes by k (not done: one taken for a single send strands k - 1 of the
-rate, which hurts when many instances each send rarely from a number).
-Many instances each sending from a number less than once per lease pay a
-write per send and no read (a renewal), or, on a busy number, a read and a
-write (a take without lease).
+Cost: an instance holding n slots of a number, in n/k documents, renews
+each document once per lease; the leases share R x 1 s (above), a
+document's costing k times its length, so they last about 2R/n s and it
+writes about n^2/(2Rk) times a second; at x sends/s it holds a little more
+slots than x (its busiest second). Reads only to find a document it does not
+hold. Measured with one slot a document (`make bench-core`, 2026-11-27
+16:27 UTC): 0.04 reads and 0.28 writes a message, against 2.44 and 1.02
+before leases; with k = 4, docs/benchmarks.md. The model (`make
+scale-model` at bench-core's load, 2026-11-27): 0.27, 0.17, 0.10 and 0.07
+writes a message at k = 1, 2, 4 and 8. What k costs: a document taken for
+one send holds k - 1 more slots (for SPAN, or for its lease): near a
+number's rate, or with many instances each sending rarely from a number,
+sends wait more (the model's default load, numbers 68% busy at the peak:
+1.15 timer tasks a message at k = 4 against 1.10 at k = 1, window writes
+0.19 against 0.47). Many instances each sending from a number less than
+once per lease pay a write per send and no read (a renewal), or, on a busy
+number, a read and a write (a take without lease).
+
+A change of k renames the documents: during a deployment's switch from one
+layout to the other, old and new instances each see only their own layout,
+so the number can pass its rate for as long as both send (seconds).
 
 A slot's clock is the function's wall clock, stamped just before the write
 that takes it; the platform counts the request when it arrives, after that
@@ -90,7 +102,8 @@ WINDOW_US = 1_000_000  # one slot lets one send through per this many us (1 s)
 GUARD_US = 50_000  # and frees this much later (50 ms): see the module docstring
 SPAN_US = WINDOW_US + GUARD_US
 LEASE_MAX_US = 10_000_000  # the longest lease (10 s): how long an unused slot can stay held
-CHOICES = 6  # slots read, one after another, to find a free one
+CHOICES = 6  # documents read, one after another, to find a free one
+SLOTS_PER_DOCUMENT = 4  # slots k of a number's window one document holds (see the module docstring)
 
 
 @dataclass(frozen=True)
@@ -102,46 +115,64 @@ class SlotTaken:
 
 @dataclass
 class _Held:
-    """A slot this instance took: its lease end (epoch us, `last_us` as
-    written), the document's update time after our write (the precondition
-    of a renewal) and our last send through it (epoch us)."""
+    """A document of slots this instance took: its lease end (epoch us,
+    `last_us` as written), the document's update time after our write (the
+    precondition of a renewal) and our last send through each of its slots
+    (epoch us; 0: none)."""
 
     until_us: int
     update_time: Any
-    last_use_us: int
+    last_use_us: list[int]
     writing: bool = False  # a renewal of it is under way (another thread's)
+
+    def free_slot(self, now_us: int, slots: int) -> int | None:
+        """The first of its first `slots` slots free at `now_us`, or None."""
+        return next((i for i, last in enumerate(self.last_use_us[:slots]) if last + SPAN_US <= now_us), None)
 
 
 @dataclass
 class _Number:
     held: dict[int, _Held] = field(default_factory=dict)
-    taking: set[int] = field(default_factory=set)  # slots another thread of ours is taking
+    taking: set[int] = field(default_factory=set)  # documents another thread of ours is taking
 
 
 class SenderWindow:
     """Takes send slots of a sender's per-second window in Firestore, keeping
-    leased slots in memory (one object per process: thread-safe).
+    leased documents of slots in memory (one object per process: thread-safe).
 
     Args:
         client: a `google.cloud.firestore.Client`.
-        rng: the slot chooser (tests seed it).
+        rng: the document chooser (tests seed it).
+        slots_per_document: slots k a document holds (SLOTS_PER_DOCUMENT;
+            tests use 1 to look at single slots).
     """
 
-    def __init__(self, client: firestore.Client, rng: random.Random | None = None) -> None:
+    def __init__(self, client: firestore.Client, rng: random.Random | None = None,
+                 slots_per_document: int = 0) -> None:
         self._client = client
         self._rng = rng or random.Random()
         self._lock = threading.Lock()
         self._numbers: dict[str, _Number] = {}
+        self._k = slots_per_document or SLOTS_PER_DOCUMENT
+
+    def document_id(self, phone_number_id: str, d: int) -> str:
+        """The id of document `d` of a number: the layout (k) is in the id,
+        so windows of two layouts never read each other's documents as theirs."""
+        return f"{phone_number_id}-{d}" if self._k == 1 else f"{phone_number_id}-{self._k}x{d}"
+
+    def _slots(self, d: int, rate_per_s: int) -> int:
+        """Slots of document `d` at `rate_per_s`: k, fewer in the last one."""
+        return max(0, min(self._k, rate_per_s - d * self._k))
 
     def take(self, phone_number_id: str, rate_per_s: int, now_us: int) -> SlotTaken | None:
         """Take one send slot of `phone_number_id` at `now_us` (epoch us):
         None when taken (the send may go now), else `SlotTaken` with when to
-        try again. From a slot this instance leases when one is free (no
-        I/O), else by renewing a lapsed one of ours (one write), else by
-        reading up to CHOICES others and taking the first free one (reads and
-        one write). A slot taken by a write is stamped `now_us` plus the time
-        this call spent before that write. `rate_per_s` 0: not limited
-        (always None).
+        try again. From a document this instance leases when one of its slots
+        is free (no I/O), else by renewing a lapsed one of ours (one write),
+        else by reading up to CHOICES others and taking the first free one
+        (reads and one write). A document taken by a write is stamped
+        `now_us` plus the time this call spent before that write.
+        `rate_per_s` 0: not limited (always None).
 
         Raises:
             google.api_core.exceptions.GoogleAPICallError: Firestore failed
@@ -150,6 +181,7 @@ class SenderWindow:
         if rate_per_s <= 0:
             return None
         entered_ns = time.monotonic_ns()
+        documents = -(-rate_per_s // self._k)
 
         def clock() -> int:
             return now_us + (time.monotonic_ns() - entered_ns) // 1000
@@ -159,48 +191,53 @@ class SenderWindow:
         while True:
             with self._lock:
                 number = self._numbers.setdefault(phone_number_id, _Number())
-                for k in [k for k in number.held if k >= rate_per_s]:
-                    del number.held[k]  # the rate was lowered
+                for d in [d for d in number.held if d >= documents]:
+                    del number.held[d]  # the rate was lowered
                 t = clock()
                 own = sorted(number.held.items())
-                for _, h in own:
-                    if not h.writing and h.last_use_us + SPAN_US <= t <= h.until_us:
-                        h.last_use_us = t
-                        return None  # a leased slot: no I/O
-                renew = next((k for k, h in own if not h.writing and k not in renewals_tried
-                              and h.last_use_us + SPAN_US <= t), None)
+                for d, h in own:
+                    if not h.writing and t <= h.until_us:
+                        i = h.free_slot(t, self._slots(d, rate_per_s))
+                        if i is not None:
+                            h.last_use_us[i] = t
+                            return None  # a leased slot: no I/O
+                renew = next((d for d, h in own if not h.writing and d not in renewals_tried
+                              and h.free_slot(t, self._slots(d, rate_per_s)) is not None), None)
                 if renew is not None:
                     held = number.held[renew]
                     held.writing = True
-                    lease = self._lease_us(number, renew, rate_per_s, t)
+                    slot = held.free_slot(t, self._slots(renew, rate_per_s))
+                    lease = self._lease_us(number, renew, slot, rate_per_s, t)
                 else:
-                    ready.extend(h.last_use_us + SPAN_US for _, h in own if h.last_use_us + SPAN_US > t)
-                    candidates = [k for k in range(rate_per_s) if k not in number.held and k not in number.taking]
-                    slots = self._rng.sample(candidates, min(CHOICES, len(candidates)))
-                    number.taking.update(slots)
+                    ready.extend(last + SPAN_US for d, h in own
+                                 for last in h.last_use_us[:self._slots(d, rate_per_s)] if last + SPAN_US > t)
+                    candidates = [d for d in range(documents) if d not in number.held and d not in number.taking]
+                    picked = self._rng.sample(candidates, min(CHOICES, len(candidates)))
+                    number.taking.update(picked)
             if renew is not None:
                 renewals_tried.add(renew)
-                if self._renew(phone_number_id, number, renew, held, lease, clock):
+                if self._renew(phone_number_id, number, renew, slot, held, lease, clock):
                     return None
                 continue  # taken by another instance meanwhile: look further
             try:
-                return self._take_free(phone_number_id, number, slots, rate_per_s, clock, ready)
+                return self._take_free(phone_number_id, number, picked, rate_per_s, clock, ready)
             finally:
                 with self._lock:
-                    number.taking.difference_update(slots)
+                    number.taking.difference_update(picked)
 
-    def _renew(self, phone_number_id: str, number: _Number, k: int, held: _Held, lease_us: int, clock) -> bool:
-        """Renew our lapsed slot `k` by a conditional write on our own last
-        update time (no read). False, the slot dropped, if another instance
-        wrote it since."""
-        ref = self._client.collection(SENDER_WINDOWS).document(f"{phone_number_id}-{k}")
+    def _renew(self, phone_number_id: str, number: _Number, d: int, slot: int, held: _Held, lease_us: int,
+               clock) -> bool:
+        """Renew our lapsed document `d` by a conditional write on our own
+        last update time (no read), for a send through its `slot`. False,
+        the document dropped, if another instance wrote it since."""
+        ref = self._client.collection(SENDER_WINDOWS).document(self.document_id(phone_number_id, d))
         stamp = clock()
         try:
             result = ref.update({"last_us": stamp + lease_us},
                                 option=self._client.write_option(last_update_time=held.update_time))
         except (gexc.FailedPrecondition, gexc.Conflict, gexc.NotFound):
             with self._lock:
-                number.held.pop(k, None)
+                number.held.pop(d, None)
             return False
         except BaseException:
             with self._lock:
@@ -212,16 +249,17 @@ class SenderWindow:
         with self._lock:
             # Its send leaves after this write: its next one through this
             # slot a SPAN after now, not after the stamp (the write may be slow).
-            held.until_us, held.update_time, held.last_use_us, held.writing = (
-                stamp + lease_us, result.update_time, clock(), False)
+            held.until_us, held.update_time, held.writing = stamp + lease_us, result.update_time, False
+            held.last_use_us[slot] = clock()
         return True
 
-    def _take_free(self, phone_number_id: str, number: _Number, slots: list[int], rate_per_s: int, clock,
+    def _take_free(self, phone_number_id: str, number: _Number, picked: list[int], rate_per_s: int, clock,
                    ready: list[int]) -> SlotTaken | None:
-        """Read `slots` one after another and take the first free one (a
-        lease only if it was the first read); SlotTaken when none was."""
-        for i, k in enumerate(slots):
-            ref = self._client.collection(SENDER_WINDOWS).document(f"{phone_number_id}-{k}")
+        """Read documents `picked` one after another and take the first free
+        one (a lease only if it was the first read), sending through its
+        first slot; SlotTaken when none was free."""
+        for i, d in enumerate(picked):
+            ref = self._client.collection(SENDER_WINDOWS).document(self.document_id(phone_number_id, d))
             snap = ref.get()
             op_counts().firestore_reads += 1
             op_counts().window_reads += 1
@@ -230,9 +268,11 @@ class SenderWindow:
             if last is not None and t - last < SPAN_US:
                 ready.append(last + SPAN_US)
                 continue
+            # Free: its holder's last send through any of its slots started by `last`.
+            fresh = _Held(0, None, [0] * self._slots(d, rate_per_s))
             with self._lock:
-                # A slot found busy first: the number is busy, no lease.
-                lease = 0 if i > 0 else self._lease_us(number, k, rate_per_s, t)
+                # A document found busy first: the number is busy, no lease.
+                lease = 0 if i > 0 else self._lease_us(number, d, 0, rate_per_s, t, fresh)
             stamp = clock()  # the reads came first
             try:
                 if snap.exists:
@@ -247,18 +287,31 @@ class SenderWindow:
                 op_counts().firestore_writes += 1
                 op_counts().window_writes += 1
             with self._lock:
-                number.held[k] = _Held(stamp + lease, result.update_time, clock())  # as in `_renew`
+                fresh.until_us, fresh.update_time = stamp + lease, result.update_time
+                fresh.last_use_us[0] = clock()  # as in `_renew`
+                number.held[d] = fresh
             return None
         return SlotTaken(min(ready)) if ready else SlotTaken(clock() + SPAN_US)
 
-    @staticmethod
-    def _lease_us(number: _Number, k: int, rate_per_s: int, now_us: int) -> int:
-        """The lease slot `k` may get when used at `now_us`: what keeps a
-        crash's cost within one second of the rate. After a crash, a slot we
-        hold stays busy past what its last send holds anyway (SPAN after it)
-        for as long as its lease had left: over every slot we hold of the
-        number, this one's new lease included, at most `rate_per_s` x
-        WINDOW_US (slot-us); each lease at most LEASE_MAX_US, 0 when none fits."""
-        others = sum(max(0, h.until_us + SPAN_US - max(now_us, h.last_use_us + SPAN_US))
-                     for j, h in number.held.items() if j != k)
-        return max(0, min(LEASE_MAX_US, rate_per_s * WINDOW_US - others))
+    def _lease_us(self, number: _Number, d: int, slot: int, rate_per_s: int, now_us: int,
+                  held: _Held | None = None) -> int:
+        """The lease document `d` may get when its `slot` is used at
+        `now_us`: what keeps a crash's cost within one second of the rate.
+        After a crash, each slot of a document we hold stays busy until the
+        lease's end and SPAN, past what its last send holds anyway (SPAN
+        after it): over every slot we hold of the number, this document's
+        new lease included, at most `rate_per_s` x WINDOW_US (slot-us). A
+        lease L costs the used slot L and each other slot of the document L
+        plus what of SPAN its last send no longer holds; each lease at most
+        LEASE_MAX_US, 0 when none fits. `held`: the document's record when it
+        is not ours yet."""
+        def cost(h: _Held, until_us: int, slots: int) -> int:
+            return sum(max(0, until_us + SPAN_US - max(now_us, last + SPAN_US)) for last in h.last_use_us[:slots])
+
+        others = sum(cost(h, h.until_us, self._slots(j, rate_per_s)) for j, h in number.held.items() if j != d)
+        mine = held if held is not None else number.held[d]
+        slots = self._slots(d, rate_per_s)
+        # Its cost at a lease of 0, the used slot's last send taken as now.
+        fixed = sum(min(SPAN_US, max(0, now_us - last)) for i, last in enumerate(mine.last_use_us[:slots])
+                    if i != slot)
+        return max(0, min(LEASE_MAX_US, (rate_per_s * WINDOW_US - others - fixed) // slots))

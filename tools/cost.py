@@ -129,8 +129,16 @@ def deployment() -> dict[str, Any]:
         "min_instances": {k: int(v) for k, v in re.findall(r"(\w+)\s*=\s*(\d+)", default("min_instances"))},
         "keep_delivery_events": default("keep_delivery_events_in_default_bucket") == "true",
         "keep_request_logs": default("keep_request_logs_in_default_bucket") == "true",
+        "keep_routine_statuses": default("keep_routine_statuses_in_default_bucket") == "true",
         "webhook_mode": default("webhook_mode"),
     }
+
+
+# `status_ignored` reasons of the routine statuses: the `sent` of every
+# WhatsApp message and the statuses after its ack (`read` after `delivered`,
+# duplicates). infra/analytics.tf keeps these out of _Default
+# (keep_routine_statuses_in_default_bucket, its filter names the same).
+ROUTINE_STATUS_REASONS = ("sent_status", "after_acked")
 
 
 def derive(counts: dict, events_path: Path | None, invocations_path: Path | None) -> dict[str, Any]:
@@ -148,6 +156,9 @@ def derive(counts: dict, events_path: Path | None, invocations_path: Path | None
             "mean_bytes": statistics.mean(len(json.dumps(e, separators=(",", ":"))) for e in events),
             "timeout_ignored_per_message": kinds["timeout_ignored"] / ended,
             "status_ignored_per_message": kinds["status_ignored"] / ended,
+            # The statuses infra/analytics.tf keeps out of _Default by default.
+            "routine_statuses_per_message": sum(1 for e in events if e["event"] == "status_ignored"
+                                                and e.get("reason") in ROUTINE_STATUS_REASONS) / ended,
             "rooms_per_message": len({e["room_id"] for e in events if e.get("room_id")}) / ended,
         }
     if invocations_path and invocations_path.exists():
@@ -234,6 +245,7 @@ def cost(inputs: dict[str, Any], deploy: dict[str, Any], rate: float,
     fns = {fn: dict(ops) for fn, ops in inputs.get("functions", {}).items()}
     cpu, mem, threads = deploy["cpu"], deploy["memory_gib"], deploy["threads"]
     keep_events, keep_requests = deploy["keep_delivery_events"], deploy["keep_request_logs"]
+    keep_routine = deploy.get("keep_routine_statuses", True)
     inv = {k[4:-12]: v for k, v in c.items() if k.startswith("inv_") and k.endswith("_per_message")}
     inv = {fn: n for fn, n in inv.items() if fn not in FIXED_FUNCTIONS}
     reads, writes = c.get("firestore_reads_per_message", 0), c.get("firestore_writes_per_message", 0)
@@ -275,9 +287,13 @@ def cost(inputs: dict[str, Any], deploy: dict[str, Any], rate: float,
             hook = fns.setdefault("webhook", {})
             hook["reads"] = max(0.0, hook.get("reads", 0) - proof_reads / inv["webhook"])
             hook["writes"] = max(0.0, hook.get("writes", 0) - c.get("proof_writes_per_message", 0) / inv["webhook"])
+    routine = ev.get("routine_statuses_per_message", 0.0)
     if "quiet_ignored_events" in levers:
         events_per_message -= ev.get("status_ignored_per_message", 0) + (
             0 if "delete_timer_on_ack" in levers else stale)
+        routine = 0.0  # not written at all
+    if "keep_routine_statuses" in levers:
+        keep_routine = True
     if "exclude_delivery_events" in levers:
         keep_events = False
     if "keep_request_logs" in levers:
@@ -293,7 +309,9 @@ def cost(inputs: dict[str, Any], deploy: dict[str, Any], rate: float,
         compute_s += billed_seconds_per_second(rate * n, seconds, threads) / rate
     timer_dispatches = inv.get("timeout", 0)
     pubsub_messages = 2 * (1 + publishes)  # each publish and each push delivery, 1,000 bytes billed at least
-    event_bytes = events_per_message * (ev.get("mean_bytes", 0) + ASSUMED["log_overhead_bytes"][0])
+    entry_bytes = ev.get("mean_bytes", 0) + ASSUMED["log_overhead_bytes"][0]
+    event_bytes = (events_per_message - routine) * entry_bytes
+    routine_bytes = routine * entry_bytes
     request_bytes = sum(inv.values()) * ASSUMED["request_log_bytes"][0]
     p = PRICES
     items = [
@@ -307,6 +325,8 @@ def cost(inputs: dict[str, Any], deploy: dict[str, Any], rate: float,
          p["tasks_operation"]),
         ("Pub/Sub throughput (publishes and push deliveries)", pubsub_messages * 1000, p["pubsub_byte"]),
         ("Cloud Logging: delivery events into _Default", event_bytes, p["logging_byte"], keep_events),
+        ("Cloud Logging: routine statuses (`sent`, after the ack) into _Default", routine_bytes, p["logging_byte"],
+         keep_events and keep_routine),
         ("Cloud Logging: Cloud Run request logs into _Default", request_bytes, p["logging_byte"], keep_requests),
     ]
     rows = []
@@ -382,6 +402,9 @@ LEVERS: list[tuple[str, str, str, bool]] = [
      "statuses after the ack)", "code: shared/room/flight.py (not done: the late acks feed the analytics)", True),
     ("exclude_delivery_events", "keep the delivery events only in the sink's bucket (not in Logs Explorer)",
      "infra: keep_delivery_events_in_default_bucket = false", True),
+    ("keep_routine_statuses", "keep the routine statuses (`sent`, statuses after the ack) in the _Default log bucket "
+     "too (the default keeps them only in the sink's bucket)", "infra: keep_routine_statuses_in_default_bucket = true",
+     False),
     ("keep_request_logs", "keep Cloud Run's request logs in the _Default log bucket (the default drops them)",
      "infra: keep_request_logs_in_default_bucket = true", False),
     ("fractional_cpu", "0.5 vCPU at one request per instance (Cloud Run allows concurrency only from 1 vCPU)",

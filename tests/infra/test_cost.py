@@ -63,6 +63,7 @@ def test_the_deployment_is_read_from_the_terraform_defaults(deploy):
     assert deploy["min_instances"] == variables["min_instances"]["default"][0]
     assert deploy["webhook_mode"] == variables["webhook_mode"]["default"][0]
     assert deploy["keep_request_logs"] is variables["keep_request_logs_in_default_bucket"]["default"][0]
+    assert deploy["keep_routine_statuses"] is variables["keep_routine_statuses_in_default_bucket"]["default"][0]
 
 
 def test_each_line_is_its_count_times_its_list_price(cost, snapshot, deploy):
@@ -125,6 +126,32 @@ def test_log_switches_price_the_default_bucket_only(cost, snapshot, deploy):
     for name in ("Cloud Logging: delivery events", "Cloud Logging: Cloud Run request logs"):
         assert line(kept, name)[3] > 0 and line(dropped, name)[3] == 0
         assert line(kept, name)[1] == line(dropped, name)[1]  # the volume is still shown
+
+
+def test_routine_statuses_are_priced_out_of_default_as_infra_excludes_them(cost, snapshot, deploy):
+    """The routine status lines (`sent`, after the ack) are measured apart,
+    priced out of _Default by default and in it with the lever, and the
+    _Default exclusion of infra/analytics.tf names exactly the reasons the
+    model counts, on top of the sink's filter (so the sink keeps them)."""
+    inputs = snapshot["modes"]["direct"]
+    routine = inputs["events"]["routine_statuses_per_message"]
+    assert 0.5 < routine <= inputs["events"]["status_ignored_per_message"]  # about one `sent` a message, and more
+    default = cost.cost(inputs, {**deploy, "keep_routine_statuses": False}, 20.0)
+    kept = cost.cost(inputs, {**deploy, "keep_routine_statuses": True}, 20.0)
+    name = "Cloud Logging: routine statuses"
+    assert line(default, name)[3] == 0 and line(kept, name)[3] > 0
+    assert kept["total"] - default["total"] == pytest.approx(line(kept, name)[3])
+    assert line(kept, name)[1] == pytest.approx(routine * line(kept, "Cloud Logging: delivery events")[1]
+                                                / (inputs["events"]["per_message"] - inputs["events"]
+                                                   ["timeout_ignored_per_message"] - routine))
+    with (ROOT / "infra" / "analytics.tf").open() as fh:
+        resources = {name: body for block in hcl2.load(fh)["resource"] for kind, named in block.items()
+                     if kind == "google_logging_project_exclusion" for name, body in named.items()}
+    text = resources["routine_statuses_from_default"]["filter"]
+    text = text[0] if isinstance(text, list) else text
+    assert text.startswith("${local.delivery_events_filter} AND ")
+    assert sorted(re.findall(r'\\?"(\w+)\\?"', text.split("jsonPayload.reason=", 1)[1])) == sorted(
+        cost.ROUTINE_STATUS_REASONS)
 
 
 def test_the_docs_quote_the_model_and_nothing_else(cost, snapshot, deploy):

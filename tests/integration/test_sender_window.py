@@ -12,7 +12,15 @@ import uuid
 from google.cloud import firestore
 
 from shared.opcounts import begin_request
-from shared.sender_window import GUARD_US, LEASE_MAX_US, SENDER_WINDOWS, WINDOW_US, SenderWindow, SlotTaken
+from shared.sender_window import (
+    GUARD_US,
+    LEASE_MAX_US,
+    SENDER_WINDOWS,
+    SLOTS_PER_DOCUMENT,
+    WINDOW_US,
+    SenderWindow,
+    SlotTaken,
+)
 
 T0 = 1_800_000_000_000_000
 
@@ -35,8 +43,9 @@ def test_a_number_lets_at_most_its_rate_through_per_second_and_frees_its_slots(s
 def test_a_slot_frees_for_other_instances_a_second_and_the_guard_after_its_stamp(stack):
     client = firestore.Client(project="baton-local")
     number = f"6{uuid.uuid4().int % 10**12}"
-    assert SenderWindow(client).take(number, 1, T0) is None
-    stamp = client.collection(SENDER_WINDOWS).document(f"{number}-0").get().to_dict()["last_us"]
+    window = SenderWindow(client)
+    assert window.take(number, 1, T0) is None
+    stamp = client.collection(SENDER_WINDOWS).document(window.document_id(number, 0)).get().to_dict()["last_us"]
     # The decision time plus the time the take spent, plus its lease (1 s of rate 1).
     assert T0 + WINDOW_US <= stamp < T0 + 5 * WINDOW_US
     # Until a second and the guard after its stamp, it is busy for another
@@ -103,7 +112,8 @@ def test_a_leased_slot_lets_its_instance_send_again_without_a_firestore_call(sta
 
 def test_a_slot_leased_by_one_instance_is_never_taken_by_another_before_its_lease_and_second_are_over(stack):
     client = firestore.Client(project="baton-local")
-    holder, other = SenderWindow(client, random.Random(1)), SenderWindow(client, random.Random(2))
+    # One slot a document, to look at single slots.
+    holder, other = (SenderWindow(client, random.Random(seed), slots_per_document=1) for seed in (1, 2))
     number = f"2{uuid.uuid4().int % 10**12}"
     span = WINDOW_US + GUARD_US
     assert holder.take(number, 3, T0) is None
@@ -141,9 +151,10 @@ def test_a_crash_holding_leases_wastes_at_most_one_second_of_the_rate(stack):
     now = T0 + rate
     stamps = [s.to_dict()["last_us"] for s in client.collection(SENDER_WINDOWS).stream()
               if s.id.startswith(f"{number}-")]
-    assert len(stamps) == rate
-    # After the crash each slot stays busy until its lease's end plus a second
-    # and guard: past the second and guard its last send (just now) holds
-    # anyway, at most one second of the rate in all.
-    assert max(stamps) > now + WINDOW_US  # leases were granted
-    assert sum(max(0, last - now) for last in stamps) <= rate * (WINDOW_US + 50_000)  # and each take's own ms
+    k = SLOTS_PER_DOCUMENT
+    assert len(stamps) == rate // k
+    # After the crash each slot of a document stays busy until its lease's
+    # end plus a second and guard: past the second and guard its last send
+    # (just now) holds anyway, at most one second of the rate in all.
+    assert max(stamps) > now  # leases were granted
+    assert sum(k * max(0, last - now) for last in stamps) <= rate * (WINDOW_US + 50_000)  # and each take's own ms

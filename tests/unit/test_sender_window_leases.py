@@ -11,7 +11,8 @@ import time
 
 from google.api_core import exceptions as gexc
 
-from shared.sender_window import GUARD_US, WINDOW_US, SenderWindow, SlotTaken
+from shared.opcounts import begin_request
+from shared.sender_window import GUARD_US, SLOTS_PER_DOCUMENT, WINDOW_US, SenderWindow, SlotTaken
 
 T0 = 1_800_000_000_000_000
 
@@ -87,7 +88,7 @@ def test_a_slow_write_delays_the_slots_next_send_by_as_much():
 
 def test_a_leased_slot_is_used_again_from_memory_and_renewed_by_one_write():
     store = SlowStore(write_s=0.0)
-    window = SenderWindow(store, random.Random(2))  # type: ignore[arg-type]
+    window = SenderWindow(store, random.Random(2), slots_per_document=1)  # type: ignore[arg-type]
     assert window.take("1001", 5, T0) is None
     (key, (doc, version)), = store.docs.items()
     assert doc["last_us"] >= T0 + 5 * WINDOW_US - 100_000  # a lease of one second of rate 5, within its cap
@@ -96,3 +97,55 @@ def test_a_leased_slot_is_used_again_from_memory_and_renewed_by_one_write():
     assert store.docs[key][1] == version  # no write while the lease lasts
     assert window.take("1001", 5, doc["last_us"] + step) is None
     assert store.docs[key][1] != version and len(store.docs) == 1  # renewed, no other slot taken
+
+
+def ops(fn):
+    """Run `fn`; its result and the sender window's (reads, writes) it made."""
+    counts = begin_request()
+    result = fn()
+    return result, (counts.window_reads, counts.window_writes)
+
+
+def test_a_document_lets_its_instance_send_through_each_of_its_slots_after_one_write():
+    k = SLOTS_PER_DOCUMENT
+    assert k > 1
+    store = SlowStore(write_s=0.0)
+    window = SenderWindow(store, random.Random(3))  # type: ignore[arg-type]
+    assert ops(lambda: window.take("1001", 75, T0)) == (None, (1, 1))
+    # The document's other k - 1 slots in the same second: from memory.
+    assert [ops(lambda i=i: window.take("1001", 75, T0 + i)) for i in range(1, k)] == [(None, (0, 0))] * (k - 1)
+    # Its slots all used within the second: the next send takes another document.
+    assert ops(lambda: window.take("1001", 75, T0 + k)) == (None, (1, 1))
+    assert len(store.docs) == 2
+
+
+def test_instances_with_documents_of_slots_never_pass_the_rate_in_any_sliding_second():
+    # Rate 6 over documents of k slots (the last one holds fewer), three
+    # instances asking at random times: never more than 6 sends in a second.
+    store = SlowStore(write_s=0.0)
+    rate = 6
+    windows = [SenderWindow(store, random.Random(10 + i)) for i in range(3)]  # type: ignore[arg-type]
+    rng = random.Random(99)
+    asks = sorted((rng.randrange(0, 20 * WINDOW_US), rng.randrange(3)) for _ in range(600))
+    through = [t for t, w in asks if windows[w].take("1001", rate, T0 + t) is None]
+    assert len(through) >= 10 * rate  # the documents' leases do not starve the others
+    for i, t in enumerate(through):
+        assert sum(1 for u in through[i:] if u - t < WINDOW_US) <= rate
+
+
+def test_a_crash_holding_documents_wastes_at_most_one_second_of_the_rate():
+    # One instance takes all it can within a second, then dies: every slot of
+    # each document it holds stays busy until the document's lease end and a
+    # SPAN; past the SPAN that the slot's own last send holds anyway, that is
+    # at most one second of the rate in all.
+    store = SlowStore(write_s=0.0)
+    rate = 20
+    window = SenderWindow(store, random.Random(4))  # type: ignore[arg-type]
+    sends = [T0 + i for i in range(rate) if window.take("1001", rate, T0 + i) is None]
+    assert len(sends) == rate
+    now = T0 + rate
+    k = SLOTS_PER_DOCUMENT
+    leases = {key: doc["last_us"] for key, (doc, _) in store.docs.items()}
+    assert len(leases) == rate // k and max(leases.values()) > now  # leases were granted
+    # Each slot was used once, at most `now`: beyond its own SPAN it wastes its document's lease end - now.
+    assert sum(k * max(0, last - now) for last in leases.values()) <= rate * WINDOW_US

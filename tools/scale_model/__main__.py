@@ -47,6 +47,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--burst-s", type=float, default=60, help="burst length, s")
     parser.add_argument("--background", type=float, default=1_000, help="steady messages/s (all rooms)")
     parser.add_argument("--duration-s", type=float, default=150, help="publishing time, s")
+    parser.add_argument("--room-burst", type=int, default=1, help="messages published to one room back to back")
+    parser.add_argument("--ack-median-ms", type=float, default=400.0, help="the platform's median ack latency, ms")
     parser.add_argument("--index-shards", type=int, default=128, help="INDEX_SHARDS (infra default)")
     parser.add_argument("--tasks-queues", type=int, default=0, help="timer queues; 0: derived as infra/modules/sizing does")
     parser.add_argument("--threads", type=int, default=8, help="requests per function instance (function_threads)")
@@ -65,7 +67,10 @@ def main(argv: list[str] | None = None) -> int:
     # As many numbers at 950 msg/s as the sizing asks for: at most 70% busy at the peak (infra/modules/sizing).
     senders = args.senders or ",".join(f"{1000001 + i}:950" for i in range(math.ceil(peak * 1.05 / (950 * SENDER_LIMIT_SHARE))))
     world = ScaleWorld.build(args.firestore_tf, args.index_shards, queues, sampled_senders(senders, 1 / scale))
-    load = Load(rooms, args.background / scale, args.burst / scale, 30, args.burst_s, args.duration_s)
+    if args.room_burst < 1:
+        parser.error("--room-burst must be at least 1")
+    load = Load(rooms, args.background / scale, args.burst / scale, 30, args.burst_s, args.duration_s,
+                ack_median_ms=args.ack_median_ms, room_burst=args.room_burst)
     traffic = Traffic(world, load)
     started = time.monotonic()
     traffic.plan()

@@ -3,9 +3,8 @@
 `Traffic` publishes messages to rooms (Pub/Sub ordered push: one push per
 ordering key outstanding at a time, the next after the previous is
 answered 2xx; a 5xx push comes back after a backoff), posts WhatsApp status
-webhooks for every send the fake platform took (`sent` after 50 ms,
-`delivered` for `delivered_share` of them after a log-normal latency,
-`read` for half of those 2 s later), and runs each timer task at its due
+webhooks for every send the platform took as bench-core's fake platform
+posts them (`Traffic._plan_statuses`), and runs each timer task at its due
 time. Everything goes through the real service's handlers.
 """
 
@@ -14,17 +13,23 @@ from __future__ import annotations
 import base64
 import heapq
 import json
+import math
 import random
 from collections import defaultdict, deque
 from dataclasses import dataclass
+from typing import Any
 
 from shared.events import utc_iso
 from shared.opcounts import begin_request
 from shared.providers.whatsapp import sign
 from shared.tasks import queue_index, timer_body
+from tools.fake_platform.config import FakeConfig
 from tools.scale_model.world import ScaleWorld
 
 PUSH_LATENCY_US = 20_000  # Pub/Sub push to the function, one way
+# The platform's webhook behaviour: the fake platform's defaults (but for the
+# delivered share and latency, which the `Load` sets).
+PLATFORM = FakeConfig()
 PUSH_RETRY_US = 1_000_000  # Pub/Sub's minimum backoff after a refused push (the subscription's retry policy)
 
 
@@ -34,7 +39,11 @@ class Load:
     `background_per_s` messages/s over `duration_s` s, and a burst of
     `burst_per_s` on top from `burst_start_s` for `burst_s` s (all rates for
     the sample). `delivered_share`: sends the platform reports delivered;
-    `ack_median_ms`: their median latency."""
+    `ack_median_ms`: their median latency. `room_burst`: messages a
+    producer publishes to one room back to back (bench-core publishes in
+    bursts of 3 per room: then a room's later messages are sent on the ack
+    or the timeout of the one before, by the webhook or timeout function,
+    not by enqueue)."""
 
     rooms: int
     background_per_s: float
@@ -44,6 +53,7 @@ class Load:
     duration_s: float
     delivered_share: float = 0.87
     ack_median_ms: float = 400.0
+    room_burst: int = 1
 
 
 class Traffic:
@@ -66,14 +76,16 @@ class Traffic:
         heapq.heappush(self.heap, (at_us, self._n, kind, payload))
 
     def plan(self) -> None:
-        """Every publish of the load, at Poisson times, to uniform rooms."""
+        """Every publish of the load: bursts of `room_burst` messages to
+        uniform rooms, at Poisson times."""
         load, t = self.load, 0.0
         while t < load.duration_s:
             burst = load.burst_start_s <= t < load.burst_start_s + load.burst_s
             rate = load.background_per_s + (load.burst_per_s if burst else 0.0)
-            t += self.rng.expovariate(rate)
+            t += self.rng.expovariate(rate / load.room_burst)
             room = f"room-{self.rng.randrange(load.rooms):06d}"
-            self._at(self.t0 + int(t * 1e6), "publish", room)
+            for _ in range(load.room_burst):
+                self._at(self.t0 + int(t * 1e6), "publish", room)
 
     def run(self) -> None:
         """Process events in time order until none is left."""
@@ -103,7 +115,7 @@ class Traffic:
         message_id = self.backlog[room][0]
         now = self.world.clock.now_us()
         self._invocation("enqueue")
-        reply = self.world.service.handle_push(_push_body(room, message_id, now))
+        reply = self.world.serve("enqueue").handle_push(_push_body(room, message_id, now))
         if reply.status >= 300:
             self._at(now + PUSH_RETRY_US, "push", room)
             return
@@ -116,13 +128,13 @@ class Traffic:
     def _on_status(self, item: tuple[str, str, str]) -> None:
         raw = _status_body([item], self.world.clock.now_us())
         self._invocation("webhook")
-        self.world.service.handle_status_webhook(raw, sign(raw, self.secret))
+        self.world.serve("webhook").handle_status_webhook(raw, sign(raw, self.secret))
 
     def _on_timer(self, task: object) -> None:
         self._invocation("timeout")
         queue = f"queue-{queue_index(task.timer.room_id, self.world.settings.tasks_queue_count)}"  # type: ignore[attr-defined]
         self.world.meter.count("task dispatches per queue", queue, 1, self.world.clock.now_us())
-        self.world.service.handle_timer(json.dumps(timer_body(task.timer)).encode())  # type: ignore[attr-defined]
+        self.world.serve("timeout").handle_timer(json.dumps(timer_body(task.timer)).encode())  # type: ignore[attr-defined]
 
     # -- what a handler left behind: sends to answer, timers to run
 
@@ -130,19 +142,44 @@ class Traffic:
         calls = self.world.platform.calls
         for call in calls[self.sends_seen:]:
             self.sends_seen += 1
-            if call.provider_message_id is None:
-                continue
-            at, item = call.returned_us or self.world.clock.now_us(), (call.delivery_id, call.provider_message_id)
-            self._at(at + 50_000, "status", (*item, "sent"))
-            if self.rng.random() < self.load.delivered_share:
-                delivered = at + int(self.rng.lognormvariate(0, 0.6) * self.load.ack_median_ms * 1000)
-                self._at(delivered, "status", (*item, "delivered"))
-                if self.rng.random() < 0.5:
-                    self._at(delivered + 2_000_000, "status", (*item, "read"))
+            if call.provider_message_id is not None:
+                self._plan_statuses(call)
         timers = self.world.timers
         for task in timers.new:
             self._at(task.due_at_us, "timer", task)
         timers.new.clear()
+
+    def _plan_statuses(self, call: Any) -> None:
+        """The status webhooks of one message the platform took, planned as
+        the fake platform bench-core runs against plans them
+        (tools/fake_platform/whatsapp.py, its `FakeConfig` shares): `sent`
+        5 ms after it took the message, then `failed`, or for `ack_prob` of
+        the rest `delivered` (or `read` alone) after a log-normal latency
+        (median `delivered_median_ms`), `read` after it for `read_prob`,
+        some swapped, some posted twice."""
+        cfg, rng = PLATFORM, self.rng
+        t0 = call.reached_us if call.reached_us is not None else call.started_us
+        item = (call.delivery_id, call.provider_message_id)
+        self._at(t0 + 5_000, "status", (*item, "sent"))
+        latency_us = int(self.load.ack_median_ms * 1000 * math.exp(cfg.ack_sigma * rng.gauss(0, 1)))
+        if rng.random() < cfg.fail_prob:
+            self._at(t0 + latency_us, "status", (*item, "failed"))
+            return
+        if rng.random() >= self.load.delivered_share:
+            return
+        if rng.random() < cfg.read_without_delivered_prob:
+            statuses = [(latency_us, "read")]
+        else:
+            statuses = [(latency_us, "delivered")]
+            if rng.random() < cfg.read_prob:
+                statuses.append((latency_us + int(cfg.read_delay_ms * 1000 * math.exp(0.5 * rng.gauss(0, 1))), "read"))
+        if len(statuses) == 2 and rng.random() < cfg.reorder_prob:
+            (t1, s1), (t2, s2) = statuses
+            statuses = [(t1, s2), (t2, s1)]
+        for delay_us, status in statuses:
+            self._at(t0 + delay_us, "status", (*item, status))
+            if rng.random() < cfg.duplicate_prob:
+                self._at(t0 + delay_us + 50_000, "status", (*item, status))
 
     def _invocation(self, function: str) -> None:
         self.world.meter.count("function invocations", function, 1, self.world.clock.now_us())
@@ -160,6 +197,8 @@ def _push_body(room: str, message_id: str, now_us: int) -> bytes:
 def _status_body(items: list[tuple[str, str, str]], at_us: int) -> bytes:
     """A WhatsApp status webhook body (Cloud API `statuses` of the messages field)."""
     statuses = [{"id": wamid, "status": status, "timestamp": str(at_us // 1_000_000), "recipient_id": "15550001",
-                 "biz_opaque_callback_data": delivery_id} for delivery_id, wamid, status in items]
+                 "biz_opaque_callback_data": delivery_id,
+                 **({"errors": [{"code": 131026, "title": "Message undeliverable"}]} if status == "failed" else {})}
+                for delivery_id, wamid, status in items]
     return json.dumps({"object": "whatsapp_business_account", "entry": [{"id": "1", "changes": [
         {"field": "messages", "value": {"messaging_product": "whatsapp", "statuses": statuses}}]}]}).encode()

@@ -31,6 +31,9 @@ from tests.fakes import FakePlatform, FakeRoomStore, FakeTimers, SimClock
 from tools.scale_model.memfirestore import MemFirestore
 from tools.scale_model.meter import IndexLayout, Meter
 
+# The functions that send (each through its own instance's send window).
+SENDING_FUNCTIONS = ("enqueue", "webhook", "timeout")
+
 
 class MeteredStore(FakeRoomStore):
     """FakeRoomStore that meters each room write: one per document, and one
@@ -115,6 +118,13 @@ class ScaleWorld:
     log: CountingLog
     settings: config.Settings
     service: DeliveryService
+    windows: dict[str, SenderWindow]
+
+    def serve(self, function: str) -> DeliveryService:
+        """The service as `function`'s instance runs it: with that
+        instance's own send window (leases are per process)."""
+        self.service.sender_window = self.windows[function]
+        return self.service
 
     @classmethod
     def build(cls, firestore_tf: Path, index_shards: int, tasks_queue_count: int,
@@ -131,7 +141,12 @@ class ScaleWorld:
         timers = MeteredTimers(clock, meter, tasks_queue_count)
         platform = FakePlatform(clock, settings.send_timeout_ms)
         log = CountingLog(meter, clock)
-        window = SenderWindow(MemFirestore(), random.Random(seed))  # type: ignore[arg-type]
+        # One instance of each sending function, as bench-core's local stack
+        # runs them: each its own process, with its own window (its own leases)
+        # over the one Firestore.
+        db = MemFirestore()
+        windows = {function: SenderWindow(db, random.Random(seed + i))  # type: ignore[arg-type]
+                   for i, function in enumerate(SENDING_FUNCTIONS)}
         service = DeliveryService(settings, policy_from_settings(settings), store, timers,  # type: ignore[arg-type]
-                                  {"whatsapp": platform}, log, sender_window=window)  # type: ignore[arg-type]
-        return cls(clock, meter, store, timers, platform, log, settings, service)
+                                  {"whatsapp": platform}, log)  # type: ignore[arg-type]
+        return cls(clock, meter, store, timers, platform, log, settings, service, windows)
