@@ -21,6 +21,8 @@ OTHER_NAMES = {
     "expire_at", "dead_letters", "rejected_messages", "room_id", "message_id", "deliver_at", "delay_s",
     # prepare_poison's value, Terraform meta-arguments and resource names
     "dead_letter", "depends_on", "for_each", "dead_letter_push", "enqueue_push", "status_push", "tasks_invoke_prepare",
+    # delivery events and their reasons (docs/event-log.md)
+    "status_ignored", "sent_status", "after_acked",
     # Meta: webhook fields, permissions, the Graph edge
     "message_deliveries", "message_reads", "messaging_seen", "subscribed_apps",
     "whatsapp_business_management", "whatsapp_business_messaging",
