@@ -23,7 +23,7 @@ from shared.bootstrap import bootstrap
 from shared.events import reset_request_trace, set_request_trace, trace_fields
 from shared.service import TRANSIENT_ERRORS, DeliveryService, Reply, start_request
 
-# Errors that mean "try again later": answered 503 (shared/service.py).
+# Errors that mean "try again later": answered 503 (shared/service/).
 TRANSIENT = TRANSIENT_ERRORS
 
 

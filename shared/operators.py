@@ -2,7 +2,7 @@
 
 The admin function (shared/admin/) runs these for the `baton` CLI
 (baton_cli/), which is a thin client of that function. Every action is
-a room event of the rulebook (shared/room.py: `Pause`, `Resume`, `Skip`,
+a room event of the rulebook (shared/room/: `Pause`, `Resume`, `Skip`,
 `Redrive`) applied in one transaction like any push or ack, logged as a
 delivery event with the operator's identity (`actor`) and `reason`; repeating
 an action changes nothing and logs `operator_ignored` with why.

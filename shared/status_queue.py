@@ -6,7 +6,7 @@ checked and its statuses are safely in Pub/Sub: one message per room per
 payload, ordering key = room id, on STATUS_TOPIC. The `status` function
 receives them by an ordered push subscription and applies them to the rooms
 with the same rules as the direct path (fencing by incarnation/seq/attempt,
-duplicates, late acks: shared/room.py).
+duplicates, late acks: shared/room/).
 
 The error queue is the topic STATUS_TOPIC-dead-letter, kept by a pull
 subscription and listed and replayed by `baton statuses`. Three ways in:
@@ -31,7 +31,7 @@ Wire format of a status-queue message (data, UTF-8 JSON)::
 messages queued before it was added are read as "not said".)
 
 attributes: `room_id` (the emulator's push envelope has no `orderingKey`,
-../shared/DESIGN.md), `kind` = `room_statuses`. In the error queue, the
+as measured on the Pub/Sub emulator: shared/push.py), `kind` = `room_statuses`. In the error queue, the
 messages baton puts there carry `reason` (and `attempts` when they failed),
 with `kind` = `unroutable` when no room can take them; the ones Pub/Sub
 forwards keep their attributes and gain `CloudPubSubDeadLetterSourceDeliveryCount`
@@ -53,7 +53,8 @@ KIND_UNROUTABLE = "unroutable"
 KIND_RECIPIENT_RECEIPTS = "recipient_receipts"
 # What the publishes of one webhook call may take before it answers 503 and the
 # platform sends the payload again, s (Meta retries a webhook answered with
-# anything but 200 for up to 7 days: ../shared/DESIGN.md, "WhatsApp Cloud API").
+# anything but 200 for up to 7 days:
+# https://developers.facebook.com/docs/whatsapp/cloud-api/guides/set-up-webhooks).
 PUBLISH_TIMEOUT_S = 8.0
 
 
@@ -65,7 +66,7 @@ class StatusPublishFailed(RuntimeError):
 @dataclass(frozen=True)
 class QueuedStatus:
     """One platform status bound for a room. `delivery_id` is baton's
-    (shared/room.py `make_delivery_id`)."""
+    (shared/room/ `make_delivery_id`)."""
 
     delivery_id: str
     status: str
@@ -127,7 +128,7 @@ class RoomStatuses:
 class RecipientReceipts:
     """The receipts of one webhook payload for one recipient (Messenger,
     Instagram), in payload order: `recipient_key` is `{provider}:{recipient}`
-    (shared/room.py `recipient_key`); each receipt is `{"provider",
+    (shared/room/ `recipient_key`); each receipt is `{"provider",
     "recipient", "status", "watermark_us", "mids"}`. Published with ordering
     key `recipient:{recipient_key}` and attribute `kind` =
     `recipient_receipts`; the `status` function finds the rooms."""

@@ -12,7 +12,7 @@ measured in the same run.
    send call of that room (the `sent` events with trigger `ack`); then again
    at a light load (`--light-rate`, 4 msgs/s), where no queue forms in the
    emulator's push loop (about 2 pushes in flight at a time, shared by every
-   subscription: ../shared/DESIGN.md);
+   subscription: docs/architecture.md);
 4. cost: Firestore reads and writes, Cloud Tasks creates, status-queue
    publishes and function invocations per ended message, from the functions'
    invocation records.

@@ -281,7 +281,7 @@ class Stack:
             # emulator's ordered push loop throws a NullPointerException when
             # it dead-letters and the message is lost (measured: Pub/Sub
             # emulator 0.8.20). The `status` function moves a failing message
-            # to the error queue itself (shared/service.py, handle_status_push).
+            # to the error queue itself (shared/service/statuses.py, handle_status_push).
             STATUS_SUBSCRIPTION: {"topic": status_topic, "push_endpoint": self.url("status"),
                                   "max_backoff_s": self.status_max_backoff_s},
             # The error queue: a pull subscription that keeps what it holds

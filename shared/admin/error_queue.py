@@ -14,7 +14,7 @@ the topic STATUS_TOPIC-dead-letter; it keeps messages for 7 days
   = room id), and each recipient's receipts (Messenger, Instagram: ordering
   key `recipient:{provider}:{id}`, as the webhook published them), and then
   acks it in the error queue. A status applied twice
-  changes its room once (shared/room.py de-duplicates and fences statuses),
+  changes its room once (shared/room/ de-duplicates and fences statuses),
   so a replay interrupted between the publish and the ack is safe to repeat.
   Unroutable records are never replayed (there is no room to send them to);
   they stay until their retention ends.

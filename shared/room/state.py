@@ -323,8 +323,8 @@ class Policy:
     - `pacing`: per provider, a token bucket per room: one token every
       `interval_ms`, at most `burst` kept; a send takes one. WhatsApp's pair
       rate limit is about one message every 6 s to one user, with bursts of
-      up to 45 borrowed against later time (error 131056; ../shared/DESIGN.md,
-      "WhatsApp Cloud API").
+      up to 45 borrowed against later time (error 131056:
+      https://developers.facebook.com/docs/whatsapp/cloud-api/support/error-codes).
     - `watermark_margin_ms`: a watermark receipt (Messenger) acks the
       in-flight message only if it is at least this far past the moment its
       send call returned: the platform stamps a message between the call's

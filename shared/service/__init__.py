@@ -1,7 +1,7 @@
 """The request handlers, between the entry points and the room's rules.
 
 Each handler parses its request, runs the room's optimistic transaction
-(shared/store.py calling shared/room.py's `decide`), then, after the commit,
+(shared/store.py calling shared/room's `decide`), then, after the commit,
 logs the events and runs the effects in order: arm the timer first, then send,
 so a send that dies half-way is still covered by a timer. A send's outcome
 (accepted, refused, unknown) goes back into the room as a `SendReturned`
@@ -17,7 +17,7 @@ Failures, and what the room does:
   lets the watchdog find it), and the request answers 503 so its redelivery
   re-arms the timer (`rearm_if_replay`).
 - A crash between any two steps: the committed state stands; its timer, a
-  redelivery or the watchdog wakes the room (shared/room.py, "Wake-ups").
+  redelivery or the watchdog wakes the room (shared/room/, "Wake-ups").
 
 Handlers return a `Reply` (HTTP status, JSON body); the entry points only
 translate it.

@@ -1430,7 +1430,7 @@ def test_found_a_lost_commit_answer_with_another_writer_before_the_reread_loses_
 
 
 @pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "shared/service.py logs a decision's events after its commit: a process that dies between the two loses "
+    "shared/service/ logs a decision's events after its commit: a process that dies between the two loses "
     "them for good (the redelivered push is a duplicate); only events kept with the commit (an outbox) would last"))
 def test_found_a_crash_right_after_a_commit_loses_its_log_lines():
     """Inv. 3 (the log). The process dies right after m1's push committed:

@@ -1,4 +1,4 @@
-"""The service around preparation (shared/service.py): the prepare function's
+"""The service around preparation (shared/service/): the prepare function's
 handler, and a prepare task Cloud Tasks refuses. In-memory fakes
 (tests/fakes.py) for the store, timers and platform; the emulator tests are
 in tests/integration/test_prepare.py."""
