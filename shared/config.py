@@ -39,7 +39,7 @@ ENV_VARS: dict[str, tuple[str, str]] = {
     "MAX_QUEUED_MESSAGES": ("1000", "messages a room may hold before enqueue pushes back (503)"),
     "MAX_ROOM_BYTES": ("900000", "Firestore storage size (bytes) of a room document before enqueue pushes back; limit 1 MiB"),
     "WATCHDOG_GRACE_MS": ("60000", "ms a room's wake-up may be overdue before the watchdog sweep re-drives it"),
-    "SWEEP_BATCH_SIZE": ("500", "overdue rooms one query of the watchdog sweep takes up (oldest first); it queries again until none is left or its budget is spent"),
+    "SWEEP_BATCH_SIZE": ("500", "overdue rooms one query of the watchdog sweep takes up (oldest first); it asks for the next page (after the rooms the last one gave, rescued or not) until none is left or its budget is spent"),
     "SWEEP_CONCURRENCY": ("16", "rooms one watchdog sweep re-drives at a time"),
     "INDEX_SHARDS": ("16", "shards of the rooms' time-valued indexes (wake_at_us, head_since_us, paused_at_us): a room's "
                      "`shard` is a hash of its id modulo this; each shard takes Firestore's 500 writes/s of a "

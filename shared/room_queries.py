@@ -17,7 +17,7 @@ from google.cloud.firestore_v1.base_query import FieldFilter
 
 from shared.opcounts import op_counts
 from shared.room import ROOMS
-from shared.shards import SHARD_FIELD, SHARDED_FIELDS, merge_by_value
+from shared.shards import SHARD_FIELD, SHARDED_FIELDS, ShardCursor, merge_by_value
 
 # Shards one sharded query asks at a time (threads of one call).
 SHARD_QUERY_CONCURRENCY = 16
@@ -35,44 +35,81 @@ class RoomQueries:
 
     # -- the watchdog's query
 
-    def overdue_rooms(self, before_us: int, limit: int) -> list[str]:
+    def overdue_rooms(self, before_us: int, limit: int, cursor: ShardCursor | None = None) -> list[str]:
         """Ids of at most `limit` rooms whose wake-up (`wake_at_us`) is before
         `before_us` (epoch us): the most overdue of each index shard, about
         `limit / INDEX_SHARDS` from each (one range query per shard, `shard ==
         i`, `wake_at_us < before_us`, composite index (shard, wake_at_us) in
         infra/firestore.tf, asked in parallel), merged oldest first. Not the
         `limit` most overdue of all: the sweep rescues what it gets and asks
-        again until none is left, and asking each shard for `limit` rooms
-        would read up to INDEX_SHARDS x `limit` documents per batch after an
-        incident. Rooms with nothing waiting have null there and never match.
-        Costs one read per shard at least (a query that finds nothing is
+        for the next page until none is left, and asking each shard for
+        `limit` rooms would read up to INDEX_SHARDS x `limit` documents per
+        batch after an incident. Rooms with nothing waiting have null there
+        and never match.
+
+        With `cursor`, each shard resumes after the last room it answered
+        through that cursor (shards with nothing left are not asked again),
+        and the cursor moves past the rooms returned: the sweep pages past
+        rooms it could not rescue, which stay overdue and would otherwise
+        come first in every query. Without it, every shard starts at its first
+        row. Returns [] once every shard is done.
+
+        Costs one read per shard asked at least (a query that finds nothing is
         billed one read), and one per room found."""
         per_shard = max(1, -(-limit // self._shards))
-        rows = self._ask_shards("wake_at_us", lambda q: q.where(filter=FieldFilter("wake_at_us", "<", before_us)),
-                                limit, None, per_shard)
-        return [room_id for room_id, _ in rows]
+        shards = [i for i in range(self._shards) if cursor is None or i not in cursor.done]
+        pages = self._shard_pages("wake_at_us", lambda q: q.where(filter=FieldFilter("wake_at_us", "<", before_us)),
+                                  per_shard, cursor.after if cursor is not None else {}, shards)
+        shard_of = {room_id: shard for shard, page in pages.items() for room_id, _ in page}
+        order = merge_by_value([[(doc["wake_at_us"], room_id) for room_id, doc in page] for page in pages.values()],
+                               limit)
+        if cursor is not None:
+            taken: dict[int, int] = {}
+            for value, room_id in order:
+                shard = shard_of[room_id]
+                cursor.after[shard] = (value, room_id)
+                taken[shard] = taken.get(shard, 0) + 1
+            for shard, page in pages.items():
+                # Done: the shard had fewer rows than asked, and all of them were taken.
+                if len(page) < per_shard and taken.get(shard, 0) == len(page):
+                    cursor.done.add(shard)
+        return [room_id for _, room_id in order]
 
-    def _ask_shards(self, name: str, narrow: Callable[[Any], Any], limit: int,
-                    after: tuple[int, str] | None, per_shard: int | None = None) -> list[tuple[str, dict[str, Any]]]:
-        """The first `limit` rooms by (`name`, room id) over every index shard,
-        each shard asked with `narrow` (a range on `name`) for its first
-        `per_shard` (default `limit`: then the answer is exactly what one
-        unsharded index would give), ordered by `name` and document id,
-        resuming after `after` ((value, room id)) if given.
-        Returns [(room_id, document)] in that order."""
+    def _shard_pages(self, name: str, narrow: Callable[[Any], Any], per_shard: int,
+                     after: dict[int, tuple[int, str]], shards: list[int]) -> dict[int, list[tuple[str, dict[str, Any]]]]:
+        """The first `per_shard` rooms by (`name`, room id) of each shard of
+        `shards`, each asked with `narrow` (a range on `name`) in parallel,
+        resuming after `after[shard]` ((value, room id)) where given.
+        Returns {shard: [(room_id, document)]} in that order; counts the reads."""
         col = self._db.collection(ROOMS)
 
         def ask(shard: int) -> list[tuple[str, dict[str, Any]]]:
             query = narrow(col.where(filter=FieldFilter(SHARD_FIELD, "==", shard))).order_by(name).order_by("__name__")
-            if after is not None:
-                query = query.start_after({name: after[0], "__name__": self.room_ref(after[1])})
-            return [(snap.id, snap.to_dict()) for snap in query.limit(per_shard or limit).stream(**self._call)]
+            if shard in after:
+                value, room_id = after[shard]
+                query = query.start_after({name: value, "__name__": self.room_ref(room_id)})
+            return [(snap.id, snap.to_dict()) for snap in query.limit(per_shard).stream(**self._call)]
 
-        with ThreadPoolExecutor(max_workers=min(self._shards, SHARD_QUERY_CONCURRENCY)) as pool:
-            pages = list(pool.map(ask, range(self._shards)))
-        docs = {room_id: doc for page in pages for room_id, doc in page}
-        order = merge_by_value([[(doc[name], room_id) for room_id, doc in page] for page in pages], limit)
-        op_counts().firestore_reads += sum(max(1, len(page)) for page in pages)
+        if not shards:
+            return {}
+        with ThreadPoolExecutor(max_workers=min(len(shards), SHARD_QUERY_CONCURRENCY)) as pool:
+            pages = dict(zip(shards, pool.map(ask, shards), strict=True))
+        op_counts().firestore_reads += sum(max(1, len(page)) for page in pages.values())
+        return pages
+
+    def _ask_shards(self, name: str, narrow: Callable[[Any], Any], limit: int,
+                    after: tuple[int, str] | None) -> list[tuple[str, dict[str, Any]]]:
+        """The first `limit` rooms by (`name`, room id) over every index shard,
+        each shard asked with `narrow` (a range on `name`) for its first
+        `limit` (so the answer is exactly what one unsharded index would
+        give), ordered by `name` and document id, resuming after `after`
+        ((value, room id)) if given.
+        Returns [(room_id, document)] in that order."""
+        shards = list(range(self._shards))
+        pages = self._shard_pages(name, narrow, limit, dict.fromkeys(shards, after) if after is not None else {},
+                                  shards)
+        docs = {room_id: doc for page in pages.values() for room_id, doc in page}
+        order = merge_by_value([[(doc[name], room_id) for room_id, doc in page] for page in pages.values()], limit)
         return [(room_id, docs[room_id]) for _, room_id in order]
 
     def rooms_sending_to(self, recipient_key: str) -> list[str]:

@@ -29,6 +29,7 @@ raise only.
 from __future__ import annotations
 
 import hashlib
+from dataclasses import dataclass, field
 
 # The room document's shard field, and the time-valued fields indexed behind it.
 SHARD_FIELD = "shard"
@@ -54,3 +55,17 @@ def merge_by_value(pages: list[list[tuple[int, str]]], limit: int) -> list[tuple
     single unsharded index would have answered. Ties on the value go by room
     id, like Firestore's own order by document id."""
     return sorted(row for page in pages for row in page)[:limit]
+
+
+@dataclass
+class ShardCursor:
+    """Where one pass of a paged query over the index shards stands: for each
+    shard, the (value, room id) of the last row it answered (the next page
+    starts after it, Firestore's `start_after`), and the shards with nothing
+    left. One cursor per shard, not one for all: a page takes only the first
+    rows of each shard, so a shard's rows can lie before the last row merged
+    from another shard, and one cursor would step over them. A fresh
+    `ShardCursor()` starts every shard at its first row."""
+
+    after: dict[int, tuple[int, str]] = field(default_factory=dict)
+    done: set[int] = field(default_factory=set)

@@ -4,7 +4,8 @@ implementation to check the Spark one against.
 
     python -m tools.duckdb_reference --input EVENTS.jsonl --output rooms.parquet
 
-Same definitions as the Spark transforms (`pipeline.lifecycle`), computed
+Same definitions as the Spark transforms (`pipeline.lifecycle`, the
+`moved` outcome of a placeholder's seq given up included), computed
 another way: each event is given its life by a window over the message's
 events (Spark builds the lives from arrays per message). It reads the
 plain line format only, and skips lines that are not valid events instead of
@@ -62,6 +63,9 @@ def rooms_sql(path: str, source: str = "json") -> str:
     path = path.replace("'", "''")
     terminal = f"event IN ({_q(TERMINAL)})"
     late = "(event = 'status_ignored' AND reason = 'late_ack')"
+    # a placeholder's seq given up, its message gone on under a later seq (the
+    # room logs held messages themselves under seq 0): outcome `moved`
+    moved = "(event = 'sequence_held' AND seq > 0)"
     if source == "json":
         scan = f"""read_json('{path}', format = 'newline_delimited', columns = {{{columns}}},
                  timestampformat = '%Y-%m-%dT%H:%M:%S.%fZ', ignore_errors = true)
@@ -76,7 +80,7 @@ def rooms_sql(path: str, source: str = "json") -> str:
 WITH ev AS (
   SELECT room_id, seq, event, reason, ts, send_to_ack_ms
   FROM {scan} room_id IS NOT NULL AND seq IS NOT NULL
-    AND (event IN ({_q(LIFECYCLE_EVENTS)}) OR {late})
+    AND (event IN ({_q(LIFECYCLE_EVENTS)}) OR {late} OR {moved})
 ),
 first_end AS (
   SELECT room_id, seq, min(ts) FILTER ({terminal}) AS fe FROM ev GROUP BY room_id, seq
@@ -94,14 +98,18 @@ life AS (
          min(ts) FILTER ({sends}) AS start,
          min(ts) FILTER ({terminal}) AS ended,
          arg_min(event, ts) FILTER ({terminal}) AS outcome,
-         count(*) FILTER ({terminal}) AS ends
+         count(*) FILTER ({terminal}) AS ends,
+         count(*) FILTER ({moved}) AS moves
   FROM lived GROUP BY room_id, seq, life
 ),
 last_life AS (
-  SELECT room_id, seq, max(life) AS last, bool_or(ends > 1) AS multi FROM life GROUP BY room_id, seq
+  SELECT room_id, seq, max(life) AS last, bool_or(ends > 1) AS multi, sum(moves) > 0 AS moved
+  FROM life GROUP BY room_id, seq
 ),
+-- the last life's end; with none, `moved` if the seq gave up its place, else `lost`
 fin AS (
-  SELECT l.room_id, l.seq, coalesce(l.outcome, 'lost') AS outcome, l.ended, x.multi
+  SELECT l.room_id, l.seq, coalesce(l.outcome, CASE WHEN x.moved THEN 'moved' END, 'lost') AS outcome,
+         l.ended, x.multi
   FROM life l JOIN last_life x ON l.room_id = x.room_id AND l.seq = x.seq AND l.life = x.last
 ),
 msg AS (
@@ -141,7 +149,8 @@ flight AS (
 ),
 per_room AS (
   SELECT room_id,
-         count(*) AS messages, count(enq) AS enqueued, count(parked) AS entered_parked,
+         -- a moved placeholder's message counts under its later seq
+         count(*) FILTER (outcome <> 'moved') AS messages, count(enq) AS enqueued, count(parked) AS entered_parked,
          count(*) FILTER (outcome = 'acked') AS acked,
          count(*) FILTER (outcome = 'timed_out') AS timed_out,
          count(*) FILTER (outcome = 'failed') AS failed,

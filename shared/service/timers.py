@@ -18,6 +18,7 @@ from shared.room import (
 )
 from shared.service import core
 from shared.service.core import Reply, ServiceCore
+from shared.shards import ShardCursor
 
 
 class TimerHandlers(ServiceCore):
@@ -47,8 +48,13 @@ class TimerHandlers(ServiceCore):
         """The watchdog: re-drive every room whose wake-up is overdue by more
         than WATCHDOG_GRACE_MS, oldest first, SWEEP_CONCURRENCY rooms at a
         time, in batches of SWEEP_BATCH_SIZE, until none is left or
-        SWEEP_BUDGET_S (s) is spent; the rest wait for the next sweep. A room
-        that fails is left for the next sweep; the answer counts them
+        SWEEP_BUDGET_S (s) is spent; the rest wait for the next sweep. Each
+        batch is the next page of the oldest-first query (a cursor per index
+        shard), not its first page again: rooms that fail stay overdue and
+        first in the query, and SWEEP_BATCH_SIZE of them would otherwise fill
+        every batch and hide the rooms behind them. A room that becomes
+        overdue behind a shard's cursor during the sweep waits for the next
+        sweep. A room that fails is left for the next sweep; the answer counts them
         (`overdue`: rooms taken up; `left`: taken up but not reached in the
         budget). Any error of one room (Firestore's, a timer not armed, a
         document `room_from_doc` cannot read) is logged (ERROR, with the room
@@ -56,6 +62,7 @@ class TimerHandlers(ServiceCore):
         started = time.monotonic()
         budget_end = started + self.settings.sweep_budget_s
         seen: set[str] = set()
+        cursor = ShardCursor()  # each query starts after the rooms the last one gave, rescued or not
         counts = {"overdue": 0, "rescued": 0, "failed": 0, "left": 0}
 
         def rescue(room_id: str) -> str:
@@ -76,9 +83,11 @@ class TimerHandlers(ServiceCore):
         try:
             while time.monotonic() < budget_end:
                 before = core.now_us() - self.policy.watchdog_grace_ms * 1000
-                batch = [r for r in self.store.overdue_rooms(before, self.settings.sweep_batch_size) if r not in seen]
-                if not batch:
+                page = self.store.overdue_rooms(before, self.settings.sweep_batch_size, cursor)
+                if not page:
                     break
+                # A room rescued to a wake-up still overdue can come back further on: once a sweep.
+                batch = [r for r in page if r not in seen]
                 seen.update(batch)
                 counts["overdue"] += len(batch)
                 if pool is None:

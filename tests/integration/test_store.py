@@ -10,7 +10,7 @@ from google.cloud import firestore
 
 from shared import docsize
 from shared.room import ROOMS, Enqueue, Policy, Send, SendOutcome, SendReturned, StatusUpdate, decide, room_doc_bytes
-from shared.shards import index_shard
+from shared.shards import ShardCursor, index_shard
 from shared.store import DEAD_LETTERS, REJECTED, RoomStore, begin_request, op_counts
 
 POLICY = Policy(ack_timeout_ms=1500, send_timeout_ms=1000)
@@ -285,3 +285,11 @@ def test_the_watchdog_query_asks_every_index_shard_and_merges_oldest_first(stack
         mine = [r for r in found if docs[r]["shard"] == shard]
         assert mine == ordered[:len(mine)], f"shard {shard}: not its most overdue rooms"
     assert len({docs[r]["shard"] for r in found}) == 8  # no shard waits behind another
+    # Paged with a cursor, none rescued (as when every one fails): every room
+    # once, each page within the limit, then every shard done.
+    cursor, paged = ShardCursor(), []
+    while page := sharded.overdue_rooms(long_ago + 86400 * 10**6, 15, cursor):
+        assert len(page) <= 15
+        paged += page
+    assert len(paged) == len(set(paged)) and sorted(r for r in paged if r in docs) == rooms
+    assert cursor.done == set(range(8))

@@ -56,7 +56,9 @@ class Room:
                                 self.now + 10_000))
 
 
-def test_a_placeholder_that_moved_to_a_later_seq_is_not_lost(spark):
+def moved_placeholder_log() -> list[dict]:
+    """The records of one room (`room-moved`) whose placeholder (seq 3) gave
+    up its place; its message and every other one acked (5 seqs, 4 messages)."""
     room = Room(Policy(max_queued_messages=2, sequence_gap_timeout_ms=1000))
     room.push("m1", 1)  # in flight
     room.push("m2", 2)  # queued
@@ -73,8 +75,12 @@ def test_a_placeholder_that_moved_to_a_later_seq_is_not_lost(spark):
     room.ack_in_flight()
     room.ack_in_flight()
     assert room.state.counts == {"acked": 4} and not room.state.holds_messages
+    return room.records
 
-    messages = tf.message_lifecycle(tf.valid_events(tf.parse_lines(lines_df(spark, [line(r) for r in room.records]))))
+
+def test_a_placeholder_that_moved_to_a_later_seq_is_not_lost(spark):
+    records = moved_placeholder_log()
+    messages = tf.message_lifecycle(tf.valid_events(tf.parse_lines(lines_df(spark, [line(r) for r in records]))))
     by_seq = {r["seq"]: r["outcome"] for r in messages.collect()}
     assert by_seq == {1: "acked", 2: "acked", 3: "moved", 4: "acked", 5: "acked"}
     audit = tf.room_summary(messages).collect()[0].asDict()

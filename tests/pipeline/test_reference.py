@@ -68,3 +68,22 @@ def test_duckdb_keeps_the_audit_rules_on_a_dead_letter_never_sent_then_redriven(
     duck = duckdb.sql(f"SELECT ordering_violations, messages_sent FROM read_parquet('{tmp_path}/duck.parquet')")
     assert duck.fetchall() == [(0, 1)]
     assert set(compare_rooms(str(tmp_path / "rooms"), str(tmp_path / "duck.parquet")).values()) == {0}
+
+
+def test_duckdb_agrees_on_a_placeholder_that_moved_to_a_later_seq(spark, tmp_path):
+    """A placeholder's seq given up, its message acked under a later seq
+    (tests/pipeline/test_moved_placeholder.py): DuckDB counts it neither as a
+    message nor as lost, as Spark does, and the two agree on every column."""
+    import duckdb
+
+    from tests.pipeline.conftest import line
+    from tests.pipeline.test_moved_placeholder import moved_placeholder_log
+
+    path = tmp_path / "events.jsonl"
+    path.write_text("\n".join(line(r) for r in moved_placeholder_log()) + "\n")
+    parsed = tf.parse_lines(read_lines(spark, str(path)))
+    tf.room_summary(tf.message_lifecycle(tf.valid_events(parsed))).write.parquet(str(tmp_path / "rooms"))
+    compute_rooms(str(path), str(tmp_path / "duck.parquet"))
+    duck = duckdb.sql(f"SELECT messages, acked, lost, gaps FROM read_parquet('{tmp_path}/duck.parquet')")
+    assert duck.fetchall() == [(4, 4, 0, 0)]
+    assert set(compare_rooms(str(tmp_path / "rooms"), str(tmp_path / "duck.parquet")).values()) == {0}

@@ -73,3 +73,29 @@ def test_a_receipt_reaches_every_readable_room_of_its_recipient(capsys):
         service._apply_receipt_events([receipt], "webhook")
     assert world.store.load_room("room-b-ok").counts == {"acked": 1}
     assert "room-a-bad" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("concurrency", [1, 4])
+def test_a_full_batch_of_unreadable_rooms_does_not_hide_the_healthy_room_behind_them(capsys, concurrency):
+    """SWEEP_BATCH_SIZE unreadable rooms, the oldest overdue: one sweep pages
+    past them (they fail every sweep and stay first in the oldest-first query)
+    and rescues the healthy room behind them; each unreadable one is tried
+    once and logged."""
+    world = World(Knobs(sweep_batch_size=5))
+    world.settings = dataclasses.replace(world.settings, sweep_concurrency=concurrency)
+    service = build_service(world)
+    with service_time(world):
+        world.timers.lose_next_task()  # only the watchdog can wake the healthy room
+        assert service.handle_push(push_body("room-ok", "m1", "15550001", "hi", "p1", world.clock.now_us())).status \
+            == 200
+        bad = [f"room-bad-{i}" for i in range(world.settings.sweep_batch_size)]
+        for i, room in enumerate(bad):
+            world.store.docs[room] = {**UNREADABLE, "wake_at_us": 1 + i}  # older than the healthy room's wake-up
+        world.clock.advance_ms(world.settings.ack_timeout_ms + world.settings.watchdog_grace_ms + 10_000)
+        reply = service.handle_sweep()
+    assert reply.status == 200, reply.body
+    assert (reply.body["overdue"], reply.body["failed"], reply.body["rescued"]) == (len(bad) + 1, len(bad), 1)
+    assert [e.room_id for e in world.events.events if e.event == "watchdog_rescued"] == ["room-ok"]
+    assert world.store.load_room("room-ok").counts == {"timed_out": 1}  # its lost timeout, done by the watchdog
+    out = capsys.readouterr().out
+    assert all(out.count(f"room {room} left overdue") == 1 for room in bad), out

@@ -32,7 +32,7 @@ from shared.room import (
     room_from_doc,
     room_to_doc,
 )
-from shared.shards import SHARD_FIELD, index_shard
+from shared.shards import SHARD_FIELD, ShardCursor, index_shard
 from shared.store import DEFAULT_INDEX_SHARDS, WRITE_ID, ContentionError
 from shared.tasks import task_id
 
@@ -342,11 +342,25 @@ class FakeRoomStore:
     def keep_rejected(self, key: str, reason: str, record: dict[str, Any]) -> None:
         self.rejected[key] = {**record, "reason": reason}
 
-    def overdue_rooms(self, before_us: int, limit: int) -> list[str]:
-        """Rooms whose `wake_at_us` is before `before_us`, oldest first, at most `limit`."""
+    def overdue_rooms(self, before_us: int, limit: int, cursor: ShardCursor | None = None) -> list[str]:
+        """Rooms whose `wake_at_us` is before `before_us`, oldest first (ties
+        by room id), at most `limit`. One index shard (0): with `cursor`, the
+        answer starts after `cursor.after[0]` (Firestore's `start_after` on
+        (wake_at_us, id)), the cursor moves to its last room, and the shard is
+        done when fewer than `limit` came (then [] without a look)."""
+        if cursor is not None and 0 in cursor.done:
+            return []
         found = sorted((d["wake_at_us"], room_id) for room_id, d in self.docs.items()
                        if d.get("wake_at_us") is not None and d["wake_at_us"] < before_us)
-        return [room_id for _, room_id in found[:limit]]
+        if cursor is not None and 0 in cursor.after:
+            found = [row for row in found if row > cursor.after[0]]
+        page = found[:limit]
+        if cursor is not None:
+            if page:
+                cursor.after[0] = page[-1]
+            if len(page) < limit:
+                cursor.done.add(0)
+        return [room_id for _, room_id in page]
 
     def rooms_sending_to(self, recipient_key: str) -> list[str]:
         """Every room whose `in_flight_to` is `recipient_key`."""
