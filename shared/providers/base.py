@@ -62,6 +62,26 @@ class Media:
     link: str | None = None
 
 
+def media_reference(media: Media | None, data: dict) -> tuple[str, str]:
+    """Which media a send names, in order of precedence: the prepared upload's
+    id (`media.media_id`), the message's link (`media.link`), else the
+    producer's own `data["id"]` or `data["link"]`. Returns ("id", value) or
+    ("link", value); each platform spells the two keys its own way.
+
+    Raises:
+        ValueError: none of the four is there.
+    """
+    if media is not None and media.media_id:
+        return "id", media.media_id
+    if media is not None and media.link:
+        return "link", media.link
+    if data.get("id"):
+        return "id", data["id"]
+    if data.get("link"):
+        return "link", data["link"]
+    raise ValueError("a media message needs a media id or a link")
+
+
 class Sender(Protocol):
     """A platform client: `send` never raises for platform or network errors.
     `media`: send this media with `text` as its caption (None: a text message).

@@ -46,7 +46,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from shared.providers.base import Media, PrepareResult
+from shared.providers.base import Media, PrepareResult, media_reference
 from shared.providers.graph import GraphApiClient
 
 # Graph API error codes of the Send API after which the same message cannot
@@ -77,14 +77,8 @@ def _message(text: str, delivery_id: str | None, media: Media | None, data: dict
     if kind == "text":
         message: dict[str, Any] = {"text": text}
     elif kind in ATTACHMENT_KINDS:
-        if media is not None and media.media_id:
-            ref: dict[str, Any] = {"attachment_id": media.media_id}
-        elif media is not None and media.link:
-            ref = {"url": media.link}
-        elif data.get("id") or data.get("link"):
-            ref = {"attachment_id": data["id"]} if data.get("id") else {"url": data["link"]}
-        else:
-            raise ValueError("an attachment needs a link or an attachment id")
+        how, value = media_reference(media, data)
+        ref: dict[str, Any] = {"attachment_id" if how == "id" else "url": value}
         message = {"attachment": {"type": kind, "payload": ref}}
     else:
         raise ValueError(f"no message type {kind!r} here")

@@ -50,7 +50,7 @@ from typing import Any
 
 import requests
 
-from shared.providers.base import Media, PrepareResult
+from shared.providers.base import Media, PrepareResult, media_reference
 from shared.providers.graph import (
     MAX_ANSWER_BYTES,
     MIN_TRY_S,
@@ -200,14 +200,8 @@ class WhatsAppClient(GraphApiClient):
         if kind == "text":
             body["text"] = {"preview_url": bool(data.get("preview_url", False)), "body": text}
         elif kind in MEDIA_TYPES:
-            if media is not None and media.media_id:
-                obj: dict[str, Any] = {"id": media.media_id}
-            elif media is not None and media.link:
-                obj = {"link": media.link}
-            elif data.get("id") or data.get("link"):
-                obj = {"id": data["id"]} if data.get("id") else {"link": data["link"]}
-            else:
-                raise ValueError("a media message needs a media id or a link")
+            how, value = media_reference(media, data)
+            obj: dict[str, Any] = {how: value}
             if text and kind in CAPTIONED:
                 obj["caption"] = text
             if kind == "document" and data.get("filename"):
