@@ -50,19 +50,37 @@ PROOF_BUSY_US = 250_000
 
 
 def note_sent_proofs(record: SentProofRecord, statuses: list[PlatformStatus], arrived: int,
-                     send_timeout_ms: int) -> None:
+                     send_timeout_ms: int, acks_applied: bool = True) -> None:
     """WHATSAPP_SENT_PROOF=on, first step, no I/O: what a post's statuses
     (`arrived`, epoch us) tell the instance's own `record`
-    (shared/service/sent_proofs.py). A `delivered` or `read` settles its
-    message, a `failed` its attempt;
-    a `sent` of an attempt not known to be settled waits for its check,
-    while posts keep coming (the previous one less than PROOF_BUSY_US
-    before), until SEND_TIMEOUT_MS after its attempt's start (its
-    delivery id): its ack, usually a fraction of a second behind it, can
-    settle it first, and the check still comes before the earliest resend
-    of an unknown outcome (ACK_TIMEOUT_MS after the send returned, always
-    longer: config.load). Otherwise at once: no later post may come to
-    check it in time."""
+    (shared/service/sent_proofs.py).
+
+    `acks_applied` (WEBHOOK_MODE=direct): this request applies the post's
+    statuses to their rooms itself, so a `delivered` or `read` settles its
+    message and a `failed` its attempt, and a `sent` of an attempt not known
+    to be settled waits for its check, while posts keep coming (the previous
+    one less than PROOF_BUSY_US before), until SEND_TIMEOUT_MS after its
+    attempt's start (its delivery id): its ack, usually a fraction of a
+    second behind it, can settle it first, and the check still comes before
+    the earliest resend of an unknown outcome (ACK_TIMEOUT_MS after the send
+    returned, always longer: config.load). Otherwise at once: no later post
+    may come to check it in time.
+
+    Not `acks_applied` (WEBHOOK_MODE=queued): a status here is only
+    published; the `status` function applies it later, after Pub/Sub's
+    delivery and, when a push fails or its instance dies, after the
+    subscription's redelivery, which can be past the room's ack deadline.
+    Until it is applied the room still holds the attempt as SENDING or
+    UNKNOWN and resends it at that deadline unless the `sent` proof is in
+    the room. So no status settles anything here, and every `sent` of an
+    attempt not known to be settled is checked at once: a queued webhook
+    neither applies acks nor sends, so nothing could settle it later, and a
+    proof kept in memory is lost with its instance (`make chaos
+    CHAOS_WEBHOOK_MODE=queued` counts the resends that follow a status of
+    the earlier attempt: docs/benchmarks.md, Chaos). The price is
+    the read of the `sent` status's room per WhatsApp message in queued
+    mode, as before the record existed; the default, direct, keeps the
+    savings."""
     busy = record.last_post_us is not None and 0 <= arrived - record.last_post_us < PROOF_BUSY_US
     record.last_post_us = arrived
     for st in statuses:
@@ -73,11 +91,13 @@ def note_sent_proofs(record: SentProofRecord, statuses: list[PlatformStatus], ar
         if not ROOM_ID.fullmatch(room_id):
             continue
         if st.status in ACK_STATUSES:
-            record.settle_message(room_id, incarnation, seq)
+            if acks_applied:
+                record.settle_message(room_id, incarnation, seq)
         elif st.status == "failed":
-            record.settle((room_id, incarnation, seq, attempt))
+            if acks_applied:
+                record.settle((room_id, incarnation, seq, attempt))
         elif st.status == "sent" and not record.is_settled((room_id, incarnation, seq, attempt)):
-            due = max(arrived, started + send_timeout_ms * 1000) if busy else arrived
+            due = max(arrived, started + send_timeout_ms * 1000) if busy and acks_applied else arrived
             record.wait(PendingProof((room_id, incarnation, seq, attempt),
                                      arrived if st.timestamp_s is None else st.timestamp_s * 1_000_000,
                                      st.provider_message_id, st.phone_number_id, due))
@@ -179,7 +199,7 @@ class WebhookHandlers(ServiceCore):
         if self.settings.sent_proof:
             note_sent_proofs(self.sent_proofs, [st for st in statuses
                                                 if st.phone_number_id is None or st.phone_number_id in ours],
-                             arrived, self.policy.send_timeout_ms)
+                             arrived, self.policy.send_timeout_ms, self.settings.webhook_mode == "direct")
         queued = [QueuedStatus(st.callback_data or "", st.status, "whatsapp", st.provider_message_id, st.error_code,
                                st.error_title, st.phone_number_id) for st in statuses
                   if st.phone_number_id is None or st.phone_number_id in ours]

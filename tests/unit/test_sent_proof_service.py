@@ -21,6 +21,7 @@ from shared.room import Phase, make_delivery_id
 from shared.senders import rendezvous_sender
 from shared.service import DeliveryService
 from shared.service.webhook import SENT_PROOF_CALL_S
+from tests.fakes import FakeStatusQueue
 from tests.unit.test_faults import SECRET, push_body, service_time, timer_body
 from tests.unit.test_sender_service import NUMBERS, three_numbers
 
@@ -138,6 +139,42 @@ def test_while_posts_keep_coming_a_sent_status_waits_and_its_ack_settles_it_with
     assert post(world, other, statuses()) == 200
     assert reads == [] and other.sent_proofs.pending() == 0
     assert world.store.load_room("room-p").counts == {"acked": 1}
+
+
+def queued_instance(service: DeliveryService) -> DeliveryService:
+    """A webhook instance of the same deployment in WEBHOOK_MODE=queued: it
+    publishes the statuses to a status queue no `status` function reads yet
+    (an ack queued, not applied), and has just had a post (its `sent`
+    proofs wait)."""
+    settings = dataclasses.replace(service.settings, webhook_mode="queued")
+    queue = FakeStatusQueue()
+    other = DeliveryService(settings, service.policy, service.store, service.timers,  # type: ignore[arg-type]
+                            service.senders, service.events, status_queue=lambda: queue)
+    other.published = queue.published  # type: ignore[attr-defined]
+    return other
+
+
+@pytest.mark.parametrize("ack", ["delivered", "read", "failed"])
+def test_in_queued_mode_a_status_only_queued_does_not_settle_the_sent_proof_of_its_attempt(ack):
+    # The `delivered` is published, not applied: until the `status` function
+    # applies it (seconds later, or much later if its push is redelivered),
+    # the room still holds the attempt as UNKNOWN and would resend it at its
+    # ack deadline. The `sent` proof must still reach the room before that.
+    world, service, delivery_id = unknown_room("on")
+    number = rendezvous_sender("room-p", NUMBERS)
+    webhook = queued_instance(service)
+    assert post(world, webhook, statuses()) == 200  # busy: the next `sent` waits
+    assert post(world, webhook, statuses((delivery_id, "sent", number))) == 200
+    assert post(world, webhook, statuses((delivery_id, ack, number))) == 200
+    assert [[s.status for s in b.statuses] for b in webhook.published] == [[ack]]  # queued only
+    flight = world.store.load_room("room-p").in_flight
+    assert flight.message.seq == 1 and world.store.load_room("room-p").counts == {}  # not applied
+    world.clock.advance_to_us(flight.started_at_us + world.policy.send_timeout_ms * 1000)
+    assert world.clock.now_us() < flight.deadline_us  # before the resend
+    assert post(world, webhook, statuses()) == 200
+    # Proven in the room before its deadline: held as sent, not resent.
+    assert world.store.load_room("room-p").in_flight.platform_ts_us is not None
+    assert webhook.sent_proofs.pending() == 0
 
 
 def test_a_waiting_sent_status_still_unsettled_is_proven_by_the_first_post_after_its_due_time(monkeypatch):
