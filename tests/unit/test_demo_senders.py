@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from shared.room import make_delivery_id
 from shared.senders import rendezvous_sender
-from tools.demo_senders import judge_senders
+from tools.demo_senders import judge_overshoot, judge_senders
 
 NUMBERS = ("1001", "1002")
 
@@ -31,3 +31,26 @@ def test_a_room_sent_from_two_numbers_is_caught():
     other = next(n for n in NUMBERS if n != rendezvous_sender(room, NUMBERS))
     verdict = judge_senders([rec(room, 1, 1.0), rec(room, 2, 2.0, sender=other)], NUMBERS)
     assert verdict.rooms_on_several_numbers == [room] and verdict.rooms_off_their_hash == [room]
+
+
+def sent(room: str, seq: int, at: float, event: str = "sent", **fields) -> dict:
+    from datetime import UTC, datetime
+
+    return {"event": event, "room_id": room, "provider": "whatsapp", "ts": datetime.fromtimestamp(at, UTC).isoformat(),
+            "delivery_id": make_delivery_id(room, 1, seq, 1, 1_700_000_000_000_000), **fields}
+
+
+def test_baton_s_own_call_starts_tell_a_real_overshoot_from_a_late_arrival():
+    room = "room-a"
+    number = rendezvous_sender(room, NUMBERS)
+    # Baton started calls 1.05 s apart; the first reached the platform 0.2 s late.
+    events = [sent(room, 1, 10.0), sent(room, 2, 11.05, "send_failed", error_title="(#130429) Rate limit hit")]
+    sends = [rec(room, 1, 10.2), rec(room, 2, 11.1)]
+    o = judge_overshoot(sends, events, NUMBERS)
+    assert judge_senders(sends, NUMBERS).over_rate({number: 1}) == {number: 2}  # the platform counts 2 in 1 s
+    assert o.starts_in_any_second == {number: 1}  # baton's clock: within the rate
+    assert round(o.delay_max_ms) == 200 and o.delay_p50_ms < o.delay_max_ms
+    # A refusal without a call is no start; two starts in 1 s are baton's overshoot.
+    events += [sent(room, 3, 11.5, "send_failed", error_title="send not started within SEND_START_DEADLINE_MS"),
+               sent(room, 4, 11.9, "send_unknown")]
+    assert judge_overshoot(sends, events, NUMBERS).starts_in_any_second == {number: 2}
