@@ -8,9 +8,9 @@ learns that an attempt is past needing it, with no read, from its own
 record: the attempts this instance sent and saw accepted (in direct mode the
 webhook sends a room's next message after its ack), and those whose
 `delivered`, `read` or `failed` status it has seen (the ack ends the
-message; the room's own rules take it from there) when the webhook
-applies them itself (WEBHOOK_MODE=direct; a queued status settles nothing:
-`note_sent_proofs`). A `sent` that arrives
+message; the room's own rules take it from there), once the webhook has
+applied them itself (WEBHOOK_MODE=direct, `settle_applied`; a queued status
+settles nothing: `note_sent_proofs`). A `sent` that arrives
 while more posts keep coming waits here until SEND_TIMEOUT_MS after its
 attempt's start (`due_us`), so that its message's ack, usually a fraction
 of a second behind it, can settle it first; only what is still unsettled

@@ -51,56 +51,68 @@ PROOF_BUSY_US = 250_000
 
 def note_sent_proofs(record: SentProofRecord, statuses: list[PlatformStatus], arrived: int,
                      send_timeout_ms: int, acks_applied: bool = True) -> None:
-    """WHATSAPP_SENT_PROOF=on, first step, no I/O: what a post's statuses
-    (`arrived`, epoch us) tell the instance's own `record`
-    (shared/service/sent_proofs.py).
+    """WHATSAPP_SENT_PROOF=on, first step, no I/O: the `sent` statuses of a
+    post (`arrived`, epoch us) whose attempt the instance's own `record`
+    (shared/service/sent_proofs.py) does not know to be settled wait there
+    for their check.
 
-    `acks_applied` (WEBHOOK_MODE=direct): this request applies the post's
-    statuses to their rooms itself, so a `delivered` or `read` settles its
-    message and a `failed` its attempt, and a `sent` of an attempt not known
-    to be settled waits for its check, while posts keep coming (the previous
-    one less than PROOF_BUSY_US before), until SEND_TIMEOUT_MS after its
-    attempt's start (its delivery id): its ack, usually a fraction of a
-    second behind it, can settle it first, and the check still comes before
-    the earliest resend of an unknown outcome (ACK_TIMEOUT_MS after the send
-    returned, always longer: config.load). Otherwise at once: no later post
-    may come to check it in time.
+    `acks_applied` (WEBHOOK_MODE=direct): this instance applies its posts'
+    statuses to their rooms itself, and `settle_applied` records what they
+    settle once they are applied. So a `sent`, while posts keep coming (the
+    previous one less than PROOF_BUSY_US before), waits until
+    SEND_TIMEOUT_MS after its attempt's start (its delivery id): its ack,
+    usually a fraction of a second behind it, can settle it first, and the
+    check still comes before the earliest resend of an unknown outcome
+    (ACK_TIMEOUT_MS after the send returned, always longer: config.load).
+    Otherwise at once: no later post may come to check it in time.
 
     Not `acks_applied` (WEBHOOK_MODE=queued): a status here is only
     published; the `status` function applies it later, after Pub/Sub's
     delivery and, when a push fails or its instance dies, after the
     subscription's redelivery, which can be past the room's ack deadline.
-    Until it is applied the room still holds the attempt as SENDING or
-    UNKNOWN and resends it at that deadline unless the `sent` proof is in
-    the room. So no status settles anything here, and every `sent` of an
-    attempt not known to be settled is checked at once: a queued webhook
-    neither applies acks nor sends, so nothing could settle it later, and a
-    proof kept in memory is lost with its instance (`make chaos
-    CHAOS_WEBHOOK_MODE=queued` counts the resends that follow a status of
-    the earlier attempt: docs/benchmarks.md, Chaos). The price is
-    the read of the `sent` status's room per WhatsApp message in queued
-    mode, as before the record existed; the default, direct, keeps the
-    savings."""
+    Until then the room holds the attempt as SENDING or UNKNOWN and resends
+    it at that deadline unless the `sent` proof is in the room. So every
+    `sent` of an attempt not known to be settled is checked at once: a
+    queued webhook neither applies acks nor sends, so nothing could settle
+    it later, and a proof kept in memory is lost with its instance (`make
+    chaos CHAOS_WEBHOOK_MODE=queued` counts the resends that follow a status
+    of the earlier attempt: docs/benchmarks.md, Chaos). The price is the
+    read of the `sent` status's room per WhatsApp message in queued mode, as
+    before the record existed; the default, direct, keeps the savings."""
     busy = record.last_post_us is not None and 0 <= arrived - record.last_post_us < PROOF_BUSY_US
     record.last_post_us = arrived
     for st in statuses:
-        try:
-            room_id, incarnation, seq, attempt, started = parse_delivery_id(st.callback_data or "")
-        except ValueError:
-            continue  # not ours: logged as `status_unknown` where it is routed
-        if not ROOM_ID.fullmatch(room_id):
+        if st.status != "sent" or (attempt := _attempt_of(st)) is None or record.is_settled(attempt):
             continue
-        if st.status in ACK_STATUSES:
-            if acks_applied:
-                record.settle_message(room_id, incarnation, seq)
-        elif st.status == "failed":
-            if acks_applied:
-                record.settle((room_id, incarnation, seq, attempt))
-        elif st.status == "sent" and not record.is_settled((room_id, incarnation, seq, attempt)):
-            due = max(arrived, started + send_timeout_ms * 1000) if busy and acks_applied else arrived
-            record.wait(PendingProof((room_id, incarnation, seq, attempt),
-                                     arrived if st.timestamp_s is None else st.timestamp_s * 1_000_000,
-                                     st.provider_message_id, st.phone_number_id, due))
+        started = parse_delivery_id(st.callback_data)[4]
+        due = max(arrived, started + send_timeout_ms * 1000) if busy and acks_applied else arrived
+        record.wait(PendingProof(attempt, arrived if st.timestamp_s is None else st.timestamp_s * 1_000_000,
+                                 st.provider_message_id, st.phone_number_id, due))
+
+
+def settle_applied(record: SentProofRecord, statuses: list[PlatformStatus]) -> None:
+    """WHATSAPP_SENT_PROOF=on, WEBHOOK_MODE=direct, once this request has
+    applied `statuses` to their rooms (not before: a post that fails is sent
+    again by the platform, maybe after the room's ack deadline, and its
+    waiting `sent` proof must still come): a `delivered` or `read` settles
+    every attempt of its message, a `failed` its attempt."""
+    for st in statuses:
+        if st.status in ACK_STATUSES or st.status == "failed":
+            attempt = _attempt_of(st)
+            if attempt is not None and st.status == "failed":
+                record.settle(attempt)
+            elif attempt is not None:
+                record.settle_message(*attempt[:3])
+
+
+def _attempt_of(st: PlatformStatus) -> tuple[str, int, int, int] | None:
+    """The (room, incarnation, seq, attempt) a status's delivery id names, or
+    None when it is not baton's (logged as `status_unknown` where it is routed)."""
+    try:
+        room_id, incarnation, seq, attempt, _ = parse_delivery_id(st.callback_data or "")
+    except ValueError:
+        return None
+    return (room_id, incarnation, seq, attempt) if ROOM_ID.fullmatch(room_id) else None
 
 
 def check_due_proofs(record: SentProofRecord, store: RoomStore, now: int) -> None:
@@ -196,10 +208,10 @@ class WebhookHandlers(ServiceCore):
                                                provider="whatsapp", status=st.status,
                                                provider_message_id=st.provider_message_id,
                                                reason=f"{IgnoreReason.OTHER_SENDER}: {st.phone_number_id[:20]}"))
+        mine = [st for st in statuses if st.phone_number_id is None or st.phone_number_id in ours]
         if self.settings.sent_proof:
-            note_sent_proofs(self.sent_proofs, [st for st in statuses
-                                                if st.phone_number_id is None or st.phone_number_id in ours],
-                             arrived, self.policy.send_timeout_ms, self.settings.webhook_mode == "direct")
+            note_sent_proofs(self.sent_proofs, mine, arrived, self.policy.send_timeout_ms,
+                             self.settings.webhook_mode == "direct")
         queued = [QueuedStatus(st.callback_data or "", st.status, "whatsapp", st.provider_message_id, st.error_code,
                                st.error_title, st.phone_number_id) for st in statuses
                   if st.phone_number_id is None or st.phone_number_id in ours]
@@ -208,6 +220,8 @@ class WebhookHandlers(ServiceCore):
         else:
             reply = Reply(200, {"statuses": len(statuses), "applied": self._apply_statuses(queued, None, arrived,
                                                                                            "webhook")})
+            if self.settings.sent_proof:
+                settle_applied(self.sent_proofs, mine)
         if self.settings.sent_proof:
             self._record_sent_proofs(core.now_us())
         return reply

@@ -177,6 +177,30 @@ def test_in_queued_mode_a_status_only_queued_does_not_settle_the_sent_proof_of_i
     assert webhook.sent_proofs.pending() == 0
 
 
+def test_in_direct_mode_an_ack_whose_post_failed_does_not_settle_the_sent_proof_of_its_attempt(monkeypatch):
+    # The `delivered` post answers 503 (its room's transaction failed): the
+    # platform sends it again later, maybe past the room's ack deadline. The
+    # waiting `sent` proof must still reach the room before that deadline.
+    world, service, delivery_id = unknown_room("on")
+    number = rendezvous_sender("room-p", NUMBERS)
+    other = busy_instance(world, service)
+    assert post(world, other, statuses((delivery_id, "sent", number))) == 200
+    assert other.sent_proofs.pending() == 1  # waits for its ack
+
+    def unavailable(*args, **kwargs):
+        raise gexc.ServiceUnavailable("Firestore is away")
+    with monkeypatch.context() as m:
+        m.setattr(world.store, "apply", unavailable)
+        with pytest.raises(gexc.ServiceUnavailable):
+            post(world, other, statuses((delivery_id, "delivered", number)))
+    flight = world.store.load_room("room-p").in_flight
+    assert flight.phase is Phase.UNKNOWN  # the ack was not applied
+    world.clock.advance_to_us(flight.started_at_us + world.policy.send_timeout_ms * 1000)
+    assert world.clock.now_us() < flight.deadline_us
+    assert post(world, other, statuses()) == 200
+    assert world.store.load_room("room-p").in_flight.platform_ts_us is not None  # proven before the resend
+
+
 def test_a_waiting_sent_status_still_unsettled_is_proven_by_the_first_post_after_its_due_time(monkeypatch):
     world, service, delivery_id = unknown_room("on")
     number = rendezvous_sender("room-p", NUMBERS)
