@@ -78,7 +78,19 @@ emulator ran at a third of its speed): 2 x 130429 in 2,000 sends with
 leases, 5 with the slots of f16701a in the same conditions: on a machine
 this loaded, sends arrive more than GUARD_US apart from when they left.
 A slot's next send through its holder is timed from when the write that
-took it returned, since its send leaves only then.
+took it returned, since its send leaves only then. Other instances judge a
+document by the `last_us` written, so the write's own send must not leave
+after it: the write sets `last_us` to its stamp plus the lease, or plus
+WRITE_GRACE_US when the lease is shorter, and when the write returns later
+than that (Firestore slow) its send does not go (`SlotTaken`: the room
+waits and asks again). The leases' share of a crash's cost leaves R x
+WRITE_GRACE_US of the second for these graces (`_lease_us`). Without
+it, a document taken with no lease (a busy number) by a write that took
+longer than GUARD_US let its send leave after `last_us`, and another
+instance's sends through the same document a SPAN after `last_us` reached
+the platform less than a second after it (`make demo-senders` on a loaded
+machine, 2026-11-27: 130429s). Until `last_us` the holder may also send
+through the document's other slots from memory.
 
 Whatever takes a slot comes before the send's last deadline check, with no
 I/O between that check and the platform call (shared/service/core.py).
@@ -102,6 +114,10 @@ WINDOW_US = 1_000_000  # one slot lets one send through per this many us (1 s)
 GUARD_US = 50_000  # and frees this much later (50 ms): see the module docstring
 SPAN_US = WINDOW_US + GUARD_US
 LEASE_MAX_US = 10_000_000  # the longest lease (10 s): how long an unused slot can stay held
+# A write that takes a document holds it at least this long (us) past its
+# stamp, and its send goes only if the write returned by its `last_us`
+# (100 ms): see the module docstring.
+WRITE_GRACE_US = 100_000
 CHOICES = 6  # documents read, one after another, to find a free one
 SLOTS_PER_DOCUMENT = 4  # slots k of a number's window one document holds (see the module docstring)
 
@@ -216,8 +232,11 @@ class SenderWindow:
                     number.taking.update(picked)
             if renew is not None:
                 renewals_tried.add(renew)
-                if self._renew(phone_number_id, number, renew, slot, held, lease, clock):
+                renewed = self._renew(phone_number_id, number, renew, slot, held, lease, clock)
+                if renewed:
                     return None
+                if renewed is None:
+                    return SlotTaken(clock())  # Firestore is slow: ask again, not another write now
                 continue  # taken by another instance meanwhile: look further
             try:
                 return self._take_free(phone_number_id, number, picked, rate_per_s, clock, ready)
@@ -226,14 +245,17 @@ class SenderWindow:
                     number.taking.difference_update(picked)
 
     def _renew(self, phone_number_id: str, number: _Number, d: int, slot: int, held: _Held, lease_us: int,
-               clock) -> bool:
+               clock) -> bool | None:
         """Renew our lapsed document `d` by a conditional write on our own
-        last update time (no read), for a send through its `slot`. False,
-        the document dropped, if another instance wrote it since."""
+        last update time (no read), for a send through its `slot`: True.
+        False, the document dropped, if another instance wrote it since;
+        None, kept but not sent through, if the write returned after the
+        `last_us` it wrote."""
         ref = self._client.collection(SENDER_WINDOWS).document(self.document_id(phone_number_id, d))
         stamp = clock()
+        until = stamp + max(lease_us, WRITE_GRACE_US)
         try:
-            result = ref.update({"last_us": stamp + lease_us},
+            result = ref.update({"last_us": until},
                                 option=self._client.write_option(last_update_time=held.update_time))
         except (gexc.FailedPrecondition, gexc.Conflict, gexc.NotFound):
             with self._lock:
@@ -247,10 +269,13 @@ class SenderWindow:
             op_counts().firestore_writes += 1
             op_counts().window_writes += 1
         with self._lock:
+            held.until_us, held.update_time, held.writing = until, result.update_time, False
             # Its send leaves after this write: its next one through this
             # slot a SPAN after now, not after the stamp (the write may be slow).
-            held.until_us, held.update_time, held.writing = stamp + lease_us, result.update_time, False
-            held.last_use_us[slot] = clock()
+            t = clock()
+            if t > until:
+                return None  # the write came back too late to send by `last_us`
+            held.last_use_us[slot] = t
         return True
 
     def _take_free(self, phone_number_id: str, number: _Number, picked: list[int], rate_per_s: int, clock,
@@ -274,12 +299,13 @@ class SenderWindow:
                 # A document found busy first: the number is busy, no lease.
                 lease = 0 if i > 0 else self._lease_us(number, d, 0, rate_per_s, t, fresh)
             stamp = clock()  # the reads came first
+            until = stamp + max(lease, WRITE_GRACE_US)
             try:
                 if snap.exists:
-                    result = ref.update({"last_us": stamp + lease},
+                    result = ref.update({"last_us": until},
                                         option=self._client.write_option(last_update_time=snap.update_time))
                 else:
-                    result = ref.create({"last_us": stamp + lease})
+                    result = ref.create({"last_us": until})
             except (gexc.FailedPrecondition, gexc.Conflict, gexc.AlreadyExists):
                 ready.append(stamp + SPAN_US)  # another send took it just now
                 continue
@@ -287,9 +313,12 @@ class SenderWindow:
                 op_counts().firestore_writes += 1
                 op_counts().window_writes += 1
             with self._lock:
-                fresh.until_us, fresh.update_time = stamp + lease, result.update_time
-                fresh.last_use_us[0] = clock()  # as in `_renew`
+                fresh.until_us, fresh.update_time = until, result.update_time
                 number.held[d] = fresh
+                t = clock()
+                if t > until:
+                    return SlotTaken(t)  # as in `_renew`: held, not sent through
+                fresh.last_use_us[0] = t  # as in `_renew`
             return None
         return SlotTaken(min(ready)) if ready else SlotTaken(clock() + SPAN_US)
 
@@ -314,4 +343,7 @@ class SenderWindow:
         # Its cost at a lease of 0, the used slot's last send taken as now.
         fixed = sum(min(SPAN_US, max(0, now_us - last)) for i, last in enumerate(mine.last_use_us[:slots])
                     if i != slot)
-        return max(0, min(LEASE_MAX_US, (rate_per_s * WINDOW_US - others - fixed) // slots))
+        # R x WRITE_GRACE_US of the second is kept for the documents that
+        # get less lease than that grace (their `last_us` is the grace's).
+        budget = rate_per_s * (WINDOW_US - WRITE_GRACE_US)
+        return max(0, min(LEASE_MAX_US, (budget - others - fixed) // slots))

@@ -12,7 +12,7 @@ import time
 from google.api_core import exceptions as gexc
 
 from shared.opcounts import begin_request
-from shared.sender_window import GUARD_US, SLOTS_PER_DOCUMENT, WINDOW_US, SenderWindow, SlotTaken
+from shared.sender_window import GUARD_US, SLOTS_PER_DOCUMENT, WINDOW_US, WRITE_GRACE_US, SenderWindow, SlotTaken
 
 T0 = 1_800_000_000_000_000
 
@@ -91,7 +91,8 @@ def test_a_leased_slot_is_used_again_from_memory_and_renewed_by_one_write():
     window = SenderWindow(store, random.Random(2), slots_per_document=1)  # type: ignore[arg-type]
     assert window.take("1001", 5, T0) is None
     (key, (doc, version)), = store.docs.items()
-    assert doc["last_us"] >= T0 + 5 * WINDOW_US - 100_000  # a lease of one second of rate 5, within its cap
+    # A lease of one second of rate 5, less the graces' share (WRITE_GRACE_US a slot), within its cap.
+    assert doc["last_us"] >= T0 + 5 * (WINDOW_US - WRITE_GRACE_US) - 100_000
     step = WINDOW_US + GUARD_US + 50_000
     assert [window.take("1001", 5, T0 + i * step) for i in range(1, 4)] == [None] * 3
     assert store.docs[key][1] == version  # no write while the lease lasts
@@ -149,3 +150,38 @@ def test_a_crash_holding_documents_wastes_at_most_one_second_of_the_rate():
     assert len(leases) == rate // k and max(leases.values()) > now  # leases were granted
     # Each slot was used once, at most `now`: beyond its own SPAN it wastes its document's lease end - now.
     assert sum(k * max(0, last - now) for last in leases.values()) <= rate * WINDOW_US
+
+
+class InOrder:
+    """A document chooser that reads the documents in id order."""
+
+    def sample(self, population, k):
+        return sorted(population)[:k]
+
+
+def busy_first_document(write_s: float) -> tuple[SlowStore, SenderWindow]:
+    """A number of rate 2k whose first document another instance has just
+    taken: a take reads it busy, then takes the second with no lease by a
+    write of `write_s` s."""
+    store = SlowStore(write_s)
+    window = SenderWindow(store, InOrder())  # type: ignore[arg-type]
+    store.docs[window.document_id("1001", 0)] = ({"last_us": T0}, 0)
+    return store, window
+
+
+def test_a_take_never_sends_after_the_last_us_it_wrote_however_slow_its_write():
+    # Other instances count a document busy until `last_us` + SPAN: a send
+    # leaving after `last_us` could reach the platform within a second of
+    # theirs. With no lease, `last_us` was the stamp before the write, and a
+    # write slower than the guard let the send leave after it.
+    k = SLOTS_PER_DOCUMENT
+    store, window = busy_first_document(write_s=WRITE_GRACE_US / 2e6)
+    entered = time.monotonic_ns()
+    assert window.take("1001", 2 * k, T0 + 10) is None
+    left = T0 + 10 + (time.monotonic_ns() - entered) // 1000  # the send leaves now, by the window's clock
+    assert store.docs[window.document_id("1001", 1)][0]["last_us"] >= left
+    # A write slower than the grace: held, but its send does not go.
+    store, window = busy_first_document(write_s=2 * WRITE_GRACE_US / 1e6)
+    taken = window.take("1001", 2 * k, T0 + 10)
+    assert isinstance(taken, SlotTaken)
+    assert store.docs[window.document_id("1001", 1)][0]["last_us"] < T0 + 10 + 2 * WRITE_GRACE_US
