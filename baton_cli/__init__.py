@@ -10,9 +10,10 @@ def GROUPS() -> list[click.Command]:  # noqa: N802 - a registry, read like a con
     is a module of this package with a `click.Group`, and one line here."""
     from baton_cli.dead_letters import dead_letters
     from baton_cli.deployment import pause_all, resume_all, status
+    from baton_cli.outcomes import outcomes
     from baton_cli.rejects import rejects
     from baton_cli.rooms import rooms
     from baton_cli.scheduled import scheduled
     from baton_cli.statuses import statuses
 
-    return [status, pause_all, resume_all, rooms, dead_letters, rejects, statuses, scheduled]
+    return [status, pause_all, resume_all, rooms, dead_letters, rejects, statuses, scheduled, outcomes]

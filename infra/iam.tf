@@ -447,6 +447,8 @@ resource "time_sleep" "grants_propagate" {
     google_service_account_iam_member.function_acts_as_tasks_invoker,
     google_secret_manager_secret_iam_member.function_reads,
     google_pubsub_topic_iam_member.webhook_publishes_statuses,
+    google_pubsub_topic_iam_member.webhook_publishes_inbound,
+    google_pubsub_topic_iam_member.functions_publish_outcomes,
     google_service_account_iam_member.tasks_agent_mints_timer_tokens,
     google_service_account_iam_member.pubsub_agent_mints_push_tokens,
     google_service_account_iam_member.scheduler_agent_mints_sweep_tokens,

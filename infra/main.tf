@@ -125,6 +125,9 @@ locals {
     WEBHOOK_MODE               = var.webhook_mode
     STATUS_TOPIC               = google_pubsub_topic.statuses.name
     STATUS_MAX_ATTEMPTS        = tostring(var.status_max_attempts)
+    INBOUND_TOPIC              = google_pubsub_topic.inbound.name
+    OUTCOMES                   = var.publish_outcomes ? "on" : "off"
+    OUTCOMES_TOPIC             = google_pubsub_topic.outcomes.name
     PREPARE_AHEAD              = tostring(var.prepare_ahead)
     PREPARE_TIMEOUT_MS         = tostring(var.prepare_timeout_ms)
     MAX_PREPARE_ATTEMPTS       = tostring(var.max_prepare_attempts)

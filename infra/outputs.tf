@@ -87,3 +87,13 @@ output "prepare_queues" {
   description = "Cloud Tasks queues of the prepare tasks: the active ones (PREPARE_QUEUE_COUNT) first, then the retired ones still draining."
   value       = { active = [for q in slice(google_cloud_tasks_queue.prepare, 0, local.prepare_queue_count) : q.name], retired = [for q in slice(google_cloud_tasks_queue.prepare, local.prepare_queue_count, length(google_cloud_tasks_queue.prepare)) : q.name] }
 }
+
+output "inbound_topic" {
+  description = "Topic the webhook forwards the posts baton does not consume to (INBOUND_TOPIC): subscribe the company's webhook consumer here."
+  value       = google_pubsub_topic.inbound.name
+}
+
+output "outcomes_topic" {
+  description = "Topic of the delivery outcomes (OUTCOMES_TOPIC), ordering key = room id; published when publish_outcomes is true."
+  value       = google_pubsub_topic.outcomes.name
+}

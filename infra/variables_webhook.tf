@@ -44,3 +44,10 @@ variable "status_dead_letter_max_attempts" {
     error_message = "status_dead_letter_max_attempts must be 5..100 (Pub/Sub's limits)."
   }
 }
+
+# What baton tells the company's other services (topics_out.tf).
+variable "publish_outcomes" {
+  description = "OUTCOMES: publish each message's end (acked, timed out, failed, dead-lettered, skipped, cancelled) to the `name_prefix`-outcomes topic (true, the default) or not (false: the topic stays, nothing is published). Priced in `make cost` (docs/cost.md)."
+  type        = bool
+  default     = true
+}

@@ -11,12 +11,14 @@ from google.cloud import firestore
 from shared import config, contract
 from shared.admin.incident import IncidentSwitch
 from shared.events import EventLog, quiet_rules
+from shared.outcomes import OutcomePublisher
 from shared.prepare import PrepareScheduler
 from shared.providers import make_preparers, make_senders
 from shared.room import policy_from_settings
 from shared.scheduled import ScheduledHold
 from shared.sender_window import SenderWindow
 from shared.service import DeliveryService
+from shared.service.inbound import InboundPublisher
 from shared.status_queue import StatusQueue
 from shared.store import RoomStore
 from shared.tasks import TimerScheduler, make_client
@@ -41,4 +43,9 @@ def bootstrap(settings: config.Settings | None = None) -> DeliveryService:
                                                             settings.status_error_topic, db, settings.retention_hours),
                            scheduled=ScheduledHold(tasks, settings),
                            prepare_tasks=PrepareScheduler(tasks, settings), preparers=make_preparers(settings),
-                           sender_window=SenderWindow(db), incident=IncidentSwitch(db))
+                           sender_window=SenderWindow(db), incident=IncidentSwitch(db),
+                           outcomes=OutcomePublisher(settings.project, settings.outcomes_topic, db)
+                           if settings.outcomes == "on" else None,
+                           inbound=InboundPublisher(settings.project, settings.inbound_topic,
+                                                    settings.status_error_topic if settings.webhook_mode == "queued"
+                                                    else None) if settings.inbound_topic else None)

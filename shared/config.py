@@ -117,6 +117,12 @@ ENV_VARS: dict[str, tuple[str, str]] = {
                             "is moved to the error queue (transient failures are retried without limit)"),
     "STATUS_TOPIC": ("baton-statuses", "topic the webhook publishes statuses to (queued mode), ordering key = room id; its "
                      "error queue is the topic STATUS_TOPIC-dead-letter"),
+    "INBOUND_TOPIC": ("baton-inbound", "topic the webhook forwards every signed post holding items baton does not "
+                      "consume to (messages people wrote, reactions, postbacks, other fields), the body unchanged "
+                      "(shared/service/inbound.py); empty: not forwarded"),
+    "OUTCOMES": ("on", "`on`: each message's end (acked, timed out, failed, dead-lettered, skipped, cancelled) is "
+                 "published to OUTCOMES_TOPIC, ordering key = room id (shared/outcomes.py); `off`: not published"),
+    "OUTCOMES_TOPIC": ("baton-outcomes", "topic of the delivery outcomes (OUTCOMES=on)"),
 }
 
 # Read by the code but meaningful only on the local stack: Terraform sets none.
@@ -213,6 +219,9 @@ class Settings:
     webhook_mode: str
     status_max_attempts: int
     status_topic: str
+    inbound_topic: str
+    outcomes: str
+    outcomes_topic: str
 
     @property
     def enabled_providers(self) -> frozenset[str]:
@@ -263,7 +272,8 @@ def load() -> Settings:
             platform or none; PREPARE_POISON is neither `dead_letter` nor `park`;
             QUIET_EVENTS names an unknown event type; WHATSAPP_SENDERS is
             not a list of `phone_number_id[:rate]`; WHATSAPP_SENT_PROOF is
-            neither `on` nor `off`.
+            neither `on` nor `off`; OUTCOMES is neither `on` nor `off`, or
+            `on` with an empty OUTCOMES_TOPIC.
     """
     values: dict[str, object] = {}
     for f in fields(Settings):
@@ -294,6 +304,10 @@ def load() -> Settings:
         raise ValueError(f"PREPARE_POISON={settings.prepare_poison!r} must be one of {', '.join(PREPARE_POISON_POLICIES)}")
     if settings.whatsapp_sent_proof not in ON_OFF:
         raise ValueError(f"WHATSAPP_SENT_PROOF={settings.whatsapp_sent_proof!r} must be `on` or `off`")
+    if settings.outcomes not in ON_OFF:
+        raise ValueError(f"OUTCOMES={settings.outcomes!r} must be `on` or `off`")
+    if settings.outcomes == "on" and not settings.outcomes_topic:
+        raise ValueError("OUTCOMES=on needs OUTCOMES_TOPIC")
     settings.whatsapp_sender_specs  # noqa: B018 (raises ValueError for a malformed WHATSAPP_SENDERS)
     quiet_rules(settings.quiet_events)  # raises ValueError for an unknown event type
     if settings.max_room_bytes > 1_048_576:

@@ -18,7 +18,9 @@ measured in the same run.
    invocation records.
 
 Each WEBHOOK_MODE (`--modes`, default both: queued, then direct) gets a
-stack and a whole run of its own; the table puts them side by side.
+stack and a whole run of its own; the table puts them side by side. So does
+`direct/outcomes-off` (OUTCOMES=off, shared/outcomes.py): the hand-over
+with and without publishing outcomes, in the same run.
 
 The fake platform's ack latency is log-normal with a 100 ms median.
 """
@@ -133,10 +135,12 @@ def wait_ended(event_log: Path, want: set[str], timeout_s: float) -> None:
 def run_mode(mode: str, args: argparse.Namespace, out: Path, console: Console) -> dict:
     """One whole measurement (raw rate, capacity, hand-over, cost) on a fresh
     local stack whose webhook runs in WEBHOOK_MODE=`mode`; returns the figures."""
-    event_log = out / f"core-events-{mode}.jsonl"
+    mode, _, variant = mode.partition("/")  # "direct/outcomes-off": the same mode with OUTCOMES=off
+    name = f"{mode}-{variant}" if variant else mode
+    event_log = out / f"core-events-{name}.jsonl"
     event_log.unlink(missing_ok=True)
-    stack = Stack(ROOT / "run" / f"bench-{mode}", env={"WEBHOOK_MODE": mode}, event_log=event_log,
-                  fake_config={"ack_median_ms": 100.0})
+    stack = Stack(ROOT / "run" / f"bench-{name}", env={"WEBHOOK_MODE": mode, "OUTCOMES": "off" if variant else "on"},
+                  event_log=event_log, fake_config={"ack_median_ms": 100.0})
     with console.status(f"[{mode}] starting the local stack..."):
         stack.start()
     try:
@@ -221,7 +225,8 @@ def run_mode(mode: str, args: argparse.Namespace, out: Path, console: Console) -
         **{f"{k}_per_message": v / ended for k, v in totals.items()},
         **{f"half_{k}_per_message": v / half_ended_n for k, v in half_totals.items() if half_ended_n},
     }
-    (out / f"core-{mode}.json").write_text(json.dumps(result, indent=2))
+    result["outcomes"] = "off" if variant else "on"
+    (out / f"core-{name}.json").write_text(json.dumps(result, indent=2))
     return result
 
 
@@ -233,8 +238,9 @@ def main() -> None:
     parser.add_argument("--raw-n", type=int, default=400)
     parser.add_argument("--light-rate", type=float, default=4.0, help="messages/s of the light-load run")
     parser.add_argument("--light-seconds", type=float, default=30.0, help="duration of the light-load run, s")
-    parser.add_argument("--modes", default="queued,direct",
-                        help="WEBHOOK_MODE values to measure, one stack each, in this order")
+    parser.add_argument("--modes", default="queued,direct,direct/outcomes-off",
+                        help="WEBHOOK_MODE values to measure, one stack each, in this order; MODE/outcomes-off: "
+                             "that mode with OUTCOMES=off (what publishing outcomes costs the hand-over)")
     parser.add_argument("--out", default=str(ROOT / "out" / "bench"))
     args = parser.parse_args()
     console = Console()
@@ -309,7 +315,15 @@ def main() -> None:
         row(f"{label}: ack status webhook -> applied p50 / p99",
             lambda r, p=phase: f"{r.get(f'{p}_status_wait_p50_s') or 0:.2f} / {r.get(f'{p}_status_wait_p99_s') or 0:.2f} s")
     console.print(table)
-    console.print(f"figures: {', '.join(str(out / f'core-{m}.json') for m in modes)}; default mode in {out / 'core.json'}")
+    for m in modes:  # outcomes on minus off, same mode, same run (goal: at most +5 ms at the p50)
+        off = results.get(f"{m}/outcomes-off")
+        if off and results[m]["handover_p50_ms"] is not None and off["handover_p50_ms"] is not None:
+            console.print(f"{m}: ack -> next send p50 with outcomes on minus off: "
+                          f"{results[m]['handover_p50_ms'] - off['handover_p50_ms']:+.1f} ms (half-capacity run), "
+                          f"{(results[m]['light_handover_p50_ms'] or 0) - (off['light_handover_p50_ms'] or 0):+.1f} ms "
+                          f"(light load); goal <= +5 ms")
+    console.print(f"figures: {', '.join(str(out / f'core-{m.replace(chr(47), chr(45))}.json') for m in modes)}; "
+                  f"default mode in {out / 'core.json'}")
 
 
 if __name__ == "__main__":

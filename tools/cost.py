@@ -324,6 +324,9 @@ def cost(inputs: dict[str, Any], deploy: dict[str, Any], rate: float,
         ("Cloud Tasks operations (creates, deletes, dispatches)", tasks_created + deletes + timer_dispatches,
          p["tasks_operation"]),
         ("Pub/Sub throughput (publishes and push deliveries)", pubsub_messages * 1000, p["pubsub_byte"]),
+        # OUTCOMES=on (shared/outcomes.py): one publish per ended message and one delivery to one subscriber.
+        ("Pub/Sub: delivery outcomes (a publish and a delivery per ended message)",
+         0 if "outcomes_off" in levers else 2 * 1000, p["pubsub_byte"]),
         ("Cloud Logging: delivery events into _Default", event_bytes, p["logging_byte"], keep_events),
         ("Cloud Logging: routine statuses (`sent`, after the ack) into _Default", routine_bytes, p["logging_byte"],
          keep_events and keep_routine),
@@ -412,6 +415,8 @@ LEVERS: list[tuple[str, str, str, bool]] = [
     ("concurrency_16", "16 requests per instance instead of 8", "infra: function_threads = 16", False),
     ("sender_window_off", "no per-number send window (a number's sends past its rate meet 130429 and retry)",
      "infra: whatsapp_sender_rate = 0", False),
+    ("outcomes_off", "publish no delivery outcomes (producers follow the event log instead)",
+     "infra: publish_outcomes = false", False),
     ("sent_proof_off", "a WhatsApp `sent` status is only logged: none of the proof's reads and writes (for a "
      "`sent` its webhook instance does not know to be settled), and more resends after an unknown send outcome",
      "infra: whatsapp_sent_proof = \"off\"", False),

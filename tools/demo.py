@@ -35,6 +35,8 @@ from shared.events import TERMINAL_EVENTS
 from tools import operator_day
 from tools.ack_share import acked_share
 from tools.audit import RECIPIENT_PREFIX, Summary, make_workload, read_events, summarize
+from tools.demo_topics import TopicCheck
+from tools.demo_topics import check as check_topics
 from tools.publisher import OutboundMessage, Publisher
 from tools.stack import PROJECT, ROOT, TOPIC, Stack
 
@@ -175,6 +177,16 @@ def print_summary(console: Console, summary: Summary, title: str) -> None:
     console.print(table)
 
 
+def print_topics(console: Console, topics: TopicCheck) -> None:
+    """Beside the delivery table: what the outcomes and inbound topics carried."""
+    table = Table(title="what baton told the company's services (outcomes and inbound topics)", show_header=False)
+    table.add_column("figure")
+    table.add_column("value", justify="right")
+    for name, value in topics.rows():
+        table.add_row(name, value)
+    console.print(table)
+
+
 def show_operator_commands(console: Console, stack: Stack, room_id: str) -> None:
     """Run, and print with their output, the `baton` commands that inspect
     the demo's rooms (docs/operations.md, "Operating baton"), while its stack
@@ -210,7 +222,8 @@ def main() -> int:
                         help="skip the operator day after the workload (tools/operator_day.py: its own stack, "
                              "then the delivery report; about 70 s)")
     args = parser.parse_args()
-    fake = json.loads(args.fake)
+    # Every 50th message gets a reply and a reaction from its end user: baton forwards them (inbound topic).
+    fake = {"reply_every": 50, **json.loads(args.fake)}
     providers = tuple(p.strip() for p in args.providers.split(",") if p.strip())
     if not providers or set(providers) - set(RECIPIENT_PREFIX):
         parser.error(f"--providers: each one of {', '.join(RECIPIENT_PREFIX)}")
@@ -240,6 +253,8 @@ def main() -> int:
             wall = deliver(stack, messages, on_progress=lambda k, n: progress.update(bars[k], completed=n))
         time.sleep(1.0)  # let the last webhooks land in the device log
         stats = fake_stats(stack)
+        with console.status("reading the outcomes and inbound topics..."):
+            topics = check_topics(read_events(event_log), stats)
         show_operator_commands(console, stack, messages[0].room_id)
     finally:
         with console.status("stopping the local stack..."):
@@ -251,13 +266,20 @@ def main() -> int:
     for provider, (acked, eligible) in sorted(acked_share(read_events(event_log), stats, ack_timeout_ms).items()):
         console.print(f"{provider}: acked {acked:,} of {eligible:,} messages the platform delivered and reported "
                       f"within the ack timeout ({acked / max(eligible, 1):.1%})")
-    (out / "summary.txt").write_text("\n".join(f"{k}: {v}" for k, v in summary.rows()) + "\n")
+    print_topics(console, topics)
+    (out / "summary.txt").write_text("\n".join(f"{k}: {v}" for k, v in [*summary.rows(), *topics.rows()]) + "\n")
     console.print(f"event log: {event_log}")
     if not summary.ok:
         console.print(f"[red]FAILED[/]: lost {summary.lost[:5]}, ended twice {summary.ended_twice[:5]}, "
                       f"acked out of order {summary.acked_out_of_order[:5]}")
         return 1
-    console.print("[green]OK[/]: every message ended once; acked messages reached each device in order")
+    if not topics.ok:
+        console.print(f"[red]FAILED[/]: outcomes missing {topics.outcomes_missing[:5]}, twice "
+                      f"{topics.outcomes_twice[:5]}, wrong {topics.outcomes_wrong[:5]}; inbound posts not "
+                      f"forwarded {topics.inbound_missing[:5]}")
+        return 1
+    console.print("[green]OK[/]: every message ended once; acked messages reached each device in order; "
+                  "each end published once to the outcomes topic; every reply and reaction forwarded unchanged")
     if args.no_operator_day:
         return 0
     console.rule("the operator day: pause, skip in flight, redrive a dead letter, a paced burst, an image; "

@@ -54,6 +54,12 @@ STATUS_TOPIC = "baton-statuses"
 STATUS_SUBSCRIPTION = "baton-status-push"
 STATUS_ERROR_TOPIC = f"{STATUS_TOPIC}-dead-letter"
 STATUS_ERROR_SUBSCRIPTION = "baton-statuses-error-queue"
+# What baton tells others (shared/service/inbound.py, shared/outcomes.py), each
+# with an ordered pull subscription the demo and the tests read.
+INBOUND_TOPIC = "baton-inbound"
+INBOUND_SUBSCRIPTION = "baton-inbound-sub"
+OUTCOMES_TOPIC = "baton-outcomes"
+OUTCOMES_SUBSCRIPTION = "baton-outcomes-sub"
 FUNCTIONS = ("enqueue", "deadletter", "webhook", "status", "timeout", "sweep", "prepare")
 # The operators' function (shared/admin/): served beside FUNCTIONS, which are the delivery path.
 ADMIN_FUNCTION = "admin"
@@ -266,7 +272,9 @@ class Stack:
         dead_letter_topic = publisher.topic_path(PROJECT, DEAD_LETTER_TOPIC)
         status_topic = publisher.topic_path(PROJECT, STATUS_TOPIC)
         status_error_topic = publisher.topic_path(PROJECT, STATUS_ERROR_TOPIC)
-        for extra in (dead_letter_topic, status_topic, status_error_topic):
+        inbound_topic = publisher.topic_path(PROJECT, INBOUND_TOPIC)
+        outcomes_topic = publisher.topic_path(PROJECT, OUTCOMES_TOPIC)
+        for extra in (dead_letter_topic, status_topic, status_error_topic, inbound_topic, outcomes_topic):
             try:
                 publisher.create_topic(name=extra)
             except gexc.AlreadyExists:
@@ -287,6 +295,8 @@ class Stack:
             # The error queue: a pull subscription that keeps what it holds
             # for 7 days (`baton statuses list|replay`).
             STATUS_ERROR_SUBSCRIPTION: {"topic": status_error_topic},
+            INBOUND_SUBSCRIPTION: {"topic": inbound_topic, "ordered": True},
+            OUTCOMES_SUBSCRIPTION: {"topic": outcomes_topic, "ordered": True},
         }
         for name, spec in subscriptions.items():
             request: dict[str, Any] = {
@@ -300,6 +310,7 @@ class Stack:
                                            "maximum_backoff": {"seconds": spec.get("max_backoff_s", 600)}}
             else:
                 request["message_retention_duration"] = {"seconds": 7 * 24 * 3600}
+                request["enable_message_ordering"] = bool(spec.get("ordered"))
             if "dead_letter_policy" in spec:
                 request["dead_letter_policy"] = spec["dead_letter_policy"]
             try:

@@ -174,11 +174,20 @@ def subscribe_outcomes(project: str, subscription: str, callback: Callable[[dict
                        topic: str = "baton-outcomes", subscriber: Any | None = None,
                        publisher: Any | None = None) -> futures.Future:
     """Follow the messages' outcomes (acked, timed out, failed with the
-    platform's reason, skipped, dead-lettered), when the deployment publishes
-    them to `topic`: creates `subscription` on it if missing, then calls
+    platform's reason, dead-lettered, skipped, cancelled), which the
+    deployment publishes to `topic` (Terraform: `NAME_PREFIX-outcomes`,
+    output `outcomes_topic`; on unless `publish_outcomes = false`): creates
+    `subscription` on it if missing, with message ordering (each room's
+    outcomes in order: the ordering key is the room id), then calls
     `callback(outcome)` with each outcome as a dict (acking it after the
-    callback returns; an exception nacks it). Returns the streaming pull
-    future (`.cancel()` stops it).
+    callback returns; an exception nacks it, and it comes again). Returns
+    the streaming pull future (`.cancel()` stops it).
+
+    An outcome: `{"outcome_id": "ROOM/MESSAGE", "outcome", "room_id",
+    "message_id", "seq", "provider", "provider_message_id", "attempts",
+    "status", "error_code", "error_title", "reason", "actor", "ended_at",
+    "published_at", "send_to_ack_ms"}` (baton's shared/outcomes.py). Pub/Sub
+    delivers at least once: de-duplicate on `outcome_id`.
 
     Raises:
         OutcomesUnavailable: `topic` does not exist in `project`.
@@ -193,7 +202,8 @@ def subscribe_outcomes(project: str, subscription: str, callback: Callable[[dict
                                   f"(follow them in the delivery event log instead)") from None
     sub_path = subscriber.subscription_path(project, subscription)
     try:
-        subscriber.create_subscription(request={"name": sub_path, "topic": topic_path})
+        subscriber.create_subscription(request={"name": sub_path, "topic": topic_path,
+                                                "enable_message_ordering": True})
     except gexc.AlreadyExists:
         pass
 

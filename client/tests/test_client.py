@@ -155,3 +155,53 @@ def test_outcomes_without_an_outcomes_topic_say_so():
 
     with pytest.raises(OutcomesUnavailable, match="baton-outcomes"):
         subscribe_outcomes("p", "s", print, publisher=NoTopic(), subscriber=object())
+
+
+def test_outcomes_come_to_the_callback_as_dicts_from_an_ordered_subscription_and_are_acked():
+    class Topic:
+        def topic_path(self, project, topic):
+            return f"projects/{project}/topics/{topic}"
+
+        def get_topic(self, request):
+            return request
+
+    class Sub:
+        created: list = []
+
+        def subscription_path(self, project, sub):
+            return f"projects/{project}/subscriptions/{sub}"
+
+        def create_subscription(self, request):
+            self.created.append(request)
+
+        def subscribe(self, path, callback):
+            self.callback = callback
+            return "future"
+
+    class Msg:
+        def __init__(self, data):
+            self.data, self.acked, self.nacked = data, False, False
+
+        def ack(self):
+            self.acked = True
+
+        def nack(self):
+            self.nacked = True
+
+    got = []
+    sub = Sub()
+    assert subscribe_outcomes("p", "s", got.append, publisher=Topic(), subscriber=sub) == "future"
+    assert sub.created[0]["enable_message_ordering"] is True
+    assert sub.created[0]["topic"] == "projects/p/topics/baton-outcomes"
+    msg = Msg(b'{"outcome": "acked", "room_id": "r-1", "message_id": "m-1"}')
+    sub.callback(msg)
+    assert got == [{"outcome": "acked", "room_id": "r-1", "message_id": "m-1"}] and msg.acked
+
+    def refuse(outcome):
+        raise RuntimeError("not now")
+
+    subscribe_outcomes("p", "s", refuse, publisher=Topic(), subscriber=sub)
+    failing = Msg(b"{}")
+    with pytest.raises(RuntimeError):
+        sub.callback(failing)
+    assert failing.nacked and not failing.acked

@@ -26,6 +26,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from shared.admin.incident import IncidentSwitch
+from shared.admin.outcomes import outcomes_list, outcomes_replay
 from shared.events import utc_iso
 from shared.operators import Operators, parse_dead_letter_id
 
@@ -317,7 +318,9 @@ ACTIONS: dict[str, Callable[[Admin, Args, str], Any]] = {
     "statuses.replay": statuses_replay,
     "scheduled.list": scheduled_list,
     "scheduled.cancel": scheduled_cancel,
+    "outcomes.list": outcomes_list,
+    "outcomes.replay": outcomes_replay,
 }
 # Actions that change something: their audit line is written at the warning level.
 CHANGING = frozenset({"pause.all", "resume.all", "rooms.pause", "rooms.resume", "rooms.skip", "dead_letters.redrive",
-                      "rejects.replay", "statuses.replay", "scheduled.cancel"})
+                      "rejects.replay", "statuses.replay", "scheduled.cancel", "outcomes.replay"})

@@ -13,7 +13,9 @@ the topic STATUS_TOPIC-dead-letter; it keeps messages for 7 days
 - `replay` publishes each room's statuses again to STATUS_TOPIC (ordering key
   = room id), and each recipient's receipts (Messenger, Instagram: ordering
   key `recipient:{provider}:{id}`, as the webhook published them), and then
-  acks it in the error queue. A status applied twice
+  acks it in the error queue; a webhook post the inbound topic did not take
+  (`kind` = `inbound`, shared/service/inbound.py) goes to INBOUND_TOPIC,
+  unchanged, with its attributes and ordering key. A status applied twice
   changes its room once (shared/room/ de-duplicates and fences statuses),
   so a replay interrupted between the publish and the ack is safe to repeat.
   Unroutable records are never replayed (there is no room to send them to);
@@ -31,6 +33,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from shared.service.inbound import KIND_INBOUND
 from shared.status_queue import (
     KIND_RECIPIENT_RECEIPTS,
     KIND_ROOM_STATUSES,
@@ -77,7 +80,10 @@ def _record(received: Any) -> ErrorRecord:
     room_id: str | None = None
     recipient: str | None = None
     count = 0
-    if kind == KIND_RECIPIENT_RECEIPTS:
+    if kind == KIND_INBOUND:
+        # A webhook post the inbound topic did not take (shared/service/inbound.py): for its ordering key.
+        recipient, count = attrs.get("ordering_key_wanted") or f"{attrs.get('provider')}:", int(attrs.get("items", 0))
+    elif kind == KIND_RECIPIENT_RECEIPTS:
         try:
             receipts = RecipientReceipts.decode(msg.data)
             recipient, count = receipts.recipient_key, len(receipts.receipts)
@@ -103,10 +109,13 @@ class ErrorQueue:
         project: GCP project id.
         status_topic: STATUS_TOPIC; the error queue is its `-dead-letter`
             topic's `-error-queue` subscription.
+        inbound_topic: INBOUND_TOPIC, where a replay sends the webhook
+            posts kept here (`kind` = `inbound`).
         pull_timeout_s: how long one pull waits for messages, s.
     """
 
-    def __init__(self, project: str, status_topic: str, pull_timeout_s: float = 5.0) -> None:
+    def __init__(self, project: str, status_topic: str, pull_timeout_s: float = 5.0,
+                 inbound_topic: str = "baton-inbound") -> None:
         from google.cloud import pubsub_v1
 
         self._subscriber = pubsub_v1.SubscriberClient()
@@ -114,6 +123,7 @@ class ErrorQueue:
             publisher_options=pubsub_v1.types.PublisherOptions(enable_message_ordering=True))
         self.subscription = self._subscriber.subscription_path(project, f"{status_topic}{ERROR_QUEUE_SUFFIX}")
         self._topic = self._publisher.topic_path(project, status_topic)
+        self._inbound_topic = self._publisher.topic_path(project, inbound_topic)
         self._pull_timeout_s = pull_timeout_s
 
     def _pull_all(self, limit: int) -> list[Any]:
@@ -172,6 +182,17 @@ class ErrorQueue:
                 if room is not None and record.target != room:
                     counts["other_rooms"] += 1
                     keep.append(m.ack_id)
+                    continue
+                if record.kind == KIND_INBOUND:
+                    # To the inbound topic, unchanged, with its attributes (shared/service/inbound.py).
+                    kept = {k: v for k, v in m.message.attributes.items()
+                            if k not in ("kind", "reason", "ordering_key_wanted")}
+                    self._publisher.publish(self._inbound_topic, m.message.data, ordering_key=record.recipient_key,
+                                            replayed_from=record.message_id, **kept).result(timeout=30)
+                    if on_replayed is not None:
+                        on_replayed(record.target)
+                    self._subscriber.acknowledge(request={"subscription": self.subscription, "ack_ids": [m.ack_id]})
+                    counts["replayed"] += 1
                     continue
                 if record.recipient_key is not None:
                     # As the webhook published them: ordered per recipient (shared/status_queue.py).

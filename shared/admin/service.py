@@ -73,7 +73,7 @@ class AdminService:
         def error_queue() -> Any:
             from shared.admin.error_queue import ErrorQueue
 
-            return ErrorQueue(s.project, s.status_topic)
+            return ErrorQueue(s.project, s.status_topic, inbound_topic=s.inbound_topic or "baton-inbound")
 
         def scheduled() -> Any:
             if service.scheduled is None:

@@ -118,3 +118,28 @@ class Preparer(Protocol):
     uploads it to the platform. Never raises for platform or network errors."""
 
     def prepare_media(self, kind: str, link: str) -> PrepareResult: ...
+
+
+@dataclass(frozen=True)
+class InboundItem:
+    """One webhook item baton does not consume (a message a person wrote, a
+    reaction, a postback, another `field`), for the `inbound` topic
+    (shared/service/inbound.py).
+
+    - `provider`: whatsapp, messenger or instagram; `object`: the payload's
+      `object` (`whatsapp_business_account`, `page`, `instagram`);
+    - `field`: the webhook field it came under (WhatsApp's `changes[].field`,
+      e.g. `messages`, `account_update`; Messenger and Instagram: `messages`,
+      `message_reactions`, `messaging_postbacks`, ... by the item's key, or
+      `changes[].field`);
+    - `account_id`: `entry[].id` (the WhatsApp Business Account, the Page or
+      the Instagram account);
+    - `user_id`: the person it is from (WhatsApp `messages[].from`, Messenger
+      and Instagram `sender.id`), or None (an account-level field).
+    """
+
+    provider: str
+    object: str
+    field: str
+    account_id: str
+    user_id: str | None

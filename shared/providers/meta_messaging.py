@@ -36,8 +36,10 @@ WhatsApp's Cloud API:
   `"read": {"mid"}` (one message seen), and our own sends come back as
   `message` items with `"is_echo": true`
   (https://developers.facebook.com/docs/instagram-platform/webhooks/examples).
-  Messages people send us (`message` without `is_echo`) are not baton's
-  business: they are logged and ignored.
+  Messages people send us (`message` without `is_echo`), reactions,
+  postbacks and every other item or field are not baton's business:
+  `inbound_items` names them for the `inbound` topic
+  (shared/service/inbound.py).
 """
 
 from __future__ import annotations
@@ -46,7 +48,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from shared.providers.base import Media, PrepareResult, media_reference
+from shared.providers.base import InboundItem, Media, PrepareResult, media_reference
 from shared.providers.graph import GraphApiClient
 
 # Graph API error codes of the Send API after which the same message cannot
@@ -249,4 +251,68 @@ def parse_messaging(payload: Any) -> list[MessagingItem]:
                     out.append(MessagingItem(provider, "incoming", sender, None, mids))
             else:
                 out.append(MessagingItem(provider, "other", sender, None, ()))
+    return out
+
+
+# The webhook field of a `messaging[]` item, by its key
+# (https://developers.facebook.com/docs/messenger-platform/webhooks#event-notifications).
+_ITEM_FIELDS = {"message": "messages", "reaction": "message_reactions", "postback": "messaging_postbacks",
+                "optin": "messaging_optins", "referral": "messaging_referrals", "account_linking":
+                "messaging_account_linking", "pass_thread_control": "messaging_handovers",
+                "take_thread_control": "messaging_handovers", "policy_enforcement": "messaging_policy_enforcement"}
+_ENVELOPE_KEYS = frozenset({"sender", "recipient", "timestamp"})
+
+
+def _item_field(item: dict[str, Any]) -> str:
+    for key in item:
+        if key in _ITEM_FIELDS:
+            return _ITEM_FIELDS[key]
+    rest = [k for k in item if k not in _ENVELOPE_KEYS]
+    return rest[0] if rest else "unknown"
+
+
+def inbound_items(payload: Any) -> list[InboundItem]:
+    """What baton does not consume in a Messenger (`page`) or Instagram
+    (`instagram`) webhook, in payload order: every `messaging[]` item but
+    receipts (`delivery`, `read`) and echoes of sends (`message.is_echo`),
+    i.e. messages people wrote, reactions, postbacks, optins, referrals, ...
+    (user = `sender.id`); every `changes[]` item (Instagram comments and
+    mentions, Page feed: user = `value.from.id` when there is one); and the
+    items of any other list of an entry (`standby`, ...).
+
+    Raises:
+        ValueError: not such a webhook (parse_messaging's checks).
+    """
+    if not isinstance(payload, dict) or payload.get("object") not in ("page", "instagram"):
+        raise ValueError("expected `object` = `page` or `instagram`")
+    obj = payload["object"]
+    provider = WEBHOOK_OBJECTS[obj]
+    if not isinstance(payload.get("entry"), list):
+        raise ValueError("expected an `entry` list")
+    out: list[InboundItem] = []
+    for entry in payload["entry"]:
+        if not isinstance(entry, dict):
+            raise ValueError("`entry[]` items must be objects")
+        account = str(entry.get("id") or "")
+        for key, items in entry.items():
+            if key in ("id", "time") or not isinstance(items, list):
+                continue
+            for item in items:
+                if not isinstance(item, dict):
+                    raise ValueError(f"`{key}[]` items must be objects")
+                if key == "changes":
+                    value = item.get("value")
+                    who = value.get("from") if isinstance(value, dict) else None
+                    user = who.get("id") if isinstance(who, dict) else None
+                    out.append(InboundItem(provider, obj, str(item.get("field") or "unknown"), account,
+                                           None if user is None else str(user)))
+                    continue
+                message = item.get("message")
+                if key == "messaging" and (isinstance(item.get("delivery"), dict) or isinstance(item.get("read"), dict)
+                                           or (isinstance(message, dict) and message.get("is_echo"))):
+                    continue  # a receipt or an echo: baton's (parse_messaging)
+                sender = item.get("sender")
+                user = sender.get("id") if isinstance(sender, dict) else None
+                out.append(InboundItem(provider, obj, _item_field(item) if key == "messaging" else key, account,
+                                       None if user is None else str(user)))
     return out

@@ -50,7 +50,7 @@ from typing import Any
 
 import requests
 
-from shared.providers.base import Media, PrepareResult, media_reference
+from shared.providers.base import InboundItem, Media, PrepareResult, media_reference
 from shared.providers.graph import (
     MAX_ANSWER_BYTES,
     MIN_TRY_S,
@@ -328,8 +328,8 @@ def _prep_failed(error: str, permanent: bool = False) -> PrepareResult:
 
 
 def parse_statuses(payload: Any) -> list[PlatformStatus]:
-    """Every status in a webhook payload, in payload order. Changes without
-    statuses (inbound messages, other fields) contribute nothing.
+    """Every status in a webhook payload, in payload order. What else a
+    payload holds (inbound messages, other fields) is `inbound_items`'.
 
     Raises:
         ValueError: the payload is not a WhatsApp Business Account webhook.
@@ -368,4 +368,47 @@ def parse_statuses(payload: Any) -> list[PlatformStatus]:
                         phone_number_id=number if isinstance(number, str) else None,
                     )
                 )
+    return out
+
+
+# `value` keys of a `messages` change that baton consumes or that only
+# describe it: a change with nothing else is not forwarded.
+_CONSUMED_VALUE_KEYS = frozenset({"messaging_product", "metadata", "statuses", "contacts"})
+
+
+def inbound_items(payload: Any) -> list[InboundItem]:
+    """What baton does not consume in a WhatsApp webhook, in payload order:
+    each message a person sent (`value.messages[]`: text, reactions,
+    button replies, media, ...: user = `from`), and each change of another
+    `field` (`account_update`, `message_template_status_update`, ...) or
+    with other content (`value.errors`): one item each, user None. A change
+    of statuses only yields nothing (parse_statuses takes those).
+
+    Raises:
+        ValueError: not a WhatsApp Business Account webhook (parse_statuses' checks).
+    """
+    if not isinstance(payload, dict) or not isinstance(payload.get("entry"), list):
+        raise ValueError("expected an object with an `entry` list")
+    out: list[InboundItem] = []
+    obj = str(payload.get("object") or "whatsapp_business_account")
+    for entry in payload["entry"]:
+        if not isinstance(entry, dict) or not isinstance(entry.get("changes", []), list):
+            raise ValueError("`entry[]` items must be objects with a `changes` list")
+        account = str(entry.get("id") or "")
+        for change in entry.get("changes", []):
+            if not isinstance(change, dict):
+                raise ValueError("`changes[]` items must be objects")
+            field = str(change.get("field") or "")
+            value = change.get("value")
+            if field != "messages":
+                out.append(InboundItem("whatsapp", obj, field or "unknown", account, None))
+                continue
+            if not isinstance(value, dict):
+                raise ValueError("`changes[].value` must be an object")
+            messages = value.get("messages", [])
+            for m in messages if isinstance(messages, list) else [messages]:
+                sender = m.get("from") if isinstance(m, dict) else None
+                out.append(InboundItem("whatsapp", obj, field, account, sender if isinstance(sender, str) else None))
+            if set(value) - _CONSUMED_VALUE_KEYS - {"messages"}:
+                out.append(InboundItem("whatsapp", obj, field, account, None))
     return out

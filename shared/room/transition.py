@@ -127,6 +127,9 @@ class TransitionCore:
         of the queue, if any (same transaction: no lost wake-up)."""
         flight = state.in_flight
         assert flight is not None
+        # What its outcome message tells (shared/outcomes.py): the platform's id, the publish time.
+        fields.setdefault("provider_message_id", flight.provider_message_id)
+        fields.setdefault("published_at", utc_iso(flight.message.published_at_us))
         self.log(outcome, flight.message, attempt=flight.attempt, **fields)
         self.cancel_pending_timer(state, flight)
         state = replace(self.record_end(state, flight.message, outcome, flight.attempt), in_flight=None)

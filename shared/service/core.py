@@ -19,6 +19,7 @@ from tenacity import retry, retry_if_exception_type, stop_after_attempt, wait_ex
 
 from shared.config import Settings
 from shared.events import METRICS_LOG_TYPE, DeliveryEvent, EventLog, EventType, JsonLineWriter, utc_iso
+from shared.outcomes import OutcomePublisher, outcome_record
 from shared.providers import Sender, SendOutcome, SendResult
 from shared.providers.base import Media, Preparer
 from shared.room import (
@@ -46,6 +47,7 @@ from shared.tasks import TimerScheduler
 
 if TYPE_CHECKING:
     from shared.admin.incident import IncidentSwitch
+    from shared.service.inbound import InboundPublisher
 
 # Pub/Sub adds this attribute to a message it forwards to a dead-letter topic
 # (https://cloud.google.com/pubsub/docs/handling-failures#track-delivery-attempts).
@@ -89,7 +91,10 @@ class ServiceCore:
                  senders: dict[str, Sender], events: EventLog,
                  status_queue: Callable[[], StatusQueue] | None = None, scheduled: Any = None,
                  prepare_tasks: Any = None, preparers: dict[str, Preparer] | None = None,
-                 sender_window: SenderWindow | None = None, incident: IncidentSwitch | None = None) -> None:
+                 sender_window: SenderWindow | None = None, incident: IncidentSwitch | None = None,
+                 outcomes: OutcomePublisher | None = None, inbound: InboundPublisher | None = None) -> None:
+        self.outcomes = outcomes  # the outcomes topic (shared/outcomes.py), None: OUTCOMES=off
+        self.inbound = inbound  # the inbound topic (shared/service/inbound.py), None: not forwarded
         self.incident = incident  # the incident switch (shared/admin/incident.py), None: never held
         self.scheduled = scheduled
         self.sender_window = sender_window
@@ -138,24 +143,31 @@ class ServiceCore:
         arm_failures: list[str] = []
         cancels: list[CancelTimer] = []
         prepares: list[Prepare] = []
-        while work:
-            d = work.popleft()
-            for ev in d.events:
-                self.events.emit(ev)
-            for effect in d.effects:
-                if isinstance(effect, CancelTimer):
-                    cancels.append(effect)  # last: the next message's send does not wait for it
-                    continue
-                if isinstance(effect, Prepare):
-                    prepares.append(effect)  # after the sends: the head's hand-over does not wait for them
-                    continue
-                follow_up = self._run_effect(room_id, effect, component, arm_failures)
-                if follow_up is not None:
-                    work.append(follow_up)
-        for prepare in prepares:
-            self._request_preparation(room_id, prepare, component, arm_failures)
-        for cancel in cancels:
-            self.timers.cancel(cancel)
+        ended: list[dict[str, Any]] = []  # the outcomes these committed decisions produced
+        try:
+            while work:
+                d = work.popleft()
+                for ev in d.events:
+                    self.events.emit(ev)
+                    if self.outcomes is not None and (record := outcome_record(ev)) is not None:
+                        ended.append(record)
+                for effect in d.effects:
+                    if isinstance(effect, CancelTimer):
+                        cancels.append(effect)  # last: the next message's send does not wait for it
+                        continue
+                    if isinstance(effect, Prepare):
+                        prepares.append(effect)  # after the sends: the head's hand-over does not wait for them
+                        continue
+                    follow_up = self._run_effect(room_id, effect, component, arm_failures)
+                    if follow_up is not None:
+                        work.append(follow_up)
+            for prepare in prepares:
+                self._request_preparation(room_id, prepare, component, arm_failures)
+            for cancel in cancels:
+                self.timers.cancel(cancel)
+        finally:  # a later step that raises (a send's outcome not recorded) keeps the committed ends
+            if ended and self.outcomes is not None:
+                self.outcomes.publish(ended)  # after the sends: never holds the room, never raises
         if arm_failures:
             raise TimerArmFailed("; ".join(arm_failures))
 

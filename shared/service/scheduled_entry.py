@@ -9,6 +9,7 @@ for a message that enters).
 from __future__ import annotations
 
 from shared.events import DeliveryEvent, EventType, utc_iso
+from shared.outcomes import CANCELLED_REASON, outcome_record
 from shared.push import Accepted
 from shared.scheduled import ENTER_AT_ONCE_MS
 from shared.service.core import Reply, ServiceCore
@@ -46,10 +47,12 @@ class ScheduledEntryHandlers(ServiceCore):
             return None
         if verdict == "ended_now":
             # Ends unsent, as an operator's skip does.
-            self.events.emit(DeliveryEvent(EventType.SKIPPED, utc_iso(arrived), "enqueue", parsed.room_id,
-                                           message_id=e.message_id, provider=e.provider, actor=cancel.get("actor"),
-                                           reason=f"scheduled message cancelled before its time: "
-                                                  f"{cancel.get('reason')}"[:300]))
+            ended = DeliveryEvent(EventType.SKIPPED, utc_iso(arrived), "enqueue", parsed.room_id,
+                                  message_id=e.message_id, provider=e.provider, actor=cancel.get("actor"),
+                                  reason=f"{CANCELLED_REASON} before its time: {cancel.get('reason')}"[:300])
+            self.events.emit(ended)
+            if self.outcomes is not None and (record := outcome_record(ended)) is not None:
+                self.outcomes.publish([record])  # `cancelled`: claimed once (`ended_now`)
         else:
             self.events.emit(DeliveryEvent(EventType.DUPLICATE_IGNORED, utc_iso(arrived), "enqueue", parsed.room_id,
                                            message_id=e.message_id, provider=e.provider,

@@ -29,6 +29,7 @@ from shared.room import (
 )
 from shared.service import core
 from shared.service.core import Reply, ServiceCore
+from shared.service.inbound import forward_inbound
 from shared.service.sent_proofs import PendingProof, SentProofRecord
 from shared.status_queue import (
     QueuedStatus,
@@ -194,6 +195,8 @@ class WebhookHandlers(ServiceCore):
                                             f"platform enabled here (PROVIDERS)"})
             provider = app  # no `object`: read it as the signing app's own format (its parser then judges it)
         try:
+            # What baton does not consume goes to the inbound topic first (503 if it cannot: shared/service/inbound.py).
+            forward_inbound(self.inbound, provider, payload, raw, signature, arrived)
             if provider != "whatsapp":
                 return self._apply_receipts(parse_messaging(payload), arrived)
             statuses = parse_statuses(payload)

@@ -57,6 +57,7 @@ class FakeConfig:
     # refuses any type but `template` (131047), Messenger any message without
     # MESSAGE_TAG (code 10, subcode 2018278), Instagram any (code 10, 2018278).
     closed_window: list[str] = field(default_factory=list)
+    reply_every: int = 0  # every N-th send gets a reply and a reaction from its recipient (replies.py); 0: none
     record_bodies: bool = False  # keep each send call's JSON body in `sends` (tests of the wire formats)
     seed: int = 7
 

@@ -82,6 +82,7 @@ class PlatformCore:
             self.acked: set[str] = set()  # wamids whose ack webhook was posted
             self.webhooks_posted = 0
             self.webhooks_failed = 0
+            self.inbound_posted: list[dict[str, str]] = []  # replies and reactions posted (replies.py)
             self.send_errors_returned = 0  # Graph error answers (HTTP 400), queued or random
             self.faults: Counter[str] = Counter()  # faults injected, by kind
             # Messenger/Instagram: per person, [stamp, delivered, read] of each message (watermarks).
@@ -149,6 +150,7 @@ class PlatformCore:
                 "device": self.device,
                 "acked_wamids": sorted(self.acked),
                 "webhooks_posted": self.webhooks_posted,
+                "inbound_posted": list(self.inbound_posted),
                 "webhooks_failed": self.webhooks_failed,
                 "send_errors_returned": self.send_errors_returned,
                 "faults": {kind: self.faults[kind] for kind in FAULT_KINDS},

@@ -27,6 +27,7 @@ from typing import Any
 from tools.fake_platform import wire
 from tools.fake_platform.core import MetaApp, SendRecord, _error
 from tools.fake_platform.faults import FaultInjection, TrickledAnswer
+from tools.fake_platform.replies import reply_plan
 
 # Messenger's message for code 10, subcode 2018278
 # (https://developers.facebook.com/docs/messenger-platform/error-codes).
@@ -90,6 +91,7 @@ class MetaMessagingWire(FaultInjection):
         # `message_echoes` carry the send's `metadata`), stamped with the
         # message's own time.
         plan.append((rec.at + 0.005, lambda: self.post_meta(app, rec, "echo")))
+        plan.extend(reply_plan(self, rec, app))  # the person answers (replies.py, `reply_every`)
         if rec.recipient in cfg.silent_recipients or rng.random() >= cfg.ack_prob:
             return plan
         read = rng.random() < cfg.read_prob

@@ -35,6 +35,7 @@ from typing import Any
 from tools.fake_platform import wire
 from tools.fake_platform.core import SendRecord, _error
 from tools.fake_platform.faults import FaultInjection, TrickledAnswer
+from tools.fake_platform.replies import reply_plan
 
 # The MIME types the media endpoint takes (images, stickers, audio, video,
 # documents; https://developers.facebook.com/docs/whatsapp/cloud-api/reference/media,
@@ -210,6 +211,7 @@ class WhatsAppWire(FaultInjection):
         fixed = cfg.slow_recipients.get(rec.recipient)
         latency_ms = fixed if fixed is not None else cfg.ack_median_ms * math.exp(cfg.ack_sigma * rng.gauss(0, 1))
         plan: list[tuple[float, Any]] = [(t0 + 0.005, lambda: self.post(rec, "sent"))]
+        plan.extend(reply_plan(self, rec))  # the person answers (replies.py, `reply_every`)
         if rng.random() < cfg.fail_prob:
             plan.append((t0 + latency_ms / 1000, lambda: self.post(rec, "failed")))
             return plan
