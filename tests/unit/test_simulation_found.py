@@ -1,0 +1,127 @@
+"""Bugs the simulation (`make simulate`) found, each pinned by a pure
+rulebook test (no I/O) that fails on the code before its fix.
+
+Seed 39 (with producer `sequence` from unordered publishers and rooms that
+fill at 2 messages): a push refused while its room was full got a
+placeholder when an *earlier* sequence's push came (the back-pressure
+placeholders assume Pub/Sub's order of one ordering key, which a room
+whose producers publish without one does not have); when its own push
+came at the sequence the room expected, it filled that place, ahead of a
+lower sequence admitted behind it meanwhile: the device got 4 before 3."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from shared.room import (
+    Enqueue,
+    Policy,
+    RoomState,
+    Send,
+    SendOutcome,
+    SendReturned,
+    StatusUpdate,
+    TimerFired,
+    decide,
+    room_from_doc,
+    room_to_doc,
+)
+
+POLICY = Policy(ack_timeout_ms=3000, send_timeout_ms=2000, send_start_deadline_ms=1000, first_timer_slack_ms=250,
+                max_send_attempts=2, send_retry_base_ms=1000, dedup_retention=50, max_queued_messages=2,
+                watchdog_grace_ms=60_000, prepare_ahead=0, prepare_timeout_ms=10_000, max_prepare_attempts=2,
+                prepare_retry_base_ms=1000, sequence_gap_timeout_ms=5000)
+T0 = 1_700_000_000_000_000
+S = 1_000_000
+
+
+class Room:
+    """One room driven through `decide` and its stored form, recording its sends and events."""
+
+    def __init__(self, policy: Policy) -> None:
+        self.state = RoomState("r1")
+        self.policy = policy
+        self.sends: list[Send] = []
+        self.events: list[tuple[str, int | None, str | None]] = []
+        self.reasons: dict[tuple[str, str | None], str | None] = {}  # (event, message id) -> its last reason
+
+    def __call__(self, event):
+        d = decide(self.state, event, self.policy, "test")
+        if d.state is not None:
+            self.state = room_from_doc("r1", room_to_doc(d.state))
+        self.sends += [e for e in d.effects if isinstance(e, Send)]
+        self.events += [(str(e.event), e.seq, e.message_id) for e in d.events]
+        self.reasons.update({(str(e.event), e.message_id): e.reason for e in d.events})
+        return d
+
+    def deliver_in_flight(self, at: int) -> None:
+        f = self.state.in_flight
+        self(SendReturned(self.state.incarnation, f.message.seq, f.attempt, SendOutcome.ACCEPTED, at, "c"))
+        self(StatusUpdate(self.state.incarnation, f.message.seq, f.attempt, "delivered", at, at + 1000))
+
+
+def push(mid: str, at: int, sequence: int) -> Enqueue:
+    return Enqueue(mid, "whatsapp", "15550001", mid, at - 1000, at, sequence=sequence)
+
+
+def test_a_placeholder_filled_at_the_expected_sequence_does_not_jump_a_lower_sequence_queued_behind_it():
+    room = Room(POLICY)
+    room(push("m1", T0, 1))  # in flight
+    room(push("m3", T0 + S // 10, 3))  # held: sequence 2 has not come
+    assert room(push("m4", T0 + S // 5, 4)).refused  # full: 1 in flight, 1 held
+    assert room(push("m2", T0 + S // 2, 2)).refused  # m4 gets its placeholder (a later push came); m2 refused
+    gap_due = room.state.gap_due_us
+    room(TimerFired(room.state.incarnation, 0, 0, gap_due, gap_due))  # sequence 2 given up: m3 enters
+    assert room.state.next_sequence == 4
+    room(push("m4", gap_due + S, 4))  # m4's own push, at the expected sequence
+    while room.state.in_flight is not None:
+        room.deliver_in_flight(room.state.in_flight.started_at_us + S // 10)
+    order = [s.message.sequence for s in room.sends]
+    assert order[:3] == [1, 3, 4], order
+    # Its placeholder's seq is given up (`sequence_held` under it), as for any filled place it leaves.
+    placeholder = next(seq for ev, seq, mid in room.events if ev == "parked" and mid == "m4")
+    assert ("sequence_held", placeholder, "m4") in room.events, room.events
+
+
+def test_a_late_sequence_filling_its_placeholder_does_not_jump_an_earlier_sequence_and_says_it_is_late():
+    """Seed 143: sequence 3, refused while the room was full, got a place
+    ahead of sequence 2; its gap was given up before its own push came.
+    It enters at the tail, logged as late, not ahead of sequence 2."""
+    room = Room(POLICY)
+    room(push("m1", T0, 1))  # in flight
+    room(push("m4", T0 + S // 10, 4))  # held: 2 and 3 have not come
+    assert room(push("m3", T0 + S // 5, 3)).refused  # full: 1 in flight, 1 held
+    room.deliver_in_flight(T0 + S // 4)
+    room(push("m2", T0 + S // 2, 2))  # m3 gets its placeholder ahead of m2
+    gap_due = room.state.gap_due_us
+    room(TimerFired(room.state.incarnation, 0, 0, gap_due, gap_due))  # sequence 3 given up: m4 enters
+    room(push("m3", gap_due + S, 3))  # m3's own push, after its gap was given up
+    while room.state.in_flight is not None:
+        room.deliver_in_flight(room.state.in_flight.started_at_us + S // 10)
+    order = [s.message.sequence for s in room.sends]
+    assert order == [1, 2, 4, 3], order
+    assert "came after its gap was given up" in (room.reasons[("enqueued", "m3")] or "")
+
+
+def test_a_late_sequence_filling_its_placeholder_in_place_says_it_is_late():
+    """Seed 39 (after the fixes above): sequence 3's placeholder was made at
+    the tail, behind sequence 4, after its gap was given up; its push fills
+    it there, after 4 (as a late message may go), and must say it is late,
+    as a late push that never had a place does (docs/architecture.md,
+    "Producer sequence"): the simulation's order check, like a reader of the
+    log, tells a late message from a misplaced one by that reason."""
+    room = Room(replace(POLICY, max_queued_messages=3))
+    room(push("m1", T0, 1))  # in flight
+    room(push("m2", T0 + S // 10, 2))  # queued
+    room(push("m4", T0 + S // 5, 4))  # held: 3 has not come
+    assert room(push("m3", T0 + S // 4, 3)).refused  # full: 3 held
+    gap_due = room.state.gap_due_us
+    room(TimerFired(room.state.incarnation, 0, 0, gap_due, gap_due))  # sequence 3 given up: m4 enters
+    room.deliver_in_flight(gap_due + S // 10)
+    room(push("m5", gap_due + S // 5, 5))  # a later push: m3's place is kept behind m4 (a placeholder)
+    room(push("m3", gap_due + S, 3))  # m3's own push fills it
+    while room.state.in_flight is not None:
+        room.deliver_in_flight(room.state.in_flight.started_at_us + S // 10)
+    order = [s.message.sequence for s in room.sends]
+    assert order == [1, 2, 4, 3, 5], order
+    assert "came after its gap was given up" in (room.reasons[("enqueued", "m3")] or ""), room.events
