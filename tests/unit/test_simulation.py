@@ -118,3 +118,63 @@ def test_a_failing_seed_prints_its_replay_command_and_trace() -> None:
     report = report_failure(result)
     assert f"python -m tools.simulation --seed {result.seed}" in report
     assert f"trace of {plan.room_id}" in report
+
+
+def _arrivals_at(world, stamps_and_delays: list[tuple[int, int]], number: str = "100000000000009") -> None:
+    """Send calls of one number, each through its own slot stamped at `stamp`
+    (us from the start) that reached the platform `delay` us after it."""
+    template = world.platforms["whatsapp"].calls[0] if world.platforms["whatsapp"].calls else None
+    assert template is not None
+    for k, (stamp, delay) in enumerate(stamps_and_delays):
+        at = world.start_us + stamp
+        world.platforms["whatsapp"].calls.append(dataclasses.replace(
+            template, number=number, attempt=50 + k, started_us=at + delay - 1, arrived_us=at + delay,
+            taken_us=None, slot=(number, at)))
+
+
+def _whatsapp_run():
+    for seed in range(1, 60):
+        result = run_seed(seed, without=frozenset({"unreadable-doc"}))
+        if result.world.platforms["whatsapp"].calls and not result.findings:
+            return result
+    raise AssertionError("no seed of 1-59 sent on WhatsApp")
+
+
+def test_the_throughput_check_judges_what_reached_the_platform_not_the_slot_stamps() -> None:
+    from shared.sender_window import GUARD_US, WINDOW_US
+    from tools.simulation.world import NUMBER_RATE
+
+    result = _whatsapp_run()
+    spread = [(k * (WINDOW_US + GUARD_US) // NUMBER_RATE, 0) for k in range(NUMBER_RATE + 1)]
+    _arrivals_at(result.world, spread)
+    assert "platform throughput bound" not in _invariants(result.world)  # slots a span apart: fine
+    result = _whatsapp_run()
+    # The same slots, but every request reached the platform at once (a send made without waiting its turn).
+    crowded = [(k * WINDOW_US // (NUMBER_RATE + 1), 0) for k in range(NUMBER_RATE + 1)]
+    _arrivals_at(result.world, crowded)
+    assert "platform throughput bound" in _invariants(result.world)
+    result = _whatsapp_run()
+    # Slots a span apart, the first request stalled past the others' (the documented limit of GUARD_US): counted apart.
+    stalled = [(0, 2 * GUARD_US)] + spread[1:]
+    _arrivals_at(result.world, stalled)
+    exercised: Counter[str] = Counter()
+    assert "platform throughput bound" not in {f.invariant for f in check(result.world, exercised)}
+    assert any(k.startswith("platform throughput: arrivals closer") for k in exercised)
+
+
+def test_the_throughput_check_fails_on_a_send_from_another_number_than_its_slot() -> None:
+    result = _whatsapp_run()
+    call = result.world.platforms["whatsapp"].calls[0]
+    call.slot = ("100000000000777", call.slot[1] if call.slot else 0)
+    assert "platform throughput bound" in _invariants(result.world)
+
+
+def test_concurrent_sweeps_run_their_rescues_interleaved_on_the_scheduler() -> None:
+    """SWEEP_CONCURRENCY > 1: the sweep's pool runs its rescues as child
+    invocations of the scheduler (a real thread pool would run outside it)."""
+    from tools.simulation.world import sweep_settings
+
+    seed = next(s for s in range(1, 200) if sweep_settings(s).get("sweep_concurrency", 1) > 1)
+    result = run_seed(seed)
+    assert not result.findings, report_failure(result)
+    assert any(a.function == "sweep" and a.status == 200 for a in result.world.answers)

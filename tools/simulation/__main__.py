@@ -54,7 +54,7 @@ def main(argv: list[str] | None = None) -> int:
     for kind, n in sorted(batch.faults.items()):
         print(f"  {n:>8}  {kind}")
     print("invariant checks (cases judged, over all seeds):")
-    known = [k for k in batch.exercised if k.startswith("analytics:")]
+    known = sorted(k for k in batch.exercised if k not in INVARIANTS and k != "analytics = ground truth")
     for inv in (*INVARIANTS, "analytics = ground truth", *known):
         print(f"  {batch.exercised.get(inv, 0):>8}  {inv}")
     return 1 if failing else 0

@@ -14,14 +14,14 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass
 
 from shared.events import TERMINAL_EVENTS, EventType
-from shared.sender_window import WINDOW_US
+from shared.sender_window import GUARD_US, WINDOW_US
 from tools.simulation.platforms import Call
 from tools.simulation.world import ACK_TIMEOUT_MS, BROKEN_ROOM, NUMBER_RATE, SEND_TIMEOUT_MS, World
 
 TERMINAL = frozenset(str(e) for e in TERMINAL_EVENTS)
 INVARIANTS = ("nothing lost", "nothing ended twice", "no stuck room", "device order", "no early hand-over",
-              "never two in flight", "attempt numbers never reused", "sender window bound", "pacing bound",
-              "no 500")
+              "never two in flight", "attempt numbers never reused", "sender window bound",
+              "platform throughput bound", "pacing bound", "no 500")
 
 
 @dataclass(frozen=True)
@@ -42,18 +42,21 @@ def check(world: World, exercised: Counter[str]) -> list[Finding]:
     for platform in world.platforms.values():
         for c in platform.calls:
             calls[c.room_id].append(c)
-    logged = [e.event for e in world.events.logged]
-    by_room_events = defaultdict(list)
-    for e in logged:
-        by_room_events[e.room_id].append(e)
+    by_room_logged = defaultdict(list)
+    for logged in world.events.logged:
+        by_room_logged[logged.event.room_id].append(logged)
     for plan in world.rooms:
         room_calls = sorted(calls.get(plan.room_id, []), key=lambda c: c.started_us)
-        events = by_room_events.get(plan.room_id, [])
-        found += _lost_and_ends(world, plan, room_calls, events, exercised)
+        events = [e.event for e in by_room_logged.get(plan.room_id, [])]
+        # Which life of the room (0, then one more after each TTL deletion) logged each event.
+        deletions = [t for t, r in world.deleted if r == plan.room_id]
+        lives = [sum(t <= e.at_us for t in deletions) for e in by_room_logged.get(plan.room_id, [])]
+        found += _lost_and_ends(world, plan, room_calls, events, lives, exercised)
         found += _order_and_flight(world, plan, room_calls, events, exercised)
         found += _stuck(world, plan.room_id, exercised)
     found += _attempts(calls, exercised)
     found += _window(world, exercised)
+    found += _arrivals(world, exercised)
     for answer in world.errors_500:
         exercised["no 500"] += 1
         found.append(Finding("no 500", answer.rooms[0] if answer.rooms else "-",
@@ -68,7 +71,8 @@ def _skipped(events: list, message_id: str) -> bool:
     return any(str(e.event) == EventType.SKIPPED and e.seq in seqs for e in events)
 
 
-def _lost_and_ends(world: World, plan, room_calls: list[Call], events: list, exercised: Counter[str]) -> list[Finding]:
+def _lost_and_ends(world: World, plan, room_calls: list[Call], events: list, lives: list[int],
+                   exercised: Counter[str]) -> list[Finding]:
     found = []
     state = world.room_state(plan.room_id)
     # The room's own durable record of how its messages ended (an operator's
@@ -88,11 +92,12 @@ def _lost_and_ends(world: World, plan, room_calls: list[Call], events: list, exe
         found.append(Finding("nothing lost", plan.room_id,
                              f"{msg.message_id}: the platform never took it ({len(mine)} calls), no operator "
                              f"skipped it, baton did not dead-letter it"))
-    seq_events: dict[int, list] = defaultdict(list)
-    for e in events:
+    # A seq per life of the room: a room deleted by TTL starts again at seq 1.
+    seq_events: dict[tuple[int, int], list] = defaultdict(list)
+    for e, life in zip(events, lives, strict=True):
         if e.seq is not None:
-            seq_events[e.seq].append(e)
-    for seq, evs in seq_events.items():
+            seq_events[(life, e.seq)].append(e)
+    for (_life, seq), evs in seq_events.items():
         exercised["nothing ended twice"] += 1
         ends = 0
         for e in evs:
@@ -115,12 +120,27 @@ def _order_and_flight(world: World, plan, room_calls: list[Call], events: list,
     redriven = {e.message_id for e in events if str(e.event) == EventType.REDRIVEN}
     redriven_seqs = {e.seq for e in events if str(e.event) == EventType.REDRIVEN}
     redriven |= {e.message_id for e in events if e.seq in redriven_seqs and e.message_id}
+    # A producer `sequence` that came after its gap was given up goes where
+    # it is put (SEQUENCE_GAP_TIMEOUT_MS: the documented relaxation).
+    late = {e.message_id for e in events if str(e.event) == EventType.ENQUEUED and e.reason
+            and "came after its gap was given up" in e.reason}
+    exercised["device order: a producer sequence after its gap was given up"] += len(late)
+    redriven |= late
     taken = sorted((c for c in room_calls if c.taken), key=lambda c: c.taken_us or 0)
+    first_life: dict[str, int] = {}
+    for c in taken:
+        first_life.setdefault(c.text, c.incarnation)
     highest: Call | None = None
     for c in taken:
         exercised["device order"] += 1
         if c.text in redriven:
             continue  # a released dead letter goes where the operator put it
+        if c.incarnation != first_life[c.text]:
+            # A push that came again after its room was deleted (TTL, past
+            # RETENTION_HOURS): de-duplication is per room document, so it
+            # is sent again (the documented at-least-once beyond retention).
+            exercised["device order: sent again in a new incarnation after TTL (documented)"] += 1
+            continue
         if highest is not None and index[c.text] < index[highest.text]:
             found.append(Finding("device order", plan.room_id,
                                  f"{c.text} attempt {c.attempt} taken at {_ms(world, c.taken_us)}, after "
@@ -219,6 +239,53 @@ def _window(world: World, exercised: Counter[str]) -> list[Finding]:
     return found
 
 
+def _arrivals(world: World, exercised: Counter[str]) -> list[Finding]:
+    """What the platform counts (WhatsApp's 130429 is "per number, any
+    second", on its side): the requests of each number, in the order they
+    reached the platform, at most NUMBER_RATE in any one-second window.
+
+    A send call that took no slot, or took it on another number than the
+    one it went out from, is a finding wherever it lands. R + 1 arrivals
+    within a second, each with its own slot, are a finding only when the
+    window's own promise explains none of it: when every one of them
+    reached the platform within GUARD_US of the others' delay from their
+    slot stamp (shared/sender_window.py: a slot frees GUARD_US after its
+    second, "the largest such difference this covers"); a larger spread of
+    delays (a send call that stalled before the platform read it) is the
+    documented limit, counted apart."""
+    found: list[Finding] = []
+    by_number: dict[str, list[Call]] = defaultdict(list)
+    for c in world.platforms["whatsapp"].calls:
+        if c.arrived_us is not None:
+            by_number[c.number].append(c)
+    for number, arrived in by_number.items():
+        arrived.sort(key=lambda c: (c.arrived_us or 0, c.started_us))
+        for c in arrived:
+            exercised["platform throughput bound"] += 1
+            if c.slot is None or c.slot[0] != number:
+                found.append(Finding("platform throughput bound", c.room_id,
+                                     f"{c.text} attempt {c.attempt} reached the platform from number {number} at "
+                                     f"{_ms(world, c.arrived_us)} with "
+                                     + ("no slot taken" if c.slot is None else f"a slot of number {c.slot[0]}")))
+        for i, first in enumerate(arrived):
+            j = i + NUMBER_RATE
+            if j >= len(arrived) or (arrived[j].arrived_us or 0) - (first.arrived_us or 0) >= WINDOW_US:
+                continue
+            group = arrived[i:j + 1]
+            if any(c.slot is None or c.slot[0] != number for c in group):
+                continue  # found above
+            delays = [(c.arrived_us or 0) - c.slot[1] for c in group if c.slot is not None]
+            if max(delays) - min(delays) > GUARD_US:
+                exercised["platform throughput: arrivals closer than the slots, by send delays beyond GUARD_US"] += 1
+                continue
+            found.append(Finding("platform throughput bound", group[-1].room_id,
+                                 f"number {number}: {len(group)} requests reached the platform within "
+                                 f"{((arrived[j].arrived_us or 0) - (first.arrived_us or 0)) / 1000:.0f} ms: "
+                                 + ", ".join(f"{c.text}#{c.attempt} at {_ms(world, c.arrived_us)}" for c in group)))
+            break
+    return found
+
+
 def trace(world: World, room_id: str) -> list[str]:
     """The room's story, by virtual time: invocations, platform calls and
     deliveries, and baton's events."""
@@ -232,7 +299,8 @@ def trace(world: World, room_id: str) -> list[str]:
         for c in p.calls:
             if c.room_id != room_id:
                 continue
-            lines.append((c.started_us, f"platform: {c.text} attempt {c.attempt} call ({c.fault}); taken "
+            lines.append((c.started_us, f"platform: {c.text} attempt {c.attempt} call ({c.fault}) from "
+                                        f"{c.number}, arrived {_ms(world, c.arrived_us)}; taken "
                                         f"{_ms(world, c.taken_us)}, returned {_ms(world, c.returned_us)} "
                                         f"({c.outcome or 'no answer'})"))
             if c.delivered_us is not None:

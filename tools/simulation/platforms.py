@@ -2,7 +2,10 @@
 baton's `Sender` port sees them, and the outside record every check reads.
 
 Each send call is one entry of `Platform.calls` (the platform's record, not
-baton's): when it started, whether the platform took the message (and when),
+baton's): when it started, when the request reached the platform (what the
+platform counts against a number's throughput, in arrival order), the
+sender-window slot its invocation had taken, whether the platform took the
+message (and when),
 what the caller was answered, when the answer came back. A taken message
 reaches the user's device later (or never), and the platform posts its
 webhooks through `post` (the world schedules them: late, duplicated,
@@ -79,6 +82,8 @@ class Call:
     stamp_ms: int | None = None  # Messenger: the platform's stamp of the message (ms)
     delivered_us: int | None = None  # when the device got it (None: not yet, or never)
     read_us: int | None = None
+    arrived_us: int | None = None  # when the platform read the request (None: it never did)
+    slot: tuple[str, int] | None = None  # the sender-window slot the calling invocation took: (number, stamp_us)
 
     @property
     def taken(self) -> bool:
@@ -111,6 +116,8 @@ class Platform:
         self.budget_ms = budget_ms
         self.calls: list[Call] = []
         self._mids = 0
+        # The slot the calling invocation took last (SimSenderWindow.slot_of), recorded on each call.
+        self.slot_of: Callable[[], tuple[str, int] | None] | None = None
 
     def sender(self, number: str) -> _NumberSender:
         return _NumberSender(self, number)
@@ -135,9 +142,12 @@ class Platform:
             before_ms = min(before_ms, self.budget_ms)
             after_ms = self.budget_ms - before_ms
             outcome, code, permanent, rate_limited = SendOutcome.UNKNOWN, None, False, False
+        call.slot = self.slot_of() if self.slot_of is not None else None
         self.sched.pause(before_ms * 1000)
         if self.faults.chance("crash", "crash during a send call, before the platform read it"):
             raise Crash("injected: died during the send call")
+        if fault != "no_connection":
+            call.arrived_us = self.sched.now_us()  # what the platform counts against the number's throughput
         if taken:
             self._take(call)
         self.sched.pause(after_ms * 1000)

@@ -82,6 +82,15 @@ class SimSenderWindow:
         self.slots: dict[str, tuple[int, int]] = {}  # document -> (last_us, version)
         self.takes: list[tuple[str, int]] = []
 
+    def slot_of(self) -> tuple[str, int] | None:
+        """The slot the calling invocation took last, given up as it is read
+        (the platform records it on the send call that follows)."""
+        inv = self._sched.current()
+        if inv is None:
+            return None
+        slot, inv.slot = inv.slot, None
+        return slot
+
     def _call(self, what: str) -> None:
         where = f"sender window {what}"
         self._sched.pause(self._faults.port_latency_us(where))
@@ -92,6 +101,8 @@ class SimSenderWindow:
 
     def take(self, phone_number_id: str, rate_per_s: int, now_us: int) -> SlotTaken | None:
         """As `SenderWindow.take`: None when a slot was taken, else when to try again."""
+        if (inv := self._sched.current()) is not None:
+            inv.slot = None  # a slot taken earlier and not used is not this send's
         if rate_per_s <= 0:
             return None
         entered = self._sched.now_us()
@@ -110,5 +121,7 @@ class SimSenderWindow:
                 continue
             self.slots[doc] = (stamp, version + 1)
             self.takes.append((phone_number_id, stamp))
+            if (inv := self._sched.current()) is not None:
+                inv.slot = (phone_number_id, stamp)
             return None
         return SlotTaken(min(ready))

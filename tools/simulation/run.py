@@ -39,6 +39,7 @@ def virtual_time(world: World) -> Iterator[None]:
                               lambda fn: _REAL_ARM_RETRY(fn).retry_with(sleep=sched.sleep_s)), \
             mock.patch.object(service_timers, "time", fake_time), \
             mock.patch.object(service_webhook, "time", fake_time), \
+            mock.patch.object(service_timers, "ThreadPoolExecutor", lambda max_workers: sched.pool(max_workers)), \
             contextlib.redirect_stdout(None):
         yield
 

@@ -87,6 +87,8 @@ class RoomPlan:
     head: int = 0  # the index of Pub/Sub's outstanding push
     pushing: bool = False
     failures: int = 0
+    sequenced: bool = False  # the producer numbers its messages (`sequence` attribute: index + 1)
+    unordered: bool = False  # ... and publishes them without an ordering key (several publishers)
 
 
 @dataclass
@@ -117,13 +119,52 @@ def workload(seed: int, only_rooms: frozenset[str] | None) -> list[RoomPlan]:
             plan.messages.append(Message(room_id, i, f"{room_id}-m{i}", t, f"ps-{r}-{i}"))
         if only_rooms is None or room_id in only_rooms:
             plans.append(plan)
+    # Producer `sequence` from a stream of its own (a seed's other draws are
+    # as they were before it was simulated): some rooms' producers number
+    # their messages, some of those publish them without an ordering key.
+    seq_rng = random.Random(f"sequence-{seed}")
+    for plan in plans:
+        plan.sequenced = seq_rng.random() < 0.3
+        plan.unordered = plan.sequenced and seq_rng.random() < 0.5
     return plans
+
+
+def room_settings(seed: int) -> dict[str, int]:
+    """The seed's MAX_QUEUED_MESSAGES and SEQUENCE_GAP_TIMEOUT_MS, from a
+    stream of its own: a third of the seeds have rooms that fill at 2 or 3
+    messages (back-pressure: refusals, placeholders, parked copies), some
+    give up a producer's sequence gap after 5 s."""
+    rng = random.Random(f"capacity-{seed}")
+    settings = {"sequence_gap_timeout_ms": rng.choice((5000, 30_000))}
+    if rng.random() < 1 / 3:
+        settings["max_queued_messages"] = rng.choice((2, 3))
+    return settings
 
 
 def webhook_mode(seed: int) -> str:
     """The seed's WEBHOOK_MODE, from its own random stream (a seed in
     `direct` mode runs as it did before `queued` was simulated)."""
     return "queued" if random.Random(f"mode-{seed}").random() < 0.4 else "direct"
+
+
+def sweep_settings(seed: int) -> dict[str, int]:
+    """The seed's SWEEP_CONCURRENCY and SWEEP_BATCH_SIZE, from its own random
+    stream: a third of the seeds sweep one room at a time, the others 2 or
+    the deployed default (16) at once, in the default pages or in pages of
+    2 rooms (the cursor's paging under concurrency)."""
+    rng = random.Random(f"sweep-{seed}")
+    if rng.random() < 1 / 3:
+        return {"sweep_concurrency": 1}
+    return {"sweep_concurrency": rng.choice((2, 16)), "sweep_batch_size": rng.choice((2, 500))}
+
+
+def ttl_ms(seed: int) -> int | None:
+    """The seed's room retention (ms) when Firestore's TTL deletes rooms in
+    the run (a quarter of the seeds, from a stream of its own): 15-40 s, so
+    rooms are deleted and made again (a new incarnation) while late pushes,
+    timers and webhooks of the old one still come. None: an hour (never)."""
+    rng = random.Random(f"ttl-{seed}")
+    return rng.randint(15_000, 40_000) if rng.random() < 0.25 else None
 
 
 class World:
@@ -138,12 +179,15 @@ class World:
             defaults = config.load()  # the deployed defaults, whatever the shell (or a test session) has set
         self.settings = dataclasses.replace(
             defaults, ack_timeout_ms=ACK_TIMEOUT_MS, send_timeout_ms=SEND_TIMEOUT_MS,
-            send_start_deadline_ms=SEND_START_DEADLINE_MS, watchdog_grace_ms=WATCHDOG_GRACE_MS, sweep_concurrency=1,
+            send_start_deadline_ms=SEND_START_DEADLINE_MS, watchdog_grace_ms=WATCHDOG_GRACE_MS,
             providers="whatsapp,messenger", whatsapp_senders=",".join(f"{n}:{NUMBER_RATE}" for n in NUMBERS),
             whatsapp_app_secret=WHATSAPP_SECRET, messenger_app_secret=MESSENGER_SECRET, metrics_log_path="",
-            event_log_path="", webhook_mode=webhook_mode(seed))
+            event_log_path="", webhook_mode=webhook_mode(seed), **sweep_settings(seed),
+            **room_settings(seed))
         self.policy = policy_from_settings(self.settings)
-        self.store = FakeRoomStore(self.sched, retention_ms=3_600_000)  # type: ignore[arg-type]
+        self.ttl_ms = ttl_ms(seed)
+        self.store = FakeRoomStore(self.sched, retention_ms=self.ttl_ms or 3_600_000)  # type: ignore[arg-type]
+        self.deleted: list[tuple[int, str]] = []  # (at_us, room_id): rooms Firestore's TTL deleted
         self.store.between_read_and_commit = lambda room: self.sched.pause(
             self.faults.port_latency_us("firestore between read and commit"))
         self.timers = FakeTimers(self.sched)  # type: ignore[arg-type]
@@ -151,14 +195,12 @@ class World:
         self.window = SimSenderWindow(self.sched, self.faults)
         self.platforms = {p: Platform(p, self.sched, self.faults, self._post_webhook, SEND_TIMEOUT_MS)
                           for p in ("whatsapp", "messenger")}
-        senders: dict[str, Any] = {f"whatsapp:{n}": self.platforms["whatsapp"].sender(n) for n in NUMBERS}
-        senders["whatsapp"] = self.platforms["whatsapp"].sender(NUMBERS[0])
-        senders["messenger"] = self.platforms["messenger"].sender("page")
+        self.platforms["whatsapp"].slot_of = self.window.slot_of
         store_port = Port("firestore", self.store, self.sched, self.faults, before={"apply": self._store_fault})
         timer_port = Port("cloud tasks", self.timers, self.sched, self.faults,
                           before={"schedule": self._arm_fault}, after={"schedule": lambda _r: self._new_tasks()})
         self.status_queue = SimStatusQueue(self)
-        self._ports = (store_port, timer_port, senders)
+        self._ports = (store_port, timer_port)
         self.service = self._build(self.settings)
         self.numbers_changed: list[tuple[int, tuple[str, ...]]] = []  # (at_us, the numbers from then on)
         self.rooms = workload(seed, only_rooms)
@@ -170,7 +212,14 @@ class World:
 
     def _build(self, settings: Any) -> DeliveryService:
         """A service instance as a cold start builds it, over the world's ports."""
-        store_port, timer_port, senders = self._ports
+        store_port, timer_port = self._ports
+        # As shared.providers.make_senders: a client per number of the
+        # settings (a number removed has none), plain `whatsapp` the first.
+        wa = self.platforms["whatsapp"]
+        senders: dict[str, Any] = {f"whatsapp:{spec.phone_number_id}": wa.sender(spec.phone_number_id)
+                                   for spec in settings.whatsapp_sender_specs}
+        senders["whatsapp"] = wa.sender(NUMBERS[0])
+        senders["messenger"] = self.platforms["messenger"].sender("page")
         return DeliveryService(settings, policy_from_settings(settings), store_port, timer_port,  # type: ignore[arg-type]
                                senders, self.events, status_queue=lambda: self.status_queue,  # type: ignore[arg-type]
                                sender_window=self.window)  # type: ignore[arg-type]
@@ -246,6 +295,8 @@ class World:
     def _push_body(self, plan: RoomPlan, msg: Message, dead_letter_attempts: int | None = None) -> bytes:
         attrs = {"room_id": plan.room_id, "provider": plan.provider, "recipient": plan.recipient,
                  "message_id": msg.message_id}
+        if plan.sequenced:
+            attrs["sequence"] = str(msg.index + 1)
         if dead_letter_attempts is not None:
             attrs[DEAD_LETTER_COUNT_ATTRIBUTE] = str(dead_letter_attempts)
         data = base64.b64encode(json.dumps({"type": "text", "text": msg.message_id}).encode()).decode()
@@ -253,8 +304,36 @@ class World:
                                        "publishTime": utc_iso(self.start_us + msg.published_us * 1000)},
                            "subscription": "projects/baton-sim/subscriptions/outbound"}).encode()
 
+    def _unordered(self, plan: RoomPlan, msg: Message, failures: int = 0) -> None:
+        """A message published without an ordering key: pushed on its own,
+        whatever its room's other messages do (late by up to 8 s now and
+        then), again after a failure, dead-lettered as the ordered ones."""
+        body = self._push_body(plan, msg)
+
+        def answered(status: int | None) -> None:
+            if status is not None and 200 <= status < 300:
+                if self.faults.chance("dup", "duplicated push"):
+                    self._duplicate_push(body, plan.room_id, msg)
+            elif failures + 1 >= DLQ_ATTEMPTS and self.faults.rng.random() < 0.5:
+                self.faults.count("push dead-lettered by Pub/Sub")
+                self._dead_letter(plan, msg, 1)
+            else:
+                self.sched.at(self.sched.now_us() + self.faults.redelivery_ms() * 1000,
+                              lambda: self._unordered(plan, msg, failures + 1))
+
+        late_us = 0
+        if failures == 0 and self.faults.rng.random() < 0.3:
+            late_us = self.faults.rng.randint(100, 8000) * 1000
+            self.faults.count("unordered push late (producer sequence out of order)")
+        self.invoke("enqueue", (plan.room_id,), msg.message_id, lambda: self.service.handle_push(body), answered,
+                    self.faults.rng.randint(1000, 50_000) + late_us)
+
     def _pubsub(self, plan: RoomPlan) -> None:
         """Push the room's head message if it is published and none is outstanding."""
+        if plan.unordered:
+            for msg in plan.messages:
+                self.sched.at(self.start_us + msg.published_us * 1000, functools.partial(self._unordered, plan, msg))
+            return
         if plan.pushing or plan.head >= len(plan.messages):
             return
         msg = plan.messages[plan.head]
@@ -342,6 +421,17 @@ class World:
         self.invoke("sweep", (), "watchdog", self.service.handle_sweep, lambda _s: None)
         self.sched.at(self.sched.now_us() + SWEEP_EVERY_MS * 1000, self._sweep)
 
+    def _ttl(self) -> None:
+        """Firestore's TTL: deletes the rooms whose `expire_at` has passed
+        (checked every 5 s; Google deletes within a day of it, so any
+        moment after is legal)."""
+        if self.sched.now_us() >= self.end_us:
+            return
+        for room_id in self.store.delete_expired():
+            self.deleted.append((self.sched.now_us(), room_id))
+            self.faults.count("room deleted by TTL (a new incarnation next)")
+        self.sched.at(self.sched.now_us() + 5_000_000, self._ttl)
+
     # -- operators
 
     def _operator(self, drain: bool) -> None:
@@ -408,6 +498,8 @@ class World:
         if self.broken_doc:
             self.sched.at(self.start_us + self.sched.rng.randint(0, WORK_MS) * 1000, self._write_broken_doc)
         self.sched.at(self.start_us + SWEEP_EVERY_MS * 1000, self._sweep)
+        if self.ttl_ms is not None:
+            self.sched.at(self.start_us + 5_000_000, self._ttl)
         self.sched.at(self.start_us + 10_000_000, lambda: self._operator(False))
         self.sched.run_until(self.drain_us)
         self.faults.calm()
