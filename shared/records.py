@@ -114,14 +114,27 @@ class KeptRecords:
         (`ended_now`, the cancellation) or (`ended_before`, the cancellation).
         The first caller writes `ended_at` with a precondition on the
         document's update time, so of a task and a redelivered push racing,
-        one ends the message (one `skipped`). One read, plus one write when
-        the message is cancelled."""
+        one ends the message (one `skipped`). The first copy let in writes
+        `entered_at` the same way: a cancel that lands after it is too late,
+        and a later copy (a task run twice, a redelivered push) goes to the
+        room, which drops it as a duplicate, instead of ending `skipped` a
+        message that is being sent (found by the simulation, seed 33). One
+        read, plus one write the first time a held message comes and when
+        it is cancelled."""
         ref = self._scheduled_ref(room_id, message_id)
         for _ in range(5):  # the document changed between the read and the write: read it again
             snap = ref.get(**self._call)
             op_counts().firestore_reads += 1
             doc = snap.to_dict() if snap.exists else None
-            if not doc or "actor" not in doc:
+            if not doc or doc.get("entered_at") is not None:
+                return "not_cancelled", None
+            if "actor" not in doc:
+                try:
+                    ref.update({"entered_at": datetime.now(UTC)},
+                               option=self._db.write_option(last_update_time=snap.update_time), **self._call)
+                except gexc.FailedPrecondition:
+                    continue
+                op_counts().firestore_writes += 1
                 return "not_cancelled", None
             if doc.get("ended_at") is not None:
                 return "ended_before", doc

@@ -125,3 +125,31 @@ def test_a_late_sequence_filling_its_placeholder_in_place_says_it_is_late():
     order = [s.message.sequence for s in room.sends]
     assert order == [1, 2, 4, 3, 5], order
     assert "came after its gap was given up" in (room.reasons[("enqueued", "m3")] or ""), room.events
+
+
+def test_a_scheduled_message_that_entered_is_not_ended_skipped_by_a_later_copy_after_a_cancel():
+    """Seed 33: promo-1's task brought it into its room at its time; an
+    operator cancelled it a second later (too late: it was queued); Cloud
+    Tasks ran the task again, and that copy found the cancel and logged
+    `skipped` ("cancelled before its time") for a message then sent and
+    acked. The first copy let in marks the record; a later copy goes to
+    the room, which drops it as a duplicate."""
+    from tests.unit.test_scheduled_cancel import kinds, push, setup
+
+    world, service, _client = setup()
+    body = push(world, "promo-1", 10)
+    with service_time_of(world):
+        assert service.handle_push(body).body["result"] == "scheduled"
+        world.clock.advance_ms(11_000)
+        assert service.handle_push(body, scheduled_entry=True).status == 200  # its task: it enters
+        world.store.cancel_scheduled("room-s", "promo-1", "ops", "campaign withdrawn")  # too late
+        again = service.handle_push(body, scheduled_entry=True)  # Cloud Tasks runs the task again
+    assert again.body.get("result") != "cancelled", again.body
+    assert "skipped" not in kinds(world, "promo-1"), kinds(world, "promo-1")
+    assert kinds(world, "promo-1").count("enqueued") == 1
+
+
+def service_time_of(world):
+    from tests.unit.test_faults import service_time
+
+    return service_time(world)
