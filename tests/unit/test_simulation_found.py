@@ -153,3 +153,43 @@ def service_time_of(world):
     from tests.unit.test_faults import service_time
 
     return service_time(world)
+
+
+def _dead_letter_copy(body: bytes) -> bytes:
+    import json
+
+    from shared.service import DEAD_LETTER_COUNT_ATTRIBUTE
+
+    envelope = json.loads(body)
+    envelope["message"]["attributes"][DEAD_LETTER_COUNT_ATTRIBUTE] = "5"
+    return json.dumps(envelope).encode()
+
+
+def test_the_dead_letter_copy_of_a_cancelled_scheduled_message_ends_skipped_not_parked():
+    """Seed 271: a campaign message's pushes failed through a Firestore
+    outage until Pub/Sub dead-lettered it; its cancel landed first; the
+    dead-letter copy was parked in its room all the same, and an operator's
+    redrive sent it. Every other way in checks the cancel first."""
+    from tests.unit.test_scheduled_cancel import kinds, push, setup
+
+    world, service, _client = setup()
+    body = push(world, "promo-1", 10)
+    with service_time_of(world):
+        world.store.cancel_scheduled("room-s", "promo-1", "ops", "campaign withdrawn")
+        world.clock.advance_ms(11_000)
+        reply = service.handle_dead_letter(_dead_letter_copy(body))
+    assert reply.body["result"] == "cancelled", reply.body
+    assert "parked" not in kinds(world, "promo-1") and kinds(world, "promo-1").count("skipped") == 1
+    assert world.store.load_room("room-s") is None or not world.store.load_room("room-s").holds_messages
+
+
+def test_the_dead_letter_copy_of_a_scheduled_message_before_its_time_waits_for_it():
+    """Parked at once, an operator's redrive would send it before its time."""
+    from tests.unit.test_scheduled_cancel import kinds, push, setup
+
+    world, service, client = setup()
+    body = push(world, "promo-1", 60)
+    with service_time_of(world):
+        reply = service.handle_dead_letter(_dead_letter_copy(body))
+    assert reply.body["result"] == "scheduled", reply.body
+    assert "parked" not in kinds(world, "promo-1") and len(client.created) == 1
