@@ -193,3 +193,27 @@ def test_the_dead_letter_copy_of_a_scheduled_message_before_its_time_waits_for_i
         reply = service.handle_dead_letter(_dead_letter_copy(body))
     assert reply.body["result"] == "scheduled", reply.body
     assert "parked" not in kinds(world, "promo-1") and len(client.created) == 1
+
+
+def test_a_cancel_after_the_message_came_leaves_its_task_so_a_full_room_still_gets_it():
+    """Seed 103: promo-1's task came at its time, was let in, and found its
+    room full (503: Cloud Tasks retries it); `baton scheduled cancel` a
+    second later deleted the task, and nothing ever brought the message
+    again: lost, its room waiting for it for good. A copy let in marks the
+    record; the cancel then leaves the task alone."""
+    import types
+
+    from shared.admin.actions import Args, scheduled_cancel
+    from tests.unit.test_scheduled_cancel import push, setup
+
+    world, service, client = setup()
+    body = push(world, "promo-1", 10)
+    with service_time_of(world):
+        assert service.handle_push(body).body["result"] == "scheduled"
+        world.clock.advance_ms(11_000)
+        verdict, _ = world.store.claim_cancelled_end("room-s", "promo-1")  # its task comes: let in
+    assert verdict == "not_cancelled"
+    admin = types.SimpleNamespace(operators=types.SimpleNamespace(store=world.store),
+                                  scheduled_factory=lambda: service.scheduled)
+    answer = scheduled_cancel(admin, Args({"room_id": "room-s", "message_id": "promo-1", "reason": "late"}), "ops")
+    assert answer["task_deleted"] is False and client.deleted == [], answer

@@ -332,10 +332,10 @@ class FakeRoomStore:
 
     def claim_cancelled_end(self, room_id: str, message_id: str) -> tuple[str, dict[str, Any] | None]:
         doc = self.scheduled.get((room_id, message_id))
-        if not doc or doc.get("entered"):
+        if not doc or doc.get("entered_at") is not None:
             return "not_cancelled", None
         if "actor" not in doc:
-            doc["entered"] = True  # as the real store's `entered_at`: a later cancel is too late
+            doc["entered_at"] = self._clock.now_us()  # as the real store: a later cancel is too late
             return "not_cancelled", None
         if doc.get("ended"):
             return "ended_before", doc
