@@ -128,15 +128,24 @@ class KeptRecords:
         `entered_at` the same way: a cancel that lands after it is too late,
         and a later copy (a task run twice, a redelivered push) goes to the
         room, which drops it as a duplicate, instead of ending `skipped` a
-        message that is being sent (found by the simulation, seed 33). One
-        read, plus one write the first time a held message comes and when
-        it is cancelled."""
+        message that is being sent (found by the simulation, seeds 33 and
+        320: the second never held, its hold refused, its push let in by a
+        redelivery). One read, plus one write the first time a scheduled
+        message comes and when it is cancelled."""
         ref = self._scheduled_ref(room_id, message_id)
         for _ in range(5):  # the document changed between the read and the write: read it again
             snap = ref.get(**self._call)
             op_counts().firestore_reads += 1
             doc = snap.to_dict() if snap.exists else None
-            if not doc or doc.get("entered_at") is not None:
+            if doc is not None and doc.get("entered_at") is not None:
+                return "not_cancelled", None
+            if doc is None:  # never held (due at once, or its hold failed): the record starts here
+                try:
+                    ref.create({"message_id": message_id, "room_id": room_id, "entered_at": datetime.now(UTC),
+                                "expire_at": self._expire_at()}, **self._call)
+                except gexc.AlreadyExists:
+                    continue
+                op_counts().firestore_writes += 1
                 return "not_cancelled", None
             if "actor" not in doc:
                 try:

@@ -217,3 +217,21 @@ def test_a_cancel_after_the_message_came_leaves_its_task_so_a_full_room_still_ge
                                   scheduled_factory=lambda: service.scheduled)
     answer = scheduled_cancel(admin, Args({"room_id": "room-s", "message_id": "promo-1", "reason": "late"}), "ops")
     assert answer["task_deleted"] is False and client.deleted == [], answer
+
+
+def test_a_scheduled_message_let_in_without_a_hold_is_not_ended_skipped_by_a_later_copy():
+    """Seed 320: promo-1's hold was refused (Cloud Tasks unavailable), a
+    redelivery of its push after its time let it in (no record existed),
+    the operator's cancel then wrote one, and a duplicate push found it and
+    logged `skipped` for a message already sent."""
+    from tests.unit.test_scheduled_cancel import kinds, push, setup
+
+    world, service, _client = setup()
+    body = push(world, "promo-1", 10)
+    with service_time_of(world):
+        world.clock.advance_ms(11_000)  # its hold never happened: the first copy comes after its time
+        assert service.handle_push(body).body["result"] == "ok"
+        world.store.cancel_scheduled("room-s", "promo-1", "ops", "campaign withdrawn")  # too late
+        again = service.handle_push(body)  # a duplicate of the push
+    assert again.body.get("result") != "cancelled", again.body
+    assert "skipped" not in kinds(world, "promo-1"), kinds(world, "promo-1")
