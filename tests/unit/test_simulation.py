@@ -178,3 +178,55 @@ def test_concurrent_sweeps_run_their_rescues_interleaved_on_the_scheduler() -> N
     result = run_seed(seed)
     assert not result.findings, report_failure(result)
     assert any(a.function == "sweep" and a.status == 200 for a in result.world.answers)
+
+
+def _campaign_run():
+    """A finished run whose campaign's promo-1 reached the platform in some room, with no finding."""
+    from tools.simulation.world import CAMPAIGN_ID, campaign
+
+    for seed in range(1, 80):
+        if campaign(seed) is None:
+            continue
+        result = run_seed(seed, without=frozenset({"unreadable-doc"}))
+        taken = [c for p in result.world.platforms.values() for c in p.calls
+                 if c.text == CAMPAIGN_ID and c.taken]
+        if taken and not result.findings:
+            return result, taken[0]
+    raise AssertionError("no campaign seed of 1-79 sent promo-1")
+
+
+def test_the_scheduled_checks_fail_on_a_send_before_its_time_and_on_a_cancelled_one_sent() -> None:
+    from tools.simulation.scheduled import Claim
+
+    result, call = _campaign_run()
+    world = result.world
+    call.taken_us = world.start_us  # taken at the start: long before its time
+    assert "scheduled: not before its time" in _invariants(world)
+    result, call = _campaign_run()
+    world = result.world
+    # The operator's cancel landed before anything brought it in: it must never have been sent.
+    world.claims[:] = [c for c in world.claims if (c.room_id, c.message_id) != (call.room_id, call.text)]
+    world.cancels.append(Claim(call.room_id, call.text, world.start_us, "cancelled"))
+    assert "scheduled: cancelled before its time, never sent" in _invariants(world)
+
+
+def test_a_room_deleted_by_ttl_keeps_its_ends_for_the_checks_and_its_seqs_per_life() -> None:
+    """A room deleted by TTL is made again with seqs from 1: the same seq
+    ending in two lives is not 'ended twice'; within one life it is."""
+    from tools.simulation.world import ttl_ms
+
+    for seed in range(1, 80):
+        if ttl_ms(seed) is None:
+            continue
+        result = run_seed(seed, without=frozenset({"unreadable-doc"}))
+        if result.world.deleted and not result.findings:
+            break
+    else:
+        raise AssertionError("no TTL seed of 1-79 deleted a room")
+    world = result.world
+    room = world.deleted[0][1]
+    ends = [e for e in world.events.logged if e.event.room_id == room and str(e.event.event) == "acked"]
+    assert ends, "the deleted room acked nothing"
+    again = dataclasses.replace(ends[0], at_us=ends[0].at_us + 1)  # the same seq ends again in the same life
+    world.events.logged.append(again)
+    assert "nothing ended twice" in _invariants(world)

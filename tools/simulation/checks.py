@@ -14,6 +14,7 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass
 
 from shared.events import TERMINAL_EVENTS, EventType
+from shared.scheduled import ENTER_AT_ONCE_MS
 from shared.sender_window import GUARD_US, WINDOW_US
 from tools.simulation.platforms import Call
 from tools.simulation.world import ACK_TIMEOUT_MS, BROKEN_ROOM, NUMBER_RATE, SEND_TIMEOUT_MS, World
@@ -21,7 +22,8 @@ from tools.simulation.world import ACK_TIMEOUT_MS, BROKEN_ROOM, NUMBER_RATE, SEN
 TERMINAL = frozenset(str(e) for e in TERMINAL_EVENTS)
 INVARIANTS = ("nothing lost", "nothing ended twice", "no stuck room", "device order", "no early hand-over",
               "never two in flight", "attempt numbers never reused", "sender window bound",
-              "platform throughput bound", "pacing bound", "no 500")
+              "platform throughput bound", "pacing bound", "no 500", "scheduled: not before its time",
+              "scheduled: cancelled before its time, never sent")
 
 
 @dataclass(frozen=True)
@@ -54,6 +56,7 @@ def check(world: World, exercised: Counter[str]) -> list[Finding]:
         found += _lost_and_ends(world, plan, room_calls, events, lives, exercised)
         found += _order_and_flight(world, plan, room_calls, events, exercised)
         found += _stuck(world, plan.room_id, exercised)
+    found += _scheduled(world, calls, exercised)
     found += _attempts(calls, exercised)
     found += _window(world, exercised)
     found += _arrivals(world, exercised)
@@ -77,10 +80,14 @@ def _lost_and_ends(world: World, plan, room_calls: list[Call], events: list, liv
     state = world.room_state(plan.room_id)
     # The room's own durable record of how its messages ended (an operator's
     # skip whose process died before logging it is still a skip).
-    outcomes = {e.message_id: e.outcome for e in state.ended} if state else {}
+    ended = [*world.ended_before.get(plan.room_id, []), *(state.ended if state else ())]
+    outcomes = {e.message_id: e.outcome for e in ended}
+    cancelled = {m.message_id for m in plan.messages if _cancelled_first(world, plan.room_id, m.message_id)}
     for msg in plan.messages:
         exercised["nothing lost"] += 1
         mine = [c for c in room_calls if c.text == msg.message_id]
+        if msg.message_id in cancelled:
+            continue  # an operator cancelled it before its time (judged by `_scheduled`)
         if any(c.taken for c in mine) or any(c.permanent_refusal for c in mine) or _skipped(events, msg.message_id) \
                 or outcomes.get(msg.message_id) in ("skipped", "dead_lettered"):
             continue
@@ -115,7 +122,8 @@ def _order_and_flight(world: World, plan, room_calls: list[Call], events: list,
                       exercised: Counter[str]) -> list[Finding]:
     found = []
     state = world.room_state(plan.room_id)
-    outcomes = {e.message_id: e.outcome for e in state.ended} if state else {}
+    ended = [*world.ended_before.get(plan.room_id, []), *(state.ended if state else ())]
+    outcomes = {e.message_id: e.outcome for e in ended}
     index = {m.message_id: m.index for m in plan.messages}
     redriven = {e.message_id for e in events if str(e.event) == EventType.REDRIVEN}
     redriven_seqs = {e.seq for e in events if str(e.event) == EventType.REDRIVEN}
@@ -185,6 +193,57 @@ def _order_and_flight(world: World, plan, room_calls: list[Call], events: list,
             span = (taken[-1].taken_us or 0) - (taken[0].taken_us or 0)
             if len(taken) > burst + span // (interval * 1000) + 1:
                 found.append(Finding("pacing bound", plan.room_id, f"{len(taken)} sends in {span / 1000:.0f} ms"))
+    return found
+
+
+def _cancelled_first(world: World, room_id: str, message_id: str) -> bool:
+    """Whether an operator's cancel of this room's scheduled message landed
+    before anything brought it in (no claim, or its first claim found the
+    cancel): then it must never be sent (its task deleted, or every copy
+    dropped as `cancelled`)."""
+    if not any(c.room_id == room_id and c.message_id == message_id for c in world.cancels):
+        return False
+    claims = sorted((c for c in world.claims if c.room_id == room_id and c.message_id == message_id),
+                    key=lambda c: c.at_us)
+    return not claims or claims[0].verdict != "not_cancelled"
+
+
+def _scheduled(world: World, calls: dict[str, list[Call]], exercised: Counter[str]) -> list[Finding]:
+    """Scheduled messages (`deliver_at`): none reaches the platform before
+    its time (ENTER_AT_ONCE_MS early at most); one whose room's record was
+    cancelled before anything brought it in (its first claim found the
+    cancel) never reaches it; one that entered its room before the cancel
+    is not also ended `skipped` by a later copy (nothing ended twice)."""
+    found: list[Finding] = []
+    logged = [e.event for e in world.events.logged]
+    for plan in world.rooms:
+        for msg in plan.messages:
+            if msg.deliver_at_ms is None:
+                continue
+            mine = [c for c in calls.get(plan.room_id, []) if c.text == msg.message_id and c.taken]
+            due_us = world.start_us + msg.deliver_at_ms * 1000
+            exercised["scheduled: not before its time"] += 1
+            early = [c for c in mine if (c.taken_us or 0) < due_us - ENTER_AT_ONCE_MS * 1000]
+            if early:
+                found.append(Finding("scheduled: not before its time", plan.room_id,
+                                     f"{msg.message_id} taken at {_ms(world, early[0].taken_us)}, due "
+                                     f"{_ms(world, due_us)}"))
+            claims = sorted((c for c in world.claims if c.room_id == plan.room_id
+                             and c.message_id == msg.message_id), key=lambda c: c.at_us)
+            if _cancelled_first(world, plan.room_id, msg.message_id):
+                exercised["scheduled: cancelled before its time, never sent"] += 1
+                if mine:
+                    found.append(Finding("scheduled: cancelled before its time, never sent", plan.room_id,
+                                         f"{msg.message_id} cancelled before anything brought it in, yet taken at "
+                                         f"{_ms(world, mine[0].taken_us)}"))
+            elif claims:
+                exercised["nothing ended twice"] += 1
+                skips = [e for e in logged if e.room_id == plan.room_id and e.message_id == msg.message_id
+                         and e.seq is None and str(e.event) == EventType.SKIPPED]
+                if skips and any(c.verdict != "not_cancelled" for c in claims):
+                    found.append(Finding("nothing ended twice", plan.room_id,
+                                         f"{msg.message_id} entered its room (at {_ms(world, claims[0].at_us)}), "
+                                         f"then a later copy ended it `skipped` ({skips[0].reason})"))
     return found
 
 

@@ -13,6 +13,9 @@ reordered, possibly before the send call returned):
 
 - WhatsApp: `sent`, `delivered`, `read` statuses naming the attempt's wamid
   and our delivery id (`biz_opaque_callback_data`), signed with the app secret.
+- Instagram: the echo of our send (`object` = `instagram`), no delivery
+  receipt, and `messaging_seen` (`read.mid`: one message) when the user
+  reads it; baton acks Instagram on read (ACK_LEVEL_INSTAGRAM).
 - Messenger (Meta's "Webhook Events Reference"): the echo of our send
   (`metadata` = our delivery id, `timestamp` = the platform's stamp, ms), and
   receipts by recipient: `delivery.watermark` (every message stamped strictly
@@ -45,6 +48,7 @@ from tools.simulation.scheduler import Scheduler
 
 WHATSAPP_SECRET = "local-app-secret"
 MESSENGER_SECRET = "local-messenger-secret"
+INSTAGRAM_SECRET = "local-instagram-secret"
 
 # What a send call ends as: (taken by the platform, outcome the caller sees, error code, permanent, rate limited)
 SEND_FAULTS: dict[str, tuple[bool, SendOutcome, int | None, bool, bool]] = {
@@ -95,7 +99,7 @@ class Call:
 
 
 class Platform:
-    """One platform (`whatsapp` or `messenger`) for every number and
+    """One platform (`whatsapp`, `messenger` or `instagram`) for every number and
     recipient; the `Sender` of each of baton's numbers is `sender(number)`.
 
     Args:
@@ -166,7 +170,7 @@ class Platform:
         now = self.sched.now_us()
         self._mids += 1
         call.taken_us = now
-        call.mid = f"{'wamid' if self.provider == 'whatsapp' else 'm'}.{self._mids}"
+        call.mid = f"{ {'whatsapp': 'wamid', 'messenger': 'm'}.get(self.provider, 'ig')}.{self._mids}"
         call.stamp_ms = now // 1000
         delivery_ms = self.faults.delivery_delay_ms()
         if delivery_ms is not None:
@@ -182,8 +186,9 @@ class Platform:
         call.delivered_us = now
         if self.provider == "whatsapp":
             self._status(call, "delivered", now)
-        else:
+        elif self.provider == "messenger":
             self._receipt(call.recipient, "delivery", now)
+        # Instagram posts no delivery receipt: only `messaging_seen` when read.
         read_ms = self.faults.read_delay_ms()
         if read_ms is not None:
             self.sched.at(now + read_ms * 1000, lambda: self._read(call))
@@ -193,8 +198,10 @@ class Platform:
         call.read_us = now
         if self.provider == "whatsapp":
             self._status(call, "read", now)
-        else:
+        elif self.provider == "messenger":
             self._receipt(call.recipient, "read", now)
+        else:
+            self._seen(call, now)
 
     # -- webhooks
 
@@ -214,8 +221,17 @@ class Platform:
     def _echo(self, call: Call, at_us: int) -> None:
         item = {"sender": {"id": "200000000000002"}, "recipient": {"id": call.recipient}, "timestamp": call.stamp_ms,
                 "message": {"mid": call.mid, "is_echo": True, "metadata": call.delivery_id, "text": call.text}}
-        self._schedule_post({"object": "page", "entry": [{"id": "p", "time": at_us // 1000, "messaging": [item]}]},
-                            MESSENGER_SECRET, at_us, f"messenger echo {call.text}#{call.attempt}")
+        obj, secret = ("page", MESSENGER_SECRET) if self.provider == "messenger" else ("instagram", INSTAGRAM_SECRET)
+        self._schedule_post({"object": obj, "entry": [{"id": "p", "time": at_us // 1000, "messaging": [item]}]},
+                            secret, at_us, f"{self.provider} echo {call.text}#{call.attempt}")
+
+    def _seen(self, call: Call, at_us: int) -> None:
+        """Instagram's `messaging_seen`: one message, by its mid, read
+        (https://developers.facebook.com/docs/instagram-platform/webhooks/examples)."""
+        item = {"sender": {"id": call.recipient}, "recipient": {"id": "200000000000003"}, "timestamp": at_us // 1000,
+                "read": {"mid": call.mid}}
+        self._schedule_post({"object": "instagram", "entry": [{"id": "i", "time": at_us // 1000, "messaging": [item]}]},
+                            INSTAGRAM_SECRET, at_us, f"instagram seen {call.text}#{call.attempt}")
 
     def _receipt(self, recipient: str, kind: str, at_us: int) -> None:
         """A Messenger receipt for `recipient` now, and (by seed) stragglers:

@@ -37,17 +37,19 @@ class Port:
             the fake's own faults).
         after: per method, called with the result after the real call.
         errors: whether a transient `ServiceUnavailable` may replace a call.
+        plain: methods that are no I/O (a client's path helpers): called as they are.
     """
 
     def __init__(self, name: str, target: Any, sched: Scheduler, faults: Faults,
                  before: dict[str, Callable[[], None]] | None = None,
-                 after: dict[str, Callable[[Any], None]] | None = None, errors: bool = True) -> None:
+                 after: dict[str, Callable[[Any], None]] | None = None, errors: bool = True,
+                 plain: frozenset[str] = frozenset()) -> None:
         self._name, self._target, self._sched, self._faults = name, target, sched, faults
-        self._before, self._after, self._errors = before or {}, after or {}, errors
+        self._before, self._after, self._errors, self._plain = before or {}, after or {}, errors, plain
 
     def __getattr__(self, attr: str) -> Any:
         value = getattr(self._target, attr)
-        if not callable(value) or attr.startswith("_"):
+        if not callable(value) or attr.startswith("_") or attr in self._plain:
             return value
 
         def call(*args: Any, **kwargs: Any) -> Any:

@@ -43,12 +43,14 @@ from unittest import mock
 from shared import config
 from shared.events import utc_iso
 from shared.room import Pause, Resume, RoomState, policy_from_settings, room_from_doc, room_to_doc
+from shared.scheduled import ScheduledHold
 from shared.service import DEAD_LETTER_COUNT_ATTRIBUTE, TRANSIENT_ERRORS, DeliveryService, Reply, core
 from shared.tasks import timer_body
 from tools.fakes import ArmedTask, Crash, FakeRoomStore, FakeTimers, RecordingEventLog
 from tools.simulation.faults import Faults
-from tools.simulation.platforms import MESSENGER_SECRET, WHATSAPP_SECRET, Platform
+from tools.simulation.platforms import INSTAGRAM_SECRET, MESSENGER_SECRET, WHATSAPP_SECRET, Platform
 from tools.simulation.ports import Port, SimSenderWindow
+from tools.simulation.scheduled import SimTask, SimTasksClient, record_claims
 from tools.simulation.scheduler import Aborted, Invocation, Scheduler
 from tools.simulation.status_queue import SimStatusQueue
 
@@ -76,6 +78,7 @@ class Message:
     published_us: int
     pubsub_id: str
     skipped: bool = False  # an operator skipped it (confirmed by the room)
+    deliver_at_ms: int | None = None  # scheduled: its `deliver_at` (ms from the start)
 
 
 @dataclass
@@ -108,10 +111,13 @@ def workload(seed: int, only_rooms: frozenset[str] | None) -> list[RoomPlan]:
     """The seed's rooms and messages (its own random stream, so a shrunk run,
     with `only_rooms`, keeps the same messages for the rooms it keeps)."""
     rng = random.Random(f"workload-{seed}")
+    instagram = random.Random(f"instagram-{seed}")  # its own stream: the seeds' other draws are as before
     plans = []
     for r in range(rng.randint(2, 7)):
         room_id = f"room-{r}"
         provider = "messenger" if rng.random() < 0.35 else "whatsapp"
+        if provider == "messenger" and instagram.random() < 0.4:
+            provider = "instagram"
         plan = RoomPlan(room_id, provider, f"1555{seed % 100000:05d}{r:03d}")
         t = rng.randint(0, 5000)
         for i in range(rng.randint(1, 6)):
@@ -119,6 +125,7 @@ def workload(seed: int, only_rooms: frozenset[str] | None) -> list[RoomPlan]:
             plan.messages.append(Message(room_id, i, f"{room_id}-m{i}", t, f"ps-{r}-{i}"))
         if only_rooms is None or room_id in only_rooms:
             plans.append(plan)
+    _campaign(seed, plans)
     # Producer `sequence` from a stream of its own (a seed's other draws are
     # as they were before it was simulated): some rooms' producers number
     # their messages, some of those publish them without an ordering key.
@@ -127,6 +134,42 @@ def workload(seed: int, only_rooms: frozenset[str] | None) -> list[RoomPlan]:
         plan.sequenced = seq_rng.random() < 0.3
         plan.unordered = plan.sequenced and seq_rng.random() < 0.5
     return plans
+
+
+CAMPAIGN_ID = "promo-1"
+
+
+def campaign(seed: int) -> tuple[int, int] | None:
+    """A seed's campaign (30% of the seeds, a stream of its own): every room
+    schedules message `promo-1` for the same moment, `deliver_at` (ms from
+    the start), published some seconds before it: (publish_ms, deliver_at_ms)."""
+    rng = random.Random(f"campaign-{seed}")
+    if rng.random() >= 0.3:
+        return None
+    due = rng.randint(8000, 50_000)
+    return due - rng.randint(500, 7000), due
+
+
+def _campaign(seed: int, plans: list[RoomPlan]) -> None:
+    plan_of = campaign(seed)
+    if plan_of is None:
+        return
+    published, due = plan_of
+    for plan in plans:
+        last = plan.messages[-1].published_us if plan.messages else 0
+        plan.messages.append(Message(plan.room_id, len(plan.messages), CAMPAIGN_ID, max(published, last),
+                                     f"ps-{plan.room_id}-promo", deliver_at_ms=due))
+
+
+def campaign_cancel(seed: int, rooms: list[str]) -> tuple[str, int] | None:
+    """An operator's `baton scheduled cancel` of one room's `promo-1` (60% of
+    the campaign seeds): (room, at ms from the start), from 6 s before its
+    time (it must never be sent) to 3 s after (it may have entered)."""
+    plan_of = campaign(seed)
+    rng = random.Random(f"campaign-cancel-{seed}")
+    if plan_of is None or not rooms or rng.random() >= 0.6:
+        return None
+    return rng.choice(sorted(rooms)), max(0, plan_of[1] + rng.randint(-6000, 3000))
 
 
 def room_settings(seed: int) -> dict[str, int]:
@@ -180,26 +223,32 @@ class World:
         self.settings = dataclasses.replace(
             defaults, ack_timeout_ms=ACK_TIMEOUT_MS, send_timeout_ms=SEND_TIMEOUT_MS,
             send_start_deadline_ms=SEND_START_DEADLINE_MS, watchdog_grace_ms=WATCHDOG_GRACE_MS,
-            providers="whatsapp,messenger", whatsapp_senders=",".join(f"{n}:{NUMBER_RATE}" for n in NUMBERS),
-            whatsapp_app_secret=WHATSAPP_SECRET, messenger_app_secret=MESSENGER_SECRET, metrics_log_path="",
+            providers="whatsapp,messenger,instagram", whatsapp_senders=",".join(f"{n}:{NUMBER_RATE}" for n in NUMBERS),
+            whatsapp_app_secret=WHATSAPP_SECRET, messenger_app_secret=MESSENGER_SECRET,
+            instagram_app_secret=INSTAGRAM_SECRET, metrics_log_path="",
             event_log_path="", webhook_mode=webhook_mode(seed), **sweep_settings(seed),
             **room_settings(seed))
         self.policy = policy_from_settings(self.settings)
         self.ttl_ms = ttl_ms(seed)
         self.store = FakeRoomStore(self.sched, retention_ms=self.ttl_ms or 3_600_000)  # type: ignore[arg-type]
         self.deleted: list[tuple[int, str]] = []  # (at_us, room_id): rooms Firestore's TTL deleted
+        self.ended_before: dict[str, list[Any]] = {}  # room -> what it had ended before TTL deleted it
+        self.claims, self.cancels = record_claims(self)
+        self.tasks_client = SimTasksClient(self)
         self.store.between_read_and_commit = lambda room: self.sched.pause(
             self.faults.port_latency_us("firestore between read and commit"))
         self.timers = FakeTimers(self.sched)  # type: ignore[arg-type]
         self.events = RecordingEventLog(self.sched)  # type: ignore[arg-type]
         self.window = SimSenderWindow(self.sched, self.faults)
         self.platforms = {p: Platform(p, self.sched, self.faults, self._post_webhook, SEND_TIMEOUT_MS)
-                          for p in ("whatsapp", "messenger")}
+                          for p in ("whatsapp", "messenger", "instagram")}
         self.platforms["whatsapp"].slot_of = self.window.slot_of
         store_port = Port("firestore", self.store, self.sched, self.faults, before={"apply": self._store_fault})
         timer_port = Port("cloud tasks", self.timers, self.sched, self.faults,
                           before={"schedule": self._arm_fault}, after={"schedule": lambda _r: self._new_tasks()})
         self.status_queue = SimStatusQueue(self)
+        self.scheduled_hold = ScheduledHold(Port("cloud tasks (scheduled)", self.tasks_client, self.sched,  # type: ignore[arg-type]
+                                                 self.faults, plain=frozenset({"queue_path"})), self.settings)
         self._ports = (store_port, timer_port)
         self.service = self._build(self.settings)
         self.numbers_changed: list[tuple[int, tuple[str, ...]]] = []  # (at_us, the numbers from then on)
@@ -220,9 +269,10 @@ class World:
                                    for spec in settings.whatsapp_sender_specs}
         senders["whatsapp"] = wa.sender(NUMBERS[0])
         senders["messenger"] = self.platforms["messenger"].sender("page")
+        senders["instagram"] = self.platforms["instagram"].sender("ig-account")
         return DeliveryService(settings, policy_from_settings(settings), store_port, timer_port,  # type: ignore[arg-type]
                                senders, self.events, status_queue=lambda: self.status_queue,  # type: ignore[arg-type]
-                               sender_window=self.window)  # type: ignore[arg-type]
+                               sender_window=self.window, scheduled=self.scheduled_hold)  # type: ignore[arg-type]
 
     def _change_numbers(self) -> None:
         """A configuration change between invocations: a sending number
@@ -297,6 +347,8 @@ class World:
                  "message_id": msg.message_id}
         if plan.sequenced:
             attrs["sequence"] = str(msg.index + 1)
+        if msg.deliver_at_ms is not None:
+            attrs["deliver_at"] = utc_iso(self.start_us + msg.deliver_at_ms * 1000)
         if dead_letter_attempts is not None:
             attrs[DEAD_LETTER_COUNT_ATTRIBUTE] = str(dead_letter_attempts)
         data = base64.b64encode(json.dumps({"type": "text", "text": msg.message_id}).encode()).decode()
@@ -421,14 +473,60 @@ class World:
         self.invoke("sweep", (), "watchdog", self.service.handle_sweep, lambda _s: None)
         self.sched.at(self.sched.now_us() + SWEEP_EVERY_MS * 1000, self._sweep)
 
+    def dispatch_scheduled(self, task: SimTask, tries: int = 1) -> None:
+        """Cloud Tasks runs a scheduled message's task at (or after) its time:
+        `enqueue` with the header X-Baton-Scheduled (`scheduled_entry`)."""
+        delay_ms = self.faults.dispatch_delay_ms() if tries == 1 else self.faults.redelivery_ms()
+
+        def run() -> None:
+            if task.deleted or task.done_us is not None:
+                return
+
+            def answered(status: int | None) -> None:
+                if status is not None and 200 <= status < 300:
+                    task.done_us = self.sched.now_us()
+                    if self.faults.chance("dup", "scheduled task run twice"):
+                        self.invoke("enqueue", (task.room_id,), f"{task.label} (scheduled, again)",
+                                    lambda: self.service.handle_push(task.body, scheduled_entry=True), lambda _s: None,
+                                    self.faults.rng.randint(0, 5_000_000))
+                elif tries < MAX_TRIES:
+                    self.dispatch_scheduled(task, tries + 1)
+
+            self.invoke("enqueue", (task.room_id,), f"{task.label} (scheduled)",
+                        lambda: self.service.handle_push(task.body, scheduled_entry=True), answered)
+
+        self.sched.at(max(task.due_us, self.sched.now_us()) + delay_ms * 1000, run)
+
+    def _cancel_scheduled(self, room_id: str, message_id: str) -> None:
+        """`baton scheduled cancel` (shared/admin/actions.py `scheduled_cancel`):
+        mark the record cancelled, then delete its task by the recorded name."""
+        self.faults.count("operator scheduled cancel")
+
+        def act() -> Reply:
+            recorded = self._ports[0].cancel_scheduled(room_id, message_id, "simulation", "campaign called off")
+            task = None if (recorded or {}).get("entered_at") is not None else (recorded or {}).get("task")
+            deleted = self.scheduled_hold.delete(task) if task else False
+            return Reply(200, {"task": task, "task_deleted": deleted})
+
+        def answered(status: int | None, tries: int = 1) -> None:
+            if (status is None or not 200 <= status < 300) and tries < MAX_TRIES:
+                self.sched.at(self.sched.now_us() + 2_000_000, lambda: self.invoke(
+                    "operator", (room_id,), f"scheduled cancel {message_id} (again)", act,
+                    lambda s: answered(s, tries + 1)))
+
+        self.invoke("operator", (room_id,), f"scheduled cancel {message_id}", act, answered)
+
     def _ttl(self) -> None:
         """Firestore's TTL: deletes the rooms whose `expire_at` has passed
         (checked every 5 s; Google deletes within a day of it, so any
         moment after is legal)."""
         if self.sched.now_us() >= self.end_us:
             return
+        docs = dict(self.store.docs)
         for room_id in self.store.delete_expired():
             self.deleted.append((self.sched.now_us(), room_id))
+            # What the room had ended (its durable record) goes with it: kept for the checks.
+            self.ended_before.setdefault(room_id, []).extend(room_from_doc(room_id, docs[room_id]).ended)
             self.faults.count("room deleted by TTL (a new incarnation next)")
         self.sched.at(self.sched.now_us() + 5_000_000, self._ttl)
 
@@ -500,6 +598,10 @@ class World:
         self.sched.at(self.start_us + SWEEP_EVERY_MS * 1000, self._sweep)
         if self.ttl_ms is not None:
             self.sched.at(self.start_us + 5_000_000, self._ttl)
+        cancel = campaign_cancel(self.seed, [p.room_id for p in workload(self.seed, None)])
+        if cancel is not None and any(p.room_id == cancel[0] for p in self.rooms):
+            self.sched.at(self.start_us + cancel[1] * 1000, functools.partial(self._cancel_scheduled, cancel[0],
+                                                                              CAMPAIGN_ID))
         self.sched.at(self.start_us + 10_000_000, lambda: self._operator(False))
         self.sched.run_until(self.drain_us)
         self.faults.calm()
