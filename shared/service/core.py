@@ -200,9 +200,12 @@ class ServiceCore:
                 sender_busy_until_us=busy), self.policy, component))
         else:
             sender = self.senders.get(f"{msg.provider}:{send.number}") or self.senders[msg.provider]
-            # Prepared: by the platform's media id; else by link (the platform fetches it).
+            # Prepared: by the platform's media id; else by link (the platform fetches it). A media id is
+            # the uploading number's only: one prepared with a number taken out of WHATSAPP_SENDERS since
+            # (it goes out from another, `sent_from`) goes by link (simulation, seed 22).
+            prepared = msg.prepared if msg.sender is None or msg.sender == send.number else None
             media = None if msg.media_kind is None else \
-                Media(msg.media_kind, media_id=msg.prepared, link=None if msg.prepared else msg.media_link)
+                Media(msg.media_kind, media_id=prepared, link=None if prepared else msg.media_link)
             # A kind beyond text and media (a template, ...) carries its `data` (shared/contract).
             kind: dict[str, Any] = {"payload": msg.payload} if msg.payload is not None else {}
             if media is not None:
