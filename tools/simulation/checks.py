@@ -22,7 +22,7 @@ from tools.simulation.world import ACK_TIMEOUT_MS, BROKEN_ROOM, NUMBER_RATE, SEN
 TERMINAL = frozenset(str(e) for e in TERMINAL_EVENTS)
 INVARIANTS = ("nothing lost", "nothing ended twice", "no stuck room", "device order", "no early hand-over",
               "never two in flight", "attempt numbers never reused", "sender window bound",
-              "platform throughput bound", "pacing bound", "no 500", "scheduled: not before its time",
+              "platform throughput bound", "pacing bound", "no 500", "media sent by the number that uploaded it", "scheduled: not before its time",
               "scheduled: cancelled before its time, never sent")
 
 
@@ -57,6 +57,14 @@ def check(world: World, exercised: Counter[str]) -> list[Finding]:
         found += _order_and_flight(world, plan, room_calls, events, exercised)
         found += _stuck(world, plan.room_id, exercised)
     found += _scheduled(world, calls, exercised)
+    for c in world.platforms["whatsapp"].calls:
+        if c.media_id is None:
+            continue
+        exercised["media sent by the number that uploaded it"] += 1
+        if c.fault == "131053":
+            found.append(Finding("media sent by the number that uploaded it", c.room_id,
+                                 f"{c.text} attempt {c.attempt} sent {c.media_id} from {c.number}; uploaded by "
+                                 f"{world.uploads.get(c.media_id, 'no number (never uploaded)')}"))
     found += _attempts(calls, exercised)
     found += _window(world, exercised)
     found += _arrivals(world, exercised)

@@ -60,6 +60,8 @@ SEND_FAULTS: dict[str, tuple[bool, SendOutcome, int | None, bool, bool]] = {
     "130429": (False, SendOutcome.REFUSED, 130429, False, False),
     "131056": (False, SendOutcome.REFUSED, 131056, False, True),
     "131047": (False, SendOutcome.REFUSED, 131047, True, False),
+    # Not injected: a media id sent from another number than the one that uploaded it (media.py).
+    "131053": (False, SendOutcome.REFUSED, 131053, True, False),
 }
 
 
@@ -88,6 +90,7 @@ class Call:
     read_us: int | None = None
     arrived_us: int | None = None  # when the platform read the request (None: it never did)
     slot: tuple[str, int] | None = None  # the sender-window slot the calling invocation took: (number, stamp_us)
+    media_id: str | None = None  # a prepared message: the media id it named
 
     @property
     def taken(self) -> bool:
@@ -120,6 +123,7 @@ class Platform:
         self.budget_ms = budget_ms
         self.calls: list[Call] = []
         self._mids = 0
+        self.uploads: dict[str, str] = {}  # media id -> the number that uploaded it (media.py)
         # The slot the calling invocation took last (SimSenderWindow.slot_of), recorded on each call.
         self.slot_of: Callable[[], tuple[str, int] | None] | None = None
 
@@ -131,12 +135,16 @@ class Platform:
 
     # -- the send call
 
-    def send(self, number: str, recipient: str, text: str, delivery_id: str) -> SendResult:
+    def send(self, number: str, recipient: str, text: str, delivery_id: str, media: Any = None) -> SendResult:
         room_id, incarnation, seq, attempt, decided_us = parse_delivery_id(delivery_id)
         call = Call(self.provider, number, recipient, text, delivery_id, room_id, incarnation, seq, attempt,
                     decided_us, self.sched.now_us())
         self.calls.append(call)
         fault = self.faults.send_fault(self.provider)
+        if media is not None and media.media_id is not None:
+            call.media_id = media.media_id
+            if self.uploads.get(media.media_id) != number:
+                fault = "131053"  # uploaded with another number (or never): the platform refuses it
         call.fault = fault
         taken, outcome, code, permanent, rate_limited = SEND_FAULTS[fault]
         before_ms, after_ms = self.faults.send_latency_ms()
@@ -278,5 +286,5 @@ class _NumberSender:
     platform: Platform
     number: str
 
-    def send(self, recipient: str, text: str, delivery_id: str, media: object = None) -> SendResult:
-        return self.platform.send(self.number, recipient, text, delivery_id)
+    def send(self, recipient: str, text: str, delivery_id: str, media: object = None, **_kind: Any) -> SendResult:
+        return self.platform.send(self.number, recipient, text, delivery_id, media)

@@ -19,6 +19,8 @@ Units: `*_us` epoch us of the virtual clock.
 
 from __future__ import annotations
 
+import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -43,11 +45,13 @@ class SimTask:
 
 
 class SimTasksClient:
-    """See the module. `tasks`: every task created, by its short name."""
+    """See the module. `tasks`: every task created, by its short name.
+    `dispatch(task)` schedules its runs (the world's, per queue kind)."""
 
-    def __init__(self, world: World) -> None:
+    def __init__(self, world: World, dispatch: Callable[[SimTask], None] | None = None) -> None:
         self.world = world
         self.tasks: dict[str, SimTask] = {}
+        self._dispatch = dispatch or world.dispatch_scheduled
 
     def queue_path(self, project: str, location: str, queue: str) -> str:
         return f"projects/{project}/locations/{location}/queues/{queue}"
@@ -62,9 +66,9 @@ class SimTasksClient:
         body = http["body"]  # type: ignore[index]
         attrs = _attributes(body)
         due = task["schedule_time"].ToMicroseconds()  # type: ignore[union-attr]
-        t = SimTask(name, body, due, attrs.get("room_id", ""), attrs.get("message_id", ""), now)
+        t = SimTask(name, body, due, attrs.get("room_id", ""), attrs.get("message_id", name), now)
         self.tasks[name] = t
-        self.world.dispatch_scheduled(t)
+        self._dispatch(t)
 
     def delete_task(self, name: str, timeout: float | None = None) -> None:
         t = self.tasks.get(name.rsplit("/", 1)[1])
@@ -74,9 +78,11 @@ class SimTasksClient:
 
 
 def _attributes(body: bytes) -> dict[str, str]:
-    import json
-
-    return json.loads(body)["message"].get("attributes") or {}
+    """A push envelope's attributes, or a prepare task's room (its body is `{"room_id", ...}`)."""
+    doc = json.loads(body)
+    if "message" not in doc:
+        return {"room_id": str(doc.get("room_id", ""))}
+    return doc["message"].get("attributes") or {}
 
 
 @dataclass(frozen=True)

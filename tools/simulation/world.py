@@ -42,12 +42,14 @@ from unittest import mock
 
 from shared import config
 from shared.events import utc_iso
+from shared.prepare import PrepareScheduler
 from shared.room import Pause, Resume, RoomState, policy_from_settings, room_from_doc, room_to_doc
 from shared.scheduled import ScheduledHold
 from shared.service import DEAD_LETTER_COUNT_ATTRIBUTE, TRANSIENT_ERRORS, DeliveryService, Reply, core
 from shared.tasks import timer_body
 from tools.fakes import ArmedTask, Crash, FakeRoomStore, FakeTimers, RecordingEventLog
 from tools.simulation.faults import Faults
+from tools.simulation.media import SimPreparer
 from tools.simulation.platforms import INSTAGRAM_SECRET, MESSENGER_SECRET, WHATSAPP_SECRET, Platform
 from tools.simulation.ports import Port, SimSenderWindow
 from tools.simulation.scheduled import SimTask, SimTasksClient, record_claims
@@ -79,6 +81,7 @@ class Message:
     pubsub_id: str
     skipped: bool = False  # an operator skipped it (confirmed by the room)
     deliver_at_ms: int | None = None  # scheduled: its `deliver_at` (ms from the start)
+    media: bool = False  # an image, prepared (uploaded) before its turn: `prepare` = media
 
 
 @dataclass
@@ -126,6 +129,10 @@ def workload(seed: int, only_rooms: frozenset[str] | None) -> list[RoomPlan]:
         if only_rooms is None or room_id in only_rooms:
             plans.append(plan)
     _campaign(seed, plans)
+    media = random.Random(f"media-{seed}")  # its own stream, as each kind added later
+    for plan in plans:
+        for msg in plan.messages:
+            msg.media = plan.provider == "whatsapp" and msg.deliver_at_ms is None and media.random() < 0.2
     # Producer `sequence` from a stream of its own (a seed's other draws are
     # as they were before it was simulated): some rooms' producers number
     # their messages, some of those publish them without an ordering key.
@@ -235,6 +242,9 @@ class World:
         self.ended_before: dict[str, list[Any]] = {}  # room -> what it had ended before TTL deleted it
         self.claims, self.cancels = record_claims(self)
         self.tasks_client = SimTasksClient(self)
+        self.prepare_client = SimTasksClient(self, self.dispatch_prepare)
+        self.uploads: dict[str, str] = {}  # media id -> the number that uploaded it
+        self.media_ids = 0
         self.store.between_read_and_commit = lambda room: self.sched.pause(
             self.faults.port_latency_us("firestore between read and commit"))
         self.timers = FakeTimers(self.sched)  # type: ignore[arg-type]
@@ -243,12 +253,16 @@ class World:
         self.platforms = {p: Platform(p, self.sched, self.faults, self._post_webhook, SEND_TIMEOUT_MS)
                           for p in ("whatsapp", "messenger", "instagram")}
         self.platforms["whatsapp"].slot_of = self.window.slot_of
+        self.platforms["whatsapp"].uploads = self.uploads
         store_port = Port("firestore", self.store, self.sched, self.faults, before={"apply": self._store_fault})
         timer_port = Port("cloud tasks", self.timers, self.sched, self.faults,
                           before={"schedule": self._arm_fault}, after={"schedule": lambda _r: self._new_tasks()})
         self.status_queue = SimStatusQueue(self)
         self.scheduled_hold = ScheduledHold(Port("cloud tasks (scheduled)", self.tasks_client, self.sched,  # type: ignore[arg-type]
                                                  self.faults, plain=frozenset({"queue_path"})), self.settings)
+        self.prepare_scheduler = PrepareScheduler(Port("cloud tasks (prepare)", self.prepare_client,  # type: ignore[arg-type]
+                                                       self.sched, self.faults, plain=frozenset({"queue_path"})),
+                                                  self.settings)
         self._ports = (store_port, timer_port)
         self.service = self._build(self.settings)
         self.numbers_changed: list[tuple[int, tuple[str, ...]]] = []  # (at_us, the numbers from then on)
@@ -270,9 +284,14 @@ class World:
         senders["whatsapp"] = wa.sender(NUMBERS[0])
         senders["messenger"] = self.platforms["messenger"].sender("page")
         senders["instagram"] = self.platforms["instagram"].sender("ig-account")
+        # As make_preparers: one per number (media uploaded with a number is that number's), plain `whatsapp` the first.
+        preparers: dict[str, Any] = {f"whatsapp:{spec.phone_number_id}": SimPreparer(self, spec.phone_number_id)
+                                     for spec in settings.whatsapp_sender_specs}
+        preparers["whatsapp"] = SimPreparer(self, NUMBERS[0])
         return DeliveryService(settings, policy_from_settings(settings), store_port, timer_port,  # type: ignore[arg-type]
                                senders, self.events, status_queue=lambda: self.status_queue,  # type: ignore[arg-type]
-                               sender_window=self.window, scheduled=self.scheduled_hold)  # type: ignore[arg-type]
+                               sender_window=self.window, scheduled=self.scheduled_hold,  # type: ignore[arg-type]
+                               prepare_tasks=self.prepare_scheduler, preparers=preparers)
 
     def _change_numbers(self) -> None:
         """A configuration change between invocations: a sending number
@@ -351,7 +370,11 @@ class World:
             attrs["deliver_at"] = utc_iso(self.start_us + msg.deliver_at_ms * 1000)
         if dead_letter_attempts is not None:
             attrs[DEAD_LETTER_COUNT_ATTRIBUTE] = str(dead_letter_attempts)
-        data = base64.b64encode(json.dumps({"type": "text", "text": msg.message_id}).encode()).decode()
+        content = {"type": "text", "text": msg.message_id} if not msg.media else \
+            {"type": "image", "link": f"https://media.test/{msg.message_id}.png", "caption": msg.message_id}
+        if msg.media:
+            attrs["prepare"] = "media"
+        data = base64.b64encode(json.dumps(content).encode()).decode()
         return json.dumps({"message": {"data": data, "attributes": attrs, "messageId": msg.pubsub_id,
                                        "publishTime": utc_iso(self.start_us + msg.published_us * 1000)},
                            "subscription": "projects/baton-sim/subscriptions/outbound"}).encode()
@@ -494,6 +517,29 @@ class World:
 
             self.invoke("enqueue", (task.room_id,), f"{task.label} (scheduled)",
                         lambda: self.service.handle_push(task.body, scheduled_entry=True), answered)
+
+        self.sched.at(max(task.due_us, self.sched.now_us()) + delay_ms * 1000, run)
+
+    def dispatch_prepare(self, task: SimTask, tries: int = 1) -> None:
+        """Cloud Tasks runs a prepare task (shared/prepare.py) at its time:
+        the `prepare` function, again until 2xx, sometimes twice."""
+        delay_ms = self.faults.dispatch_delay_ms() if tries == 1 else self.faults.redelivery_ms()
+
+        def run() -> None:
+            if task.deleted or task.done_us is not None:
+                return
+
+            def answered(status: int | None) -> None:
+                if status is not None and 200 <= status < 300:
+                    task.done_us = self.sched.now_us()
+                    if self.faults.chance("dup", "prepare task run twice"):
+                        self.invoke("prepare", (task.room_id,), f"{task.name} (again)",
+                                    lambda: self.service.handle_prepare(task.body), lambda _s: None,
+                                    self.faults.rng.randint(0, 5_000_000))
+                elif tries < MAX_TRIES:
+                    self.dispatch_prepare(task, tries + 1)
+
+            self.invoke("prepare", (task.room_id,), task.name, lambda: self.service.handle_prepare(task.body), answered)
 
         self.sched.at(max(task.due_us, self.sched.now_us()) + delay_ms * 1000, run)
 
