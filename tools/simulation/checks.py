@@ -133,13 +133,15 @@ def _order_and_flight(world: World, plan, room_calls: list[Call], events: list,
     ended = [*world.ended_before.get(plan.room_id, []), *(state.ended if state else ())]
     outcomes = {e.message_id: e.outcome for e in ended}
     index = {m.message_id: m.index for m in plan.messages}
-    redriven = {e.message_id for e in events if str(e.event) == EventType.REDRIVEN}
-    redriven_seqs = {e.seq for e in events if str(e.event) == EventType.REDRIVEN}
-    redriven |= {e.message_id for e in events if e.seq in redriven_seqs and e.message_id}
+    # What the room committed (a log line may be lost with its process: the known gap).
+    decided = [e for room, e in world.committed if room == plan.room_id]
+    redriven = {e.message_id for e in decided if str(e.event) == EventType.REDRIVEN}
+    redriven_seqs = {e.seq for e in decided if str(e.event) == EventType.REDRIVEN}
+    redriven |= {e.message_id for e in decided if e.seq in redriven_seqs and e.message_id}
     # A producer `sequence` that came after its gap was given up goes where
     # it is put (SEQUENCE_GAP_TIMEOUT_MS: the documented relaxation).
-    late = {e.message_id for e in events if str(e.event) == EventType.ENQUEUED and e.reason
-            and "came after its gap was given up" in e.reason}
+    late = {e.message_id for room, e in world.committed if room == plan.room_id
+            and str(e.event) == EventType.ENQUEUED and e.reason and "came after its gap was given up" in e.reason}
     exercised["device order: a producer sequence after its gap was given up"] += len(late)
     redriven |= late
     taken = sorted((c for c in room_calls if c.taken), key=lambda c: c.taken_us or 0)

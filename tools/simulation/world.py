@@ -241,6 +241,17 @@ class World:
         self.deleted: list[tuple[int, str]] = []  # (at_us, room_id): rooms Firestore's TTL deleted
         self.ended_before: dict[str, list[Any]] = {}  # room -> what it had ended before TTL deleted it
         self.claims, self.cancels = record_claims(self)
+        # The events each committed decision carried (room_id, event): what the room decided, whether or
+        # not its process lived to log it (the checks' excuses read this, not the log).
+        self.committed: list[tuple[str, Any]] = []
+        real_write = self.store._write
+
+        def write(room_id: str, decision: Any) -> str:
+            write_id = real_write(room_id, decision)
+            self.committed.extend((room_id, e) for e in decision.events)
+            return write_id
+
+        self.store._write = write  # type: ignore[method-assign]
         self.tasks_client = SimTasksClient(self)
         self.prepare_client = SimTasksClient(self, self.dispatch_prepare)
         self.uploads: dict[str, str] = {}  # media id -> the number that uploaded it
