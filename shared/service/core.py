@@ -19,6 +19,7 @@ from tenacity import retry, retry_if_exception_type, stop_after_attempt, wait_ex
 
 from shared.config import Settings
 from shared.events import METRICS_LOG_TYPE, DeliveryEvent, EventLog, EventType, JsonLineWriter, utc_iso
+from shared.prepare import untag_media
 from shared.providers import Sender, SendOutcome, SendResult
 from shared.providers.base import Media, Preparer
 from shared.room import (
@@ -201,9 +202,11 @@ class ServiceCore:
         else:
             sender = self.senders.get(f"{msg.provider}:{send.number}") or self.senders[msg.provider]
             # Prepared: by the platform's media id; else by link (the platform fetches it). A media id is
-            # the uploading number's only: one prepared with a number taken out of WHATSAPP_SENDERS since
-            # (it goes out from another, `sent_from`) goes by link (simulation, seed 22).
-            prepared = msg.prepared if msg.sender is None or msg.sender == send.number else None
+            # the uploading number's only: one uploaded with another number than the one it goes out from
+            # (WHATSAPP_SENDERS changed since) goes by link (simulation, seeds 22 and 130).
+            uploader, media_id = untag_media(msg.prepared) if msg.prepared else (None, None)
+            uploader = uploader or msg.sender  # kept before the number was recorded: its own sender's
+            prepared = media_id if uploader is None or uploader == send.number else None
             media = None if msg.media_kind is None else \
                 Media(msg.media_kind, media_id=prepared, link=None if prepared else msg.media_link)
             # A kind beyond text and media (a template, ...) carries its `data` (shared/contract).

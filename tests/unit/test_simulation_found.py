@@ -250,3 +250,19 @@ def test_a_prepared_message_whose_number_was_taken_out_goes_by_link_not_by_a_med
     calls = [c for c in result.world.platforms["whatsapp"].calls if c.text == "room-0-m3"]
     assert calls and all(c.media_id is None for c in calls) and any(c.taken for c in calls)
     assert result.world.numbers_changed  # the number was taken out meanwhile
+
+
+def test_a_message_prepared_while_its_number_was_out_is_not_sent_with_the_other_numbers_media_id():
+    """Seed 130: room-4's number ...002 was taken out of WHATSAPP_SENDERS;
+    room-4-m2's image was prepared meanwhile, by the plain `whatsapp`
+    preparer (...001); ...002 came back and the message went out from it
+    with ...001's media id: refused for good. The room now keeps the number
+    that uploaded each media id, and the send uses it only from that number."""
+    from shared.prepare import tag_media, untag_media
+    from tools.simulation.run import report_failure, run_seed
+
+    assert untag_media(tag_media("100000000000001", "m-1")) == ("100000000000001", "m-1")
+    assert untag_media("m-1") == (None, "m-1")  # kept before the number was recorded
+    result = run_seed(130)
+    assert not result.findings, report_failure(result)
+    assert any(c.text == "room-4-m2" and c.taken for c in result.world.platforms["whatsapp"].calls)
