@@ -230,3 +230,20 @@ def test_a_room_deleted_by_ttl_keeps_its_ends_for_the_checks_and_its_seqs_per_li
     again = dataclasses.replace(ends[0], at_us=ends[0].at_us + 1)  # the same seq ends again in the same life
     world.events.logged.append(again)
     assert "nothing ended twice" in _invariants(world)
+
+
+def test_a_bad_revision_of_the_status_function_is_replayed_from_the_error_queue() -> None:
+    """WEBHOOK_MODE=queued seeds with a bad revision: the status function
+    fails (not transiently) until its batches go to the error queue; the
+    operator's `statuses replay` publishes them again, and the run still
+    keeps every invariant."""
+    for seed in (16, 18, 24, 34, 41, 45):
+        result = run_seed(seed)
+        counts = result.world.faults.counts
+        if counts["status message dead-lettered to the error queue"]:
+            break
+    else:
+        raise AssertionError("no bad-revision seed dead-lettered a status batch")
+    assert not result.findings, report_failure(result)
+    assert counts["status message replayed from the error queue"] == counts["status message dead-lettered to the error queue"]
+    assert all(kind == "unroutable" for kind, *_ in result.world.status_queue.error_queue)

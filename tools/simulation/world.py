@@ -283,6 +283,16 @@ class World:
         self._known_tasks = 0
         self.broken_doc = self.sched.rng.random() < 0.3 and "unreadable-doc" not in without
         self.ended = False
+        # A bad revision (WEBHOOK_MODE=queued seeds, a stream of its own): the `status` function fails on
+        # every batch for a while (not a transient error: counted, then moved to the error queue);
+        # after it, an operator replays the error queue (`baton statuses replay`).
+        bad = random.Random(f"bad-revision-{seed}")
+        self.bad_revision: tuple[int, int] | None = None
+        if self.settings.webhook_mode == "queued" and bad.random() < 0.3:
+            start = self.sched.now_us() + bad.randint(5_000, 40_000) * 1000
+            self.bad_revision = (start, start + bad.randint(20_000, 60_000) * 1000)
+            self.settings = dataclasses.replace(self.settings, status_max_attempts=3)
+            self.service = self._build(self.settings)
 
     def _build(self, settings: Any) -> DeliveryService:
         """A service instance as a cold start builds it, over the world's ports."""
@@ -319,6 +329,11 @@ class World:
 
     def _store_fault(self) -> None:
         f = self.faults
+        inv = self.sched.current()
+        if self.bad_revision is not None and inv is not None and inv.name.startswith("status ") \
+                and self.bad_revision[0] <= self.sched.now_us() < self.bad_revision[1]:
+            f.count("status failed by a bad revision (not transient)")
+            raise RuntimeError("injected: a bug of a bad revision")
         if f.chance("store_error", "firestore commit failed"):
             self.store.fail_next_commit()
         elif f.chance("store_error", "firestore commit landed, answer lost"):
@@ -655,6 +670,10 @@ class World:
         self.sched.at(self.start_us + SWEEP_EVERY_MS * 1000, self._sweep)
         if self.ttl_ms is not None:
             self.sched.at(self.start_us + 5_000_000, self._ttl)
+        if self.bad_revision is not None:
+            self.faults.count("bad revision of the status function")
+            for at_us in (self.bad_revision[1] + 10_000_000, self.drain_us + 1_000_000):
+                self.sched.at(at_us, self.status_queue.replay)
         cancel = campaign_cancel(self.seed, [p.room_id for p in workload(self.seed, None)])
         if cancel is not None and any(p.room_id == cancel[0] for p in self.rooms):
             self.sched.at(self.start_us + cancel[1] * 1000, functools.partial(self._cancel_scheduled, cancel[0],
