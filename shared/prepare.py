@@ -40,6 +40,20 @@ def _digest(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
+def tag_media(number: str | None, media_id: str) -> str:
+    """What a room keeps of a prepared message (`prepared`): the platform's
+    media id and, for WhatsApp, the number that uploaded it, `{number}|{id}`
+    (a media id is that number's only, and WHATSAPP_SENDERS may change
+    before the send: simulation seed 130). `number` None: the id alone."""
+    return media_id if number is None else f"{number}|{media_id}"
+
+
+def untag_media(prepared: str) -> tuple[str | None, str]:
+    """(the number that uploaded it, or None when not recorded; the media id) of `prepared`."""
+    number, sep, media_id = prepared.rpartition("|")
+    return (number or None, media_id) if sep else (None, prepared)
+
+
 def prepare_queue_index(room_id: str, seq: int, queue_count: int) -> int:
     """Which of the `queue_count` prepare queues message `seq` of a room goes to."""
     return (int(_digest(room_id)[:8], 16) + seq) % queue_count

@@ -92,21 +92,31 @@ class KeptRecords:
 
     def cancel_scheduled(self, room_id: str, message_id: str, actor: str, reason: str) -> dict[str, Any] | None:
         """Mark room `room_id`'s scheduled message cancelled (`actor`, `reason`, `at`);
-        returns what was recorded of it before (its `task` and times), or None
-        when nothing was (published before this record existed, or not
-        scheduled at all). The cancellation is kept at least until the
+        returns what was recorded of it before (its `task` and times, and
+        `entered_at` when a copy was let in already: then the cancel is too
+        late and its task must be left alone), or None when nothing was
+        (published before this record existed, or not scheduled at all). The cancellation is kept at least until the
         message's time plus RETENTION_HOURS; with no recorded time, until the
         message comes (`claim_cancelled_end` then sets its expiry)."""
         ref = self._scheduled_ref(room_id, message_id)
-        snap = ref.get(**self._call)
-        before = snap.to_dict() if snap.exists else None
-        fields: dict[str, Any] = {"message_id": message_id, "room_id": room_id, "actor": actor, "reason": reason, "at": datetime.now(UTC)}
-        if not before or before.get("expire_at") is None:
-            fields["expire_at"] = None  # never deleted before the message has come and ended
-        ref.set(fields, merge=True, **self._call)
-        op_counts().firestore_reads += 1
-        op_counts().firestore_writes += 1
-        return before
+        for _ in range(5):  # written on the record as read: `entered_at` (a copy let in meanwhile) is never missed
+            snap = ref.get(**self._call)
+            op_counts().firestore_reads += 1
+            before = snap.to_dict() if snap.exists else None
+            fields: dict[str, Any] = {"message_id": message_id, "room_id": room_id, "actor": actor, "reason": reason,
+                                      "at": datetime.now(UTC)}
+            if not before or before.get("expire_at") is None:
+                fields["expire_at"] = None  # never deleted before the message has come and ended
+            try:
+                if before is None:
+                    ref.create(fields, **self._call)
+                else:
+                    ref.update(fields, option=self._db.write_option(last_update_time=snap.update_time), **self._call)
+            except (gexc.FailedPrecondition, gexc.AlreadyExists):
+                continue
+            op_counts().firestore_writes += 1
+            return before
+        raise gexc.Aborted(f"scheduled message {message_id!r}: its record kept changing")
 
     def claim_cancelled_end(self, room_id: str, message_id: str) -> tuple[str, dict[str, Any] | None]:
         """Whether room `room_id`'s scheduled message that has come was cancelled, and if so
@@ -114,14 +124,36 @@ class KeptRecords:
         (`ended_now`, the cancellation) or (`ended_before`, the cancellation).
         The first caller writes `ended_at` with a precondition on the
         document's update time, so of a task and a redelivered push racing,
-        one ends the message (one `skipped`). One read, plus one write when
-        the message is cancelled."""
+        one ends the message (one `skipped`). The first copy let in writes
+        `entered_at` the same way: a cancel that lands after it is too late,
+        and a later copy (a task run twice, a redelivered push) goes to the
+        room, which drops it as a duplicate, instead of ending `skipped` a
+        message that is being sent (found by the simulation, seeds 33 and
+        320: the second never held, its hold refused, its push let in by a
+        redelivery). One read, plus one write the first time a scheduled
+        message comes and when it is cancelled."""
         ref = self._scheduled_ref(room_id, message_id)
         for _ in range(5):  # the document changed between the read and the write: read it again
             snap = ref.get(**self._call)
             op_counts().firestore_reads += 1
             doc = snap.to_dict() if snap.exists else None
-            if not doc or "actor" not in doc:
+            if doc is not None and doc.get("entered_at") is not None:
+                return "not_cancelled", None
+            if doc is None:  # never held (due at once, or its hold failed): the record starts here
+                try:
+                    ref.create({"message_id": message_id, "room_id": room_id, "entered_at": datetime.now(UTC),
+                                "expire_at": self._expire_at()}, **self._call)
+                except gexc.AlreadyExists:
+                    continue
+                op_counts().firestore_writes += 1
+                return "not_cancelled", None
+            if "actor" not in doc:
+                try:
+                    ref.update({"entered_at": datetime.now(UTC)},
+                               option=self._db.write_option(last_update_time=snap.update_time), **self._call)
+                except gexc.FailedPrecondition:
+                    continue
+                op_counts().firestore_writes += 1
                 return "not_cancelled", None
             if doc.get("ended_at") is not None:
                 return "ended_before", doc

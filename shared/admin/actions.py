@@ -293,7 +293,8 @@ def scheduled_cancel(admin: Admin, args: Args, actor: str) -> dict[str, Any]:
     room_id, message_id = args.text("room_id", required=True) or "", args.text("message_id", required=True) or ""
     reason = args.text("reason", required=True) or ""
     recorded = admin.operators.store.cancel_scheduled(room_id, message_id, actor, reason)
-    task = (recorded or {}).get("task")
+    # A copy let in already (`entered_at`): too late; its task may be retrying a full room, so it stays.
+    task = None if (recorded or {}).get("entered_at") is not None else (recorded or {}).get("task")
     deleted = admin.scheduled_factory().delete(task) if task else False
     waiting = bool(recorded) and (recorded.get("deliver_at_us") or 0) > time.time_ns() // 1000
     return {"room_id": room_id, "message_id": message_id, "was_waiting": waiting, "task": task,

@@ -113,18 +113,36 @@ class EntryRules(TransitionCore):
         outside the queue like any message whose predecessors have not come."""
         m = state.pending[i]
         rest = (*state.pending[:i], *state.pending[i + 1:])
-        if ev.sequence is not None and ev.sequence > state.next_sequence:
+        # A lower producer sequence queued behind the place (its publishers
+        # use no one ordering key, so the place says nothing): the place is
+        # given up too, and it enters at the tail (simulation seed 39).
+        jumps = ev.sequence is not None and any(p.sequence is not None and p.sequence < ev.sequence
+                                                for p in state.pending[i + 1:])
+        if ev.sequence is not None and (ev.sequence > state.next_sequence or jumps):
+            ahead = ev.sequence > state.next_sequence
             self.log(EventType.SEQUENCE_HELD, m,
-                     reason=f"producer sequence {ev.sequence} waits for {state.next_sequence}: "
-                            f"its placeholder's place (seq {m.seq}) is given up")
+                     reason=f"producer sequence {ev.sequence} " + (f"waits for {state.next_sequence}" if ahead else
+                                                                   "is behind a lower sequence queued after it")
+                            + f": its placeholder's place (seq {m.seq}) is given up")
             waiting = replace(m, **ev.content, parked=None, seq=0, sender=self.sender_for(state, ev))
-            state = replace(state, pending=rest,
-                            held=tuple(sorted((*state.held, waiting), key=lambda h: h.sequence or 0)))
-            if state.gap_due_us is None:
-                state = self.start_gap_timer(state)
+            if not ahead:  # at the tail now, as a push that never had a place
+                entered = replace(waiting, seq=state.next_seq, enqueued_at_us=self.now_us)
+                late = ev.sequence < state.next_sequence
+                self.log(EventType.ENQUEUED, entered, published_at=utc_iso(ev.published_at_us),
+                         reason=f"producer sequence {ev.sequence} came after its gap was given up" if late else None)
+                state = replace(state, pending=(*rest, entered), next_seq=state.next_seq + 1)
+                if not late:
+                    state = self.admit_held(replace(state, next_sequence=state.next_sequence + 1))
+            else:
+                state = replace(state, pending=rest,
+                                held=tuple(sorted((*state.held, waiting), key=lambda h: h.sequence or 0)))
+                if state.gap_due_us is None:
+                    state = self.start_gap_timer(state)
         else:
             filled = replace(m, **ev.content, parked=None, sender=self.sender_for(state, ev))
-            self.log(EventType.ENQUEUED, filled, published_at=utc_iso(ev.published_at_us))
+            late = ev.sequence is not None and ev.sequence < state.next_sequence
+            self.log(EventType.ENQUEUED, filled, published_at=utc_iso(ev.published_at_us),
+                     reason=f"producer sequence {ev.sequence} came after its gap was given up" if late else None)
             state = replace(state, pending=(*state.pending[:i], filled, *state.pending[i + 1:]))
             if ev.sequence is not None and ev.sequence == state.next_sequence:
                 state = self.admit_held(replace(state, next_sequence=state.next_sequence + 1))

@@ -20,6 +20,7 @@ from tenacity import retry, retry_if_exception_type, stop_after_attempt, wait_ex
 from shared.config import Settings
 from shared.events import METRICS_LOG_TYPE, DeliveryEvent, EventLog, EventType, JsonLineWriter, utc_iso
 from shared.outcomes import OutcomePublisher, outcome_record
+from shared.prepare import untag_media
 from shared.providers import Sender, SendOutcome, SendResult
 from shared.providers.base import Media, Preparer
 from shared.room import (
@@ -212,9 +213,14 @@ class ServiceCore:
                 sender_busy_until_us=busy), self.policy, component))
         else:
             sender = self.senders.get(f"{msg.provider}:{send.number}") or self.senders[msg.provider]
-            # Prepared: by the platform's media id; else by link (the platform fetches it).
+            # Prepared: by the platform's media id; else by link (the platform fetches it). A media id is
+            # the uploading number's only: one uploaded with another number than the one it goes out from
+            # (WHATSAPP_SENDERS changed since) goes by link (simulation, seeds 22 and 130).
+            uploader, media_id = untag_media(msg.prepared) if msg.prepared else (None, None)
+            uploader = uploader or msg.sender  # kept before the number was recorded: its own sender's
+            prepared = media_id if uploader is None or uploader == send.number else None
             media = None if msg.media_kind is None else \
-                Media(msg.media_kind, media_id=msg.prepared, link=None if msg.prepared else msg.media_link)
+                Media(msg.media_kind, media_id=prepared, link=None if prepared else msg.media_link)
             # A kind beyond text and media (a template, ...) carries its `data` (shared/contract).
             kind: dict[str, Any] = {"payload": msg.payload} if msg.payload is not None else {}
             if media is not None:

@@ -43,12 +43,22 @@ class EnqueueHandlers(ScheduledEntryHandlers):
 
     def handle_dead_letter(self, body: bytes) -> Reply:
         """A push from the dead-letter topic: the message is parked at its place
-        in its room, which blocks there until an operator acts."""
+        in its room, which blocks there until an operator acts. A scheduled
+        one is another way in at (or before) its time, so it goes the way
+        every copy of it goes first (scheduled_entry.py): held as a task
+        while its time is ahead, ended `skipped` when an operator cancelled
+        it; parked only when its time has come (found by the simulation,
+        seed 271: a cancelled campaign message's dead-letter copy was parked,
+        then redriven and sent)."""
         arrived = core.now_us()
         parsed = parse_push(body, arrived, self.settings.enabled_providers, self.sender_ids)
         if isinstance(parsed, Rejected):
             self._keep_rejected(parsed, arrived, "deadletter")
             return Reply(200, {"result": "rejected", "reason": parsed.reason})
+        if parsed.deliver_at_us is not None and self.scheduled is not None:
+            held_or_dropped = self._scheduled(parsed, body, arrived, False)
+            if held_or_dropped is not None:
+                return held_or_dropped
         attrs = (json.loads(body).get("message") or {}).get("attributes") or {}
         attempts = attrs.get(DEAD_LETTER_COUNT_ATTRIBUTE, "?")
         e = parsed.event

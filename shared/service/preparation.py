@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 
+from shared.prepare import tag_media
 from shared.push import ROOM_ID
 from shared.room import (
     Prepared,
@@ -52,6 +53,7 @@ class PreparationHandlers(ServiceCore):
         if msg is None or not msg.needs_preparation or msg.prep_failed is not None:
             return Reply(200, {"result": "nothing to prepare"})
         # Media uploaded with one number can be sent by that number only.
+        own = f"{msg.provider}:{msg.sender}" in self.preparers
         preparer = self.preparers.get(f"{msg.provider}:{msg.sender}") or self.preparers.get(msg.provider)
         if preparer is None or msg.media_kind is None or msg.media_link is None:
             event: RoomEvent = PrepareFailed(incarnation, seq, attempt,
@@ -61,7 +63,12 @@ class PreparationHandlers(ServiceCore):
             result = preparer.prepare_media(msg.media_kind, msg.media_link)
             done = core.now_us()
             if result.media_id is not None:
-                event = Prepared(incarnation, seq, attempt, result.media_id, (done - arrived) / 1000, done)
+                # Kept with the number that uploaded it (plain `whatsapp` is the first number): the send
+                # uses the id only from that number (core._send).
+                number = msg.sender if own else \
+                    self.settings.whatsapp_sender_specs[0].phone_number_id if msg.provider == "whatsapp" else None
+                event = Prepared(incarnation, seq, attempt, tag_media(number, result.media_id),
+                                 (done - arrived) / 1000, done)
             else:
                 event = PrepareFailed(incarnation, seq, attempt, result.error or "preparation failed",
                                       result.permanent, done)

@@ -118,3 +118,132 @@ def test_a_failing_seed_prints_its_replay_command_and_trace() -> None:
     report = report_failure(result)
     assert f"python -m tools.simulation --seed {result.seed}" in report
     assert f"trace of {plan.room_id}" in report
+
+
+def _arrivals_at(world, stamps_and_delays: list[tuple[int, int]], number: str = "100000000000009") -> None:
+    """Send calls of one number, each through its own slot stamped at `stamp`
+    (us from the start) that reached the platform `delay` us after it."""
+    template = world.platforms["whatsapp"].calls[0] if world.platforms["whatsapp"].calls else None
+    assert template is not None
+    for k, (stamp, delay) in enumerate(stamps_and_delays):
+        at = world.start_us + stamp
+        world.platforms["whatsapp"].calls.append(dataclasses.replace(
+            template, number=number, attempt=50 + k, started_us=at + delay - 1, arrived_us=at + delay,
+            taken_us=None, slot=(number, at)))
+
+
+def _whatsapp_run():
+    for seed in range(1, 60):
+        result = run_seed(seed, without=frozenset({"unreadable-doc"}))
+        if result.world.platforms["whatsapp"].calls and not result.findings:
+            return result
+    raise AssertionError("no seed of 1-59 sent on WhatsApp")
+
+
+def test_the_throughput_check_judges_what_reached_the_platform_not_the_slot_stamps() -> None:
+    from shared.sender_window import GUARD_US, WINDOW_US
+    from tools.simulation.world import NUMBER_RATE
+
+    result = _whatsapp_run()
+    spread = [(k * (WINDOW_US + GUARD_US) // NUMBER_RATE, 0) for k in range(NUMBER_RATE + 1)]
+    _arrivals_at(result.world, spread)
+    assert "platform throughput bound" not in _invariants(result.world)  # slots a span apart: fine
+    result = _whatsapp_run()
+    # The same slots, but every request reached the platform at once (a send made without waiting its turn).
+    crowded = [(k * WINDOW_US // (NUMBER_RATE + 1), 0) for k in range(NUMBER_RATE + 1)]
+    _arrivals_at(result.world, crowded)
+    assert "platform throughput bound" in _invariants(result.world)
+    result = _whatsapp_run()
+    # Slots a span apart, the first request stalled past the others' (the documented limit of GUARD_US): counted apart.
+    stalled = [(0, 2 * GUARD_US)] + spread[1:]
+    _arrivals_at(result.world, stalled)
+    exercised: Counter[str] = Counter()
+    assert "platform throughput bound" not in {f.invariant for f in check(result.world, exercised)}
+    assert any(k.startswith("platform throughput: arrivals closer") for k in exercised)
+
+
+def test_the_throughput_check_fails_on_a_send_from_another_number_than_its_slot() -> None:
+    result = _whatsapp_run()
+    call = result.world.platforms["whatsapp"].calls[0]
+    call.slot = ("100000000000777", call.slot[1] if call.slot else 0)
+    assert "platform throughput bound" in _invariants(result.world)
+
+
+def test_concurrent_sweeps_run_their_rescues_interleaved_on_the_scheduler() -> None:
+    """SWEEP_CONCURRENCY > 1: the sweep's pool runs its rescues as child
+    invocations of the scheduler (a real thread pool would run outside it)."""
+    from tools.simulation.world import sweep_settings
+
+    seed = next(s for s in range(1, 200) if sweep_settings(s).get("sweep_concurrency", 1) > 1)
+    result = run_seed(seed)
+    assert not result.findings, report_failure(result)
+    assert any(a.function == "sweep" and a.status == 200 for a in result.world.answers)
+
+
+def _campaign_run():
+    """A finished run whose campaign's promo-1 reached the platform in some room, with no finding."""
+    from tools.simulation.world import CAMPAIGN_ID, campaign
+
+    for seed in range(1, 80):
+        if campaign(seed) is None:
+            continue
+        result = run_seed(seed, without=frozenset({"unreadable-doc"}))
+        taken = [c for p in result.world.platforms.values() for c in p.calls
+                 if c.text == CAMPAIGN_ID and c.taken]
+        if taken and not result.findings:
+            return result, taken[0]
+    raise AssertionError("no campaign seed of 1-79 sent promo-1")
+
+
+def test_the_scheduled_checks_fail_on_a_send_before_its_time_and_on_a_cancelled_one_sent() -> None:
+    from tools.simulation.scheduled import Claim
+
+    result, call = _campaign_run()
+    world = result.world
+    call.taken_us = world.start_us  # taken at the start: long before its time
+    assert "scheduled: not before its time" in _invariants(world)
+    result, call = _campaign_run()
+    world = result.world
+    # The operator's cancel landed before anything brought it in: it must never have been sent.
+    world.claims[:] = [c for c in world.claims if (c.room_id, c.message_id) != (call.room_id, call.text)]
+    world.cancels.append(Claim(call.room_id, call.text, world.start_us, "cancelled"))
+    assert "scheduled: cancelled before its time, never sent" in _invariants(world)
+
+
+def test_a_room_deleted_by_ttl_keeps_its_ends_for_the_checks_and_its_seqs_per_life() -> None:
+    """A room deleted by TTL is made again with seqs from 1: the same seq
+    ending in two lives is not 'ended twice'; within one life it is."""
+    from tools.simulation.world import ttl_ms
+
+    for seed in range(1, 80):
+        if ttl_ms(seed) is None:
+            continue
+        result = run_seed(seed, without=frozenset({"unreadable-doc"}))
+        if result.world.deleted and not result.findings:
+            break
+    else:
+        raise AssertionError("no TTL seed of 1-79 deleted a room")
+    world = result.world
+    room = world.deleted[0][1]
+    ends = [e for e in world.events.logged if e.event.room_id == room and str(e.event.event) == "acked"]
+    assert ends, "the deleted room acked nothing"
+    again = dataclasses.replace(ends[0], at_us=ends[0].at_us + 1)  # the same seq ends again in the same life
+    world.events.logged.append(again)
+    assert "nothing ended twice" in _invariants(world)
+
+
+def test_a_bad_revision_of_the_status_function_is_replayed_from_the_error_queue() -> None:
+    """WEBHOOK_MODE=queued seeds with a bad revision: the status function
+    fails (not transiently) until its batches go to the error queue; the
+    operator's `statuses replay` publishes them again, and the run still
+    keeps every invariant."""
+    for seed in (16, 18, 24, 34, 41, 45):
+        result = run_seed(seed)
+        counts = result.world.faults.counts
+        if counts["status message dead-lettered to the error queue"]:
+            break
+    else:
+        raise AssertionError("no bad-revision seed dead-lettered a status batch")
+    assert not result.findings, report_failure(result)
+    assert counts["status message replayed from the error queue"] == counts["status message dead-lettered to the error queue"]
+    assert all(kind == "unroutable" for kind, *_ in result.world.status_queue.error_queue)

@@ -332,7 +332,14 @@ class FakeRoomStore:
 
     def claim_cancelled_end(self, room_id: str, message_id: str) -> tuple[str, dict[str, Any] | None]:
         doc = self.scheduled.get((room_id, message_id))
-        if not doc or "actor" not in doc:
+        if doc is None:  # never held: the record starts here, as the real store's
+            self.scheduled[(room_id, message_id)] = {"message_id": message_id, "room_id": room_id,
+                                                     "entered_at": self._clock.now_us()}
+            return "not_cancelled", None
+        if doc.get("entered_at") is not None:
+            return "not_cancelled", None
+        if "actor" not in doc:
+            doc["entered_at"] = self._clock.now_us()  # as the real store: a later cancel is too late
             return "not_cancelled", None
         if doc.get("ended"):
             return "ended_before", doc

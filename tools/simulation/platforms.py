@@ -2,7 +2,10 @@
 baton's `Sender` port sees them, and the outside record every check reads.
 
 Each send call is one entry of `Platform.calls` (the platform's record, not
-baton's): when it started, whether the platform took the message (and when),
+baton's): when it started, when the request reached the platform (what the
+platform counts against a number's throughput, in arrival order), the
+sender-window slot its invocation had taken, whether the platform took the
+message (and when),
 what the caller was answered, when the answer came back. A taken message
 reaches the user's device later (or never), and the platform posts its
 webhooks through `post` (the world schedules them: late, duplicated,
@@ -10,6 +13,9 @@ reordered, possibly before the send call returned):
 
 - WhatsApp: `sent`, `delivered`, `read` statuses naming the attempt's wamid
   and our delivery id (`biz_opaque_callback_data`), signed with the app secret.
+- Instagram: the echo of our send (`object` = `instagram`), no delivery
+  receipt, and `messaging_seen` (`read.mid`: one message) when the user
+  reads it; baton acks Instagram on read (ACK_LEVEL_INSTAGRAM).
 - Messenger (Meta's "Webhook Events Reference"): the echo of our send
   (`metadata` = our delivery id, `timestamp` = the platform's stamp, ms), and
   receipts by recipient: `delivery.watermark` (every message stamped strictly
@@ -42,6 +48,7 @@ from tools.simulation.scheduler import Scheduler
 
 WHATSAPP_SECRET = "local-app-secret"
 MESSENGER_SECRET = "local-messenger-secret"
+INSTAGRAM_SECRET = "local-instagram-secret"
 
 # What a send call ends as: (taken by the platform, outcome the caller sees, error code, permanent, rate limited)
 SEND_FAULTS: dict[str, tuple[bool, SendOutcome, int | None, bool, bool]] = {
@@ -53,6 +60,8 @@ SEND_FAULTS: dict[str, tuple[bool, SendOutcome, int | None, bool, bool]] = {
     "130429": (False, SendOutcome.REFUSED, 130429, False, False),
     "131056": (False, SendOutcome.REFUSED, 131056, False, True),
     "131047": (False, SendOutcome.REFUSED, 131047, True, False),
+    # Not injected: a media id sent from another number than the one that uploaded it (media.py).
+    "131053": (False, SendOutcome.REFUSED, 131053, True, False),
 }
 
 
@@ -79,6 +88,9 @@ class Call:
     stamp_ms: int | None = None  # Messenger: the platform's stamp of the message (ms)
     delivered_us: int | None = None  # when the device got it (None: not yet, or never)
     read_us: int | None = None
+    arrived_us: int | None = None  # when the platform read the request (None: it never did)
+    slot: tuple[str, int] | None = None  # the sender-window slot the calling invocation took: (number, stamp_us)
+    media_id: str | None = None  # a prepared message: the media id it named
 
     @property
     def taken(self) -> bool:
@@ -90,7 +102,7 @@ class Call:
 
 
 class Platform:
-    """One platform (`whatsapp` or `messenger`) for every number and
+    """One platform (`whatsapp`, `messenger` or `instagram`) for every number and
     recipient; the `Sender` of each of baton's numbers is `sender(number)`.
 
     Args:
@@ -111,6 +123,9 @@ class Platform:
         self.budget_ms = budget_ms
         self.calls: list[Call] = []
         self._mids = 0
+        self.uploads: dict[str, str] = {}  # media id -> the number that uploaded it (media.py)
+        # The slot the calling invocation took last (SimSenderWindow.slot_of), recorded on each call.
+        self.slot_of: Callable[[], tuple[str, int] | None] | None = None
 
     def sender(self, number: str) -> _NumberSender:
         return _NumberSender(self, number)
@@ -120,12 +135,16 @@ class Platform:
 
     # -- the send call
 
-    def send(self, number: str, recipient: str, text: str, delivery_id: str) -> SendResult:
+    def send(self, number: str, recipient: str, text: str, delivery_id: str, media: Any = None) -> SendResult:
         room_id, incarnation, seq, attempt, decided_us = parse_delivery_id(delivery_id)
         call = Call(self.provider, number, recipient, text, delivery_id, room_id, incarnation, seq, attempt,
                     decided_us, self.sched.now_us())
         self.calls.append(call)
         fault = self.faults.send_fault(self.provider)
+        if media is not None and media.media_id is not None:
+            call.media_id = media.media_id
+            if self.uploads.get(media.media_id) != number:
+                fault = "131053"  # uploaded with another number (or never): the platform refuses it
         call.fault = fault
         taken, outcome, code, permanent, rate_limited = SEND_FAULTS[fault]
         before_ms, after_ms = self.faults.send_latency_ms()
@@ -135,9 +154,12 @@ class Platform:
             before_ms = min(before_ms, self.budget_ms)
             after_ms = self.budget_ms - before_ms
             outcome, code, permanent, rate_limited = SendOutcome.UNKNOWN, None, False, False
+        call.slot = self.slot_of() if self.slot_of is not None else None
         self.sched.pause(before_ms * 1000)
         if self.faults.chance("crash", "crash during a send call, before the platform read it"):
             raise Crash("injected: died during the send call")
+        if fault != "no_connection":
+            call.arrived_us = self.sched.now_us()  # what the platform counts against the number's throughput
         if taken:
             self._take(call)
         self.sched.pause(after_ms * 1000)
@@ -156,7 +178,7 @@ class Platform:
         now = self.sched.now_us()
         self._mids += 1
         call.taken_us = now
-        call.mid = f"{'wamid' if self.provider == 'whatsapp' else 'm'}.{self._mids}"
+        call.mid = f"{ {'whatsapp': 'wamid', 'messenger': 'm'}.get(self.provider, 'ig')}.{self._mids}"
         call.stamp_ms = now // 1000
         delivery_ms = self.faults.delivery_delay_ms()
         if delivery_ms is not None:
@@ -172,8 +194,9 @@ class Platform:
         call.delivered_us = now
         if self.provider == "whatsapp":
             self._status(call, "delivered", now)
-        else:
+        elif self.provider == "messenger":
             self._receipt(call.recipient, "delivery", now)
+        # Instagram posts no delivery receipt: only `messaging_seen` when read.
         read_ms = self.faults.read_delay_ms()
         if read_ms is not None:
             self.sched.at(now + read_ms * 1000, lambda: self._read(call))
@@ -183,8 +206,10 @@ class Platform:
         call.read_us = now
         if self.provider == "whatsapp":
             self._status(call, "read", now)
-        else:
+        elif self.provider == "messenger":
             self._receipt(call.recipient, "read", now)
+        else:
+            self._seen(call, now)
 
     # -- webhooks
 
@@ -204,8 +229,17 @@ class Platform:
     def _echo(self, call: Call, at_us: int) -> None:
         item = {"sender": {"id": "200000000000002"}, "recipient": {"id": call.recipient}, "timestamp": call.stamp_ms,
                 "message": {"mid": call.mid, "is_echo": True, "metadata": call.delivery_id, "text": call.text}}
-        self._schedule_post({"object": "page", "entry": [{"id": "p", "time": at_us // 1000, "messaging": [item]}]},
-                            MESSENGER_SECRET, at_us, f"messenger echo {call.text}#{call.attempt}")
+        obj, secret = ("page", MESSENGER_SECRET) if self.provider == "messenger" else ("instagram", INSTAGRAM_SECRET)
+        self._schedule_post({"object": obj, "entry": [{"id": "p", "time": at_us // 1000, "messaging": [item]}]},
+                            secret, at_us, f"{self.provider} echo {call.text}#{call.attempt}")
+
+    def _seen(self, call: Call, at_us: int) -> None:
+        """Instagram's `messaging_seen`: one message, by its mid, read
+        (https://developers.facebook.com/docs/instagram-platform/webhooks/examples)."""
+        item = {"sender": {"id": call.recipient}, "recipient": {"id": "200000000000003"}, "timestamp": at_us // 1000,
+                "read": {"mid": call.mid}}
+        self._schedule_post({"object": "instagram", "entry": [{"id": "i", "time": at_us // 1000, "messaging": [item]}]},
+                            INSTAGRAM_SECRET, at_us, f"instagram seen {call.text}#{call.attempt}")
 
     def _receipt(self, recipient: str, kind: str, at_us: int) -> None:
         """A Messenger receipt for `recipient` now, and (by seed) stragglers:
@@ -252,5 +286,5 @@ class _NumberSender:
     platform: Platform
     number: str
 
-    def send(self, recipient: str, text: str, delivery_id: str, media: object = None) -> SendResult:
-        return self.platform.send(self.number, recipient, text, delivery_id)
+    def send(self, recipient: str, text: str, delivery_id: str, media: object = None, **_kind: Any) -> SendResult:
+        return self.platform.send(self.number, recipient, text, delivery_id, media)

@@ -37,17 +37,19 @@ class Port:
             the fake's own faults).
         after: per method, called with the result after the real call.
         errors: whether a transient `ServiceUnavailable` may replace a call.
+        plain: methods that are no I/O (a client's path helpers): called as they are.
     """
 
     def __init__(self, name: str, target: Any, sched: Scheduler, faults: Faults,
                  before: dict[str, Callable[[], None]] | None = None,
-                 after: dict[str, Callable[[Any], None]] | None = None, errors: bool = True) -> None:
+                 after: dict[str, Callable[[Any], None]] | None = None, errors: bool = True,
+                 plain: frozenset[str] = frozenset()) -> None:
         self._name, self._target, self._sched, self._faults = name, target, sched, faults
-        self._before, self._after, self._errors = before or {}, after or {}, errors
+        self._before, self._after, self._errors, self._plain = before or {}, after or {}, errors, plain
 
     def __getattr__(self, attr: str) -> Any:
         value = getattr(self._target, attr)
-        if not callable(value) or attr.startswith("_"):
+        if not callable(value) or attr.startswith("_") or attr in self._plain:
             return value
 
         def call(*args: Any, **kwargs: Any) -> Any:
@@ -82,6 +84,15 @@ class SimSenderWindow:
         self.slots: dict[str, tuple[int, int]] = {}  # document -> (last_us, version)
         self.takes: list[tuple[str, int]] = []
 
+    def slot_of(self) -> tuple[str, int] | None:
+        """The slot the calling invocation took last, given up as it is read
+        (the platform records it on the send call that follows)."""
+        inv = self._sched.current()
+        if inv is None:
+            return None
+        slot, inv.slot = inv.slot, None
+        return slot
+
     def _call(self, what: str) -> None:
         where = f"sender window {what}"
         self._sched.pause(self._faults.port_latency_us(where))
@@ -92,6 +103,8 @@ class SimSenderWindow:
 
     def take(self, phone_number_id: str, rate_per_s: int, now_us: int) -> SlotTaken | None:
         """As `SenderWindow.take`: None when a slot was taken, else when to try again."""
+        if (inv := self._sched.current()) is not None:
+            inv.slot = None  # a slot taken earlier and not used is not this send's
         if rate_per_s <= 0:
             return None
         entered = self._sched.now_us()
@@ -110,5 +123,7 @@ class SimSenderWindow:
                 continue
             self.slots[doc] = (stamp, version + 1)
             self.takes.append((phone_number_id, stamp))
+            if (inv := self._sched.current()) is not None:
+                inv.slot = (phone_number_id, stamp)
             return None
         return SlotTaken(min(ready))

@@ -18,7 +18,7 @@ from __future__ import annotations
 import heapq
 import random
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -43,6 +43,7 @@ class Invocation:
     done: bool = False
     result: Any = None
     abort: bool = False
+    slot: tuple[str, int] | None = None  # the sender-window slot it took last: (number, stamp_us)
 
 
 class Scheduler:
@@ -163,6 +164,11 @@ class Scheduler:
         """Nothing queued and no invocation under way."""
         return not self._queue and not self.live
 
+    def pool(self, max_workers: int) -> SimPool:
+        """A `ThreadPoolExecutor` for the service's own fan-out (the sweep's
+        SWEEP_CONCURRENCY): see `SimPool`."""
+        return SimPool(self, max_workers)
+
     def close(self) -> None:
         """End every invocation still under way (`Aborted` in its thread)."""
         for inv in list(self._invocations.values()):
@@ -170,3 +176,58 @@ class Scheduler:
             inv.on_done = lambda _inv: None
             self._resume(inv)
         self._queue.clear()
+
+
+class SimPool:
+    """`concurrent.futures.ThreadPoolExecutor(max_workers)` as the sweep uses
+    it (`map`, `shutdown`), on the scheduler: each item runs as a child
+    invocation, at most `max_workers` at a time, interleaved with every
+    other invocation at its port calls, while the caller waits in virtual
+    time. A child that dies (`Crash`) takes the process with it: the other
+    children are ended, and the caller raises that `Crash` (nothing after
+    the death runs)."""
+
+    POLL_US = 1000  # the caller looks at its children this often (virtual time)
+
+    def __init__(self, sched: Scheduler, max_workers: int) -> None:
+        self._sched, self._max = sched, max(1, max_workers)
+
+    def map(self, fn: Callable[[Any], Any], items: Any) -> Iterator[Any]:
+        parent = self._sched.current()
+        todo = list(items)
+        results: list[Any] = [None] * len(todo)
+        children: list[Invocation] = []
+        died: list[BaseException] = []
+        running = 0
+        nxt = 0
+
+        def finished(child: Invocation, k: int) -> None:
+            nonlocal running
+            running -= 1
+            results[k] = child.result
+            if isinstance(child.result, BaseException) and not isinstance(child.result, Aborted | Exception):
+                died.append(child.result)
+
+        while nxt < len(todo) or running:
+            while nxt < len(todo) and running < self._max and not died:
+                k = nxt
+                nxt += 1
+                running += 1
+                children.append(self._sched.spawn(f"{parent.name if parent else 'pool'} [{k}]",
+                                                  lambda k=k: fn(todo[k]), lambda c, k=k: finished(c, k)))
+            if died:
+                for c in children:
+                    if not c.done:
+                        c.abort = True
+                if not running:
+                    break
+            self._sched.pause(self.POLL_US)
+        if died:
+            raise died[0]
+        for r in results:
+            if isinstance(r, BaseException):
+                raise r
+        return iter(results)
+
+    def shutdown(self, wait: bool = True, cancel_futures: bool = False) -> None:
+        """Nothing left: `map` returns when its children are done."""

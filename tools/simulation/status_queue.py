@@ -25,14 +25,14 @@ if TYPE_CHECKING:
 
 
 class SimStatusQueue:
-    """See the module. `error_queue`: (kind, room or key, reason, attempts)."""
+    """See the module. `error_queue`: (kind, room or key, reason, attempts, data: None when unroutable)."""
 
     def __init__(self, world: World) -> None:
         self.world = world
         self.keys: dict[str, deque[tuple[str, bytes, dict[str, str]]]] = {}
         self.pushing: set[str] = set()
         self.failures: dict[str, int] = {}
-        self.error_queue: list[tuple[str, str | None, str, int | None]] = []
+        self.error_queue: list[tuple[str, str | None, str, int | None, bytes | None]] = []
         self._ids = 0
 
     def publish(self, batches: Any, unroutable: Any = (), receipts: Any = ()) -> int:
@@ -51,7 +51,7 @@ class SimStatusQueue:
                                                        "recipient_key": r.recipient_key})
             n += 1
         for u in unroutable:
-            self.error_queue.append(("unroutable", None, u.reason, None))
+            self.error_queue.append(("unroutable", None, u.reason, None, None))
             n += 1
         return n
 
@@ -61,7 +61,26 @@ class SimStatusQueue:
 
     def dead_letter(self, data: bytes, room_id: str, reason: str, attempts: int, kind: str = KIND_ROOM_STATUSES) -> None:
         self.world.faults.count("status message dead-lettered to the error queue")
-        self.error_queue.append((kind, room_id, reason, attempts))
+        self.error_queue.append((kind, room_id, reason, attempts, data))
+
+    def replay(self) -> int:
+        """`baton statuses replay` (shared/admin/error_queue.py): each kept
+        room's statuses and recipient's receipts published again, ordered as
+        the webhook published them; unroutable records stay. Returns how
+        many were replayed."""
+        kept, n = [], 0
+        for kind, key, reason, attempts, data in self.error_queue:
+            if data is None or key is None:
+                kept.append((kind, key, reason, attempts, data))
+                continue
+            if kind == KIND_RECIPIENT_RECEIPTS:
+                self._enqueue(f"recipient:{key}", data, {"kind": KIND_RECIPIENT_RECEIPTS, "recipient_key": key})
+            else:
+                self._enqueue(key, data, {"room_id": key, "kind": KIND_ROOM_STATUSES})
+            n += 1
+        self.error_queue = kept
+        self.world.faults.count("status message replayed from the error queue", n)
+        return n
 
     def _enqueue(self, key: str, data: bytes, attrs: dict[str, str]) -> None:
         self._ids += 1

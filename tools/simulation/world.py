@@ -42,13 +42,17 @@ from unittest import mock
 
 from shared import config
 from shared.events import utc_iso
+from shared.prepare import PrepareScheduler
 from shared.room import Pause, Resume, RoomState, policy_from_settings, room_from_doc, room_to_doc
+from shared.scheduled import ScheduledHold
 from shared.service import DEAD_LETTER_COUNT_ATTRIBUTE, TRANSIENT_ERRORS, DeliveryService, Reply, core
 from shared.tasks import timer_body
 from tools.fakes import ArmedTask, Crash, FakeRoomStore, FakeTimers, RecordingEventLog
 from tools.simulation.faults import Faults
-from tools.simulation.platforms import MESSENGER_SECRET, WHATSAPP_SECRET, Platform
+from tools.simulation.media import SimPreparer
+from tools.simulation.platforms import INSTAGRAM_SECRET, MESSENGER_SECRET, WHATSAPP_SECRET, Platform
 from tools.simulation.ports import Port, SimSenderWindow
+from tools.simulation.scheduled import SimTask, SimTasksClient, record_claims
 from tools.simulation.scheduler import Aborted, Invocation, Scheduler
 from tools.simulation.status_queue import SimStatusQueue
 
@@ -76,6 +80,8 @@ class Message:
     published_us: int
     pubsub_id: str
     skipped: bool = False  # an operator skipped it (confirmed by the room)
+    deliver_at_ms: int | None = None  # scheduled: its `deliver_at` (ms from the start)
+    media: bool = False  # an image, prepared (uploaded) before its turn: `prepare` = media
 
 
 @dataclass
@@ -87,6 +93,8 @@ class RoomPlan:
     head: int = 0  # the index of Pub/Sub's outstanding push
     pushing: bool = False
     failures: int = 0
+    sequenced: bool = False  # the producer numbers its messages (`sequence` attribute: index + 1)
+    unordered: bool = False  # ... and publishes them without an ordering key (several publishers)
 
 
 @dataclass
@@ -106,10 +114,13 @@ def workload(seed: int, only_rooms: frozenset[str] | None) -> list[RoomPlan]:
     """The seed's rooms and messages (its own random stream, so a shrunk run,
     with `only_rooms`, keeps the same messages for the rooms it keeps)."""
     rng = random.Random(f"workload-{seed}")
+    instagram = random.Random(f"instagram-{seed}")  # its own stream: the seeds' other draws are as before
     plans = []
     for r in range(rng.randint(2, 7)):
         room_id = f"room-{r}"
         provider = "messenger" if rng.random() < 0.35 else "whatsapp"
+        if provider == "messenger" and instagram.random() < 0.4:
+            provider = "instagram"
         plan = RoomPlan(room_id, provider, f"1555{seed % 100000:05d}{r:03d}")
         t = rng.randint(0, 5000)
         for i in range(rng.randint(1, 6)):
@@ -117,13 +128,93 @@ def workload(seed: int, only_rooms: frozenset[str] | None) -> list[RoomPlan]:
             plan.messages.append(Message(room_id, i, f"{room_id}-m{i}", t, f"ps-{r}-{i}"))
         if only_rooms is None or room_id in only_rooms:
             plans.append(plan)
+    _campaign(seed, plans)
+    media = random.Random(f"media-{seed}")  # its own stream, as each kind added later
+    for plan in plans:
+        for msg in plan.messages:
+            msg.media = plan.provider == "whatsapp" and msg.deliver_at_ms is None and media.random() < 0.2
+    # Producer `sequence` from a stream of its own (a seed's other draws are
+    # as they were before it was simulated): some rooms' producers number
+    # their messages, some of those publish them without an ordering key.
+    seq_rng = random.Random(f"sequence-{seed}")
+    for plan in plans:
+        plan.sequenced = seq_rng.random() < 0.3
+        plan.unordered = plan.sequenced and seq_rng.random() < 0.5
     return plans
+
+
+CAMPAIGN_ID = "promo-1"
+
+
+def campaign(seed: int) -> tuple[int, int] | None:
+    """A seed's campaign (30% of the seeds, a stream of its own): every room
+    schedules message `promo-1` for the same moment, `deliver_at` (ms from
+    the start), published some seconds before it: (publish_ms, deliver_at_ms)."""
+    rng = random.Random(f"campaign-{seed}")
+    if rng.random() >= 0.3:
+        return None
+    due = rng.randint(8000, 50_000)
+    return due - rng.randint(500, 7000), due
+
+
+def _campaign(seed: int, plans: list[RoomPlan]) -> None:
+    plan_of = campaign(seed)
+    if plan_of is None:
+        return
+    published, due = plan_of
+    for plan in plans:
+        last = plan.messages[-1].published_us if plan.messages else 0
+        plan.messages.append(Message(plan.room_id, len(plan.messages), CAMPAIGN_ID, max(published, last),
+                                     f"ps-{plan.room_id}-promo", deliver_at_ms=due))
+
+
+def campaign_cancel(seed: int, rooms: list[str]) -> tuple[str, int] | None:
+    """An operator's `baton scheduled cancel` of one room's `promo-1` (60% of
+    the campaign seeds): (room, at ms from the start), from 6 s before its
+    time (it must never be sent) to 3 s after (it may have entered)."""
+    plan_of = campaign(seed)
+    rng = random.Random(f"campaign-cancel-{seed}")
+    if plan_of is None or not rooms or rng.random() >= 0.6:
+        return None
+    return rng.choice(sorted(rooms)), max(0, plan_of[1] + rng.randint(-6000, 3000))
+
+
+def room_settings(seed: int) -> dict[str, int]:
+    """The seed's MAX_QUEUED_MESSAGES and SEQUENCE_GAP_TIMEOUT_MS, from a
+    stream of its own: a third of the seeds have rooms that fill at 2 or 3
+    messages (back-pressure: refusals, placeholders, parked copies), some
+    give up a producer's sequence gap after 5 s."""
+    rng = random.Random(f"capacity-{seed}")
+    settings = {"sequence_gap_timeout_ms": rng.choice((5000, 30_000))}
+    if rng.random() < 1 / 3:
+        settings["max_queued_messages"] = rng.choice((2, 3))
+    return settings
 
 
 def webhook_mode(seed: int) -> str:
     """The seed's WEBHOOK_MODE, from its own random stream (a seed in
     `direct` mode runs as it did before `queued` was simulated)."""
     return "queued" if random.Random(f"mode-{seed}").random() < 0.4 else "direct"
+
+
+def sweep_settings(seed: int) -> dict[str, int]:
+    """The seed's SWEEP_CONCURRENCY and SWEEP_BATCH_SIZE, from its own random
+    stream: a third of the seeds sweep one room at a time, the others 2 or
+    the deployed default (16) at once, in the default pages or in pages of
+    2 rooms (the cursor's paging under concurrency)."""
+    rng = random.Random(f"sweep-{seed}")
+    if rng.random() < 1 / 3:
+        return {"sweep_concurrency": 1}
+    return {"sweep_concurrency": rng.choice((2, 16)), "sweep_batch_size": rng.choice((2, 500))}
+
+
+def ttl_ms(seed: int) -> int | None:
+    """The seed's room retention (ms) when Firestore's TTL deletes rooms in
+    the run (a quarter of the seeds, from a stream of its own): 15-40 s, so
+    rooms are deleted and made again (a new incarnation) while late pushes,
+    timers and webhooks of the old one still come. None: an hour (never)."""
+    rng = random.Random(f"ttl-{seed}")
+    return rng.randint(15_000, 40_000) if rng.random() < 0.25 else None
 
 
 class World:
@@ -138,27 +229,52 @@ class World:
             defaults = config.load()  # the deployed defaults, whatever the shell (or a test session) has set
         self.settings = dataclasses.replace(
             defaults, ack_timeout_ms=ACK_TIMEOUT_MS, send_timeout_ms=SEND_TIMEOUT_MS,
-            send_start_deadline_ms=SEND_START_DEADLINE_MS, watchdog_grace_ms=WATCHDOG_GRACE_MS, sweep_concurrency=1,
-            providers="whatsapp,messenger", whatsapp_senders=",".join(f"{n}:{NUMBER_RATE}" for n in NUMBERS),
-            whatsapp_app_secret=WHATSAPP_SECRET, messenger_app_secret=MESSENGER_SECRET, metrics_log_path="",
-            event_log_path="", webhook_mode=webhook_mode(seed))
+            send_start_deadline_ms=SEND_START_DEADLINE_MS, watchdog_grace_ms=WATCHDOG_GRACE_MS,
+            providers="whatsapp,messenger,instagram", whatsapp_senders=",".join(f"{n}:{NUMBER_RATE}" for n in NUMBERS),
+            whatsapp_app_secret=WHATSAPP_SECRET, messenger_app_secret=MESSENGER_SECRET,
+            instagram_app_secret=INSTAGRAM_SECRET, metrics_log_path="",
+            event_log_path="", webhook_mode=webhook_mode(seed), **sweep_settings(seed),
+            **room_settings(seed))
         self.policy = policy_from_settings(self.settings)
-        self.store = FakeRoomStore(self.sched, retention_ms=3_600_000)  # type: ignore[arg-type]
+        self.ttl_ms = ttl_ms(seed)
+        self.store = FakeRoomStore(self.sched, retention_ms=self.ttl_ms or 3_600_000)  # type: ignore[arg-type]
+        self.deleted: list[tuple[int, str]] = []  # (at_us, room_id): rooms Firestore's TTL deleted
+        self.ended_before: dict[str, list[Any]] = {}  # room -> what it had ended before TTL deleted it
+        self.claims, self.cancels = record_claims(self)
+        # The events each committed decision carried (room_id, event): what the room decided, whether or
+        # not its process lived to log it (the checks' excuses read this, not the log).
+        self.committed: list[tuple[str, Any]] = []
+        real_write = self.store._write
+
+        def write(room_id: str, decision: Any) -> str:
+            write_id = real_write(room_id, decision)
+            self.committed.extend((room_id, e) for e in decision.events)
+            return write_id
+
+        self.store._write = write  # type: ignore[method-assign]
+        self.tasks_client = SimTasksClient(self)
+        self.prepare_client = SimTasksClient(self, self.dispatch_prepare)
+        self.uploads: dict[str, str] = {}  # media id -> the number that uploaded it
+        self.media_ids = 0
         self.store.between_read_and_commit = lambda room: self.sched.pause(
             self.faults.port_latency_us("firestore between read and commit"))
         self.timers = FakeTimers(self.sched)  # type: ignore[arg-type]
         self.events = RecordingEventLog(self.sched)  # type: ignore[arg-type]
         self.window = SimSenderWindow(self.sched, self.faults)
         self.platforms = {p: Platform(p, self.sched, self.faults, self._post_webhook, SEND_TIMEOUT_MS)
-                          for p in ("whatsapp", "messenger")}
-        senders: dict[str, Any] = {f"whatsapp:{n}": self.platforms["whatsapp"].sender(n) for n in NUMBERS}
-        senders["whatsapp"] = self.platforms["whatsapp"].sender(NUMBERS[0])
-        senders["messenger"] = self.platforms["messenger"].sender("page")
+                          for p in ("whatsapp", "messenger", "instagram")}
+        self.platforms["whatsapp"].slot_of = self.window.slot_of
+        self.platforms["whatsapp"].uploads = self.uploads
         store_port = Port("firestore", self.store, self.sched, self.faults, before={"apply": self._store_fault})
         timer_port = Port("cloud tasks", self.timers, self.sched, self.faults,
                           before={"schedule": self._arm_fault}, after={"schedule": lambda _r: self._new_tasks()})
         self.status_queue = SimStatusQueue(self)
-        self._ports = (store_port, timer_port, senders)
+        self.scheduled_hold = ScheduledHold(Port("cloud tasks (scheduled)", self.tasks_client, self.sched,  # type: ignore[arg-type]
+                                                 self.faults, plain=frozenset({"queue_path"})), self.settings)
+        self.prepare_scheduler = PrepareScheduler(Port("cloud tasks (prepare)", self.prepare_client,  # type: ignore[arg-type]
+                                                       self.sched, self.faults, plain=frozenset({"queue_path"})),
+                                                  self.settings)
+        self._ports = (store_port, timer_port)
         self.service = self._build(self.settings)
         self.numbers_changed: list[tuple[int, tuple[str, ...]]] = []  # (at_us, the numbers from then on)
         self.rooms = workload(seed, only_rooms)
@@ -167,13 +283,36 @@ class World:
         self._known_tasks = 0
         self.broken_doc = self.sched.rng.random() < 0.3 and "unreadable-doc" not in without
         self.ended = False
+        # A bad revision (WEBHOOK_MODE=queued seeds, a stream of its own): the `status` function fails on
+        # every batch for a while (not a transient error: counted, then moved to the error queue);
+        # after it, an operator replays the error queue (`baton statuses replay`).
+        bad = random.Random(f"bad-revision-{seed}")
+        self.bad_revision: tuple[int, int] | None = None
+        if self.settings.webhook_mode == "queued" and bad.random() < 0.3:
+            start = self.sched.now_us() + bad.randint(5_000, 40_000) * 1000
+            self.bad_revision = (start, start + bad.randint(20_000, 60_000) * 1000)
+            self.settings = dataclasses.replace(self.settings, status_max_attempts=3)
+            self.service = self._build(self.settings)
 
     def _build(self, settings: Any) -> DeliveryService:
         """A service instance as a cold start builds it, over the world's ports."""
-        store_port, timer_port, senders = self._ports
+        store_port, timer_port = self._ports
+        # As shared.providers.make_senders: a client per number of the
+        # settings (a number removed has none), plain `whatsapp` the first.
+        wa = self.platforms["whatsapp"]
+        senders: dict[str, Any] = {f"whatsapp:{spec.phone_number_id}": wa.sender(spec.phone_number_id)
+                                   for spec in settings.whatsapp_sender_specs}
+        senders["whatsapp"] = wa.sender(NUMBERS[0])
+        senders["messenger"] = self.platforms["messenger"].sender("page")
+        senders["instagram"] = self.platforms["instagram"].sender("ig-account")
+        # As make_preparers: one per number (media uploaded with a number is that number's), plain `whatsapp` the first.
+        preparers: dict[str, Any] = {f"whatsapp:{spec.phone_number_id}": SimPreparer(self, spec.phone_number_id)
+                                     for spec in settings.whatsapp_sender_specs}
+        preparers["whatsapp"] = SimPreparer(self, NUMBERS[0])
         return DeliveryService(settings, policy_from_settings(settings), store_port, timer_port,  # type: ignore[arg-type]
                                senders, self.events, status_queue=lambda: self.status_queue,  # type: ignore[arg-type]
-                               sender_window=self.window)  # type: ignore[arg-type]
+                               sender_window=self.window, scheduled=self.scheduled_hold,  # type: ignore[arg-type]
+                               prepare_tasks=self.prepare_scheduler, preparers=preparers)
 
     def _change_numbers(self) -> None:
         """A configuration change between invocations: a sending number
@@ -190,6 +329,11 @@ class World:
 
     def _store_fault(self) -> None:
         f = self.faults
+        inv = self.sched.current()
+        if self.bad_revision is not None and inv is not None and inv.name.startswith("status ") \
+                and self.bad_revision[0] <= self.sched.now_us() < self.bad_revision[1]:
+            f.count("status failed by a bad revision (not transient)")
+            raise RuntimeError("injected: a bug of a bad revision")
         if f.chance("store_error", "firestore commit failed"):
             self.store.fail_next_commit()
         elif f.chance("store_error", "firestore commit landed, answer lost"):
@@ -246,15 +390,51 @@ class World:
     def _push_body(self, plan: RoomPlan, msg: Message, dead_letter_attempts: int | None = None) -> bytes:
         attrs = {"room_id": plan.room_id, "provider": plan.provider, "recipient": plan.recipient,
                  "message_id": msg.message_id}
+        if plan.sequenced:
+            attrs["sequence"] = str(msg.index + 1)
+        if msg.deliver_at_ms is not None:
+            attrs["deliver_at"] = utc_iso(self.start_us + msg.deliver_at_ms * 1000)
         if dead_letter_attempts is not None:
             attrs[DEAD_LETTER_COUNT_ATTRIBUTE] = str(dead_letter_attempts)
-        data = base64.b64encode(json.dumps({"type": "text", "text": msg.message_id}).encode()).decode()
+        content = {"type": "text", "text": msg.message_id} if not msg.media else \
+            {"type": "image", "link": f"https://media.test/{msg.message_id}.png", "caption": msg.message_id}
+        if msg.media:
+            attrs["prepare"] = "media"
+        data = base64.b64encode(json.dumps(content).encode()).decode()
         return json.dumps({"message": {"data": data, "attributes": attrs, "messageId": msg.pubsub_id,
                                        "publishTime": utc_iso(self.start_us + msg.published_us * 1000)},
                            "subscription": "projects/baton-sim/subscriptions/outbound"}).encode()
 
+    def _unordered(self, plan: RoomPlan, msg: Message, failures: int = 0) -> None:
+        """A message published without an ordering key: pushed on its own,
+        whatever its room's other messages do (late by up to 8 s now and
+        then), again after a failure, dead-lettered as the ordered ones."""
+        body = self._push_body(plan, msg)
+
+        def answered(status: int | None) -> None:
+            if status is not None and 200 <= status < 300:
+                if self.faults.chance("dup", "duplicated push"):
+                    self._duplicate_push(body, plan.room_id, msg)
+            elif failures + 1 >= DLQ_ATTEMPTS and self.faults.rng.random() < 0.5:
+                self.faults.count("push dead-lettered by Pub/Sub")
+                self._dead_letter(plan, msg, 1)
+            else:
+                self.sched.at(self.sched.now_us() + self.faults.redelivery_ms() * 1000,
+                              lambda: self._unordered(plan, msg, failures + 1))
+
+        late_us = 0
+        if failures == 0 and self.faults.rng.random() < 0.3:
+            late_us = self.faults.rng.randint(100, 8000) * 1000
+            self.faults.count("unordered push late (producer sequence out of order)")
+        self.invoke("enqueue", (plan.room_id,), msg.message_id, lambda: self.service.handle_push(body), answered,
+                    self.faults.rng.randint(1000, 50_000) + late_us)
+
     def _pubsub(self, plan: RoomPlan) -> None:
         """Push the room's head message if it is published and none is outstanding."""
+        if plan.unordered:
+            for msg in plan.messages:
+                self.sched.at(self.start_us + msg.published_us * 1000, functools.partial(self._unordered, plan, msg))
+            return
         if plan.pushing or plan.head >= len(plan.messages):
             return
         msg = plan.messages[plan.head]
@@ -342,6 +522,86 @@ class World:
         self.invoke("sweep", (), "watchdog", self.service.handle_sweep, lambda _s: None)
         self.sched.at(self.sched.now_us() + SWEEP_EVERY_MS * 1000, self._sweep)
 
+    def dispatch_scheduled(self, task: SimTask, tries: int = 1) -> None:
+        """Cloud Tasks runs a scheduled message's task at (or after) its time:
+        `enqueue` with the header X-Baton-Scheduled (`scheduled_entry`)."""
+        delay_ms = self.faults.dispatch_delay_ms() if tries == 1 else self.faults.redelivery_ms()
+
+        def run() -> None:
+            if task.deleted or task.done_us is not None:
+                return
+
+            def answered(status: int | None) -> None:
+                if status is not None and 200 <= status < 300:
+                    task.done_us = self.sched.now_us()
+                    if self.faults.chance("dup", "scheduled task run twice"):
+                        self.invoke("enqueue", (task.room_id,), f"{task.label} (scheduled, again)",
+                                    lambda: self.service.handle_push(task.body, scheduled_entry=True), lambda _s: None,
+                                    self.faults.rng.randint(0, 5_000_000))
+                elif tries < MAX_TRIES:
+                    self.dispatch_scheduled(task, tries + 1)
+
+            self.invoke("enqueue", (task.room_id,), f"{task.label} (scheduled)",
+                        lambda: self.service.handle_push(task.body, scheduled_entry=True), answered)
+
+        self.sched.at(max(task.due_us, self.sched.now_us()) + delay_ms * 1000, run)
+
+    def dispatch_prepare(self, task: SimTask, tries: int = 1) -> None:
+        """Cloud Tasks runs a prepare task (shared/prepare.py) at its time:
+        the `prepare` function, again until 2xx, sometimes twice."""
+        delay_ms = self.faults.dispatch_delay_ms() if tries == 1 else self.faults.redelivery_ms()
+
+        def run() -> None:
+            if task.deleted or task.done_us is not None:
+                return
+
+            def answered(status: int | None) -> None:
+                if status is not None and 200 <= status < 300:
+                    task.done_us = self.sched.now_us()
+                    if self.faults.chance("dup", "prepare task run twice"):
+                        self.invoke("prepare", (task.room_id,), f"{task.name} (again)",
+                                    lambda: self.service.handle_prepare(task.body), lambda _s: None,
+                                    self.faults.rng.randint(0, 5_000_000))
+                elif tries < MAX_TRIES:
+                    self.dispatch_prepare(task, tries + 1)
+
+            self.invoke("prepare", (task.room_id,), task.name, lambda: self.service.handle_prepare(task.body), answered)
+
+        self.sched.at(max(task.due_us, self.sched.now_us()) + delay_ms * 1000, run)
+
+    def _cancel_scheduled(self, room_id: str, message_id: str) -> None:
+        """`baton scheduled cancel` (shared/admin/actions.py `scheduled_cancel`):
+        mark the record cancelled, then delete its task by the recorded name."""
+        self.faults.count("operator scheduled cancel")
+
+        def act() -> Reply:
+            recorded = self._ports[0].cancel_scheduled(room_id, message_id, "simulation", "campaign called off")
+            task = None if (recorded or {}).get("entered_at") is not None else (recorded or {}).get("task")
+            deleted = self.scheduled_hold.delete(task) if task else False
+            return Reply(200, {"task": task, "task_deleted": deleted})
+
+        def answered(status: int | None, tries: int = 1) -> None:
+            if (status is None or not 200 <= status < 300) and tries < MAX_TRIES:
+                self.sched.at(self.sched.now_us() + 2_000_000, lambda: self.invoke(
+                    "operator", (room_id,), f"scheduled cancel {message_id} (again)", act,
+                    lambda s: answered(s, tries + 1)))
+
+        self.invoke("operator", (room_id,), f"scheduled cancel {message_id}", act, answered)
+
+    def _ttl(self) -> None:
+        """Firestore's TTL: deletes the rooms whose `expire_at` has passed
+        (checked every 5 s; Google deletes within a day of it, so any
+        moment after is legal)."""
+        if self.sched.now_us() >= self.end_us:
+            return
+        docs = dict(self.store.docs)
+        for room_id in self.store.delete_expired():
+            self.deleted.append((self.sched.now_us(), room_id))
+            # What the room had ended (its durable record) goes with it: kept for the checks.
+            self.ended_before.setdefault(room_id, []).extend(room_from_doc(room_id, docs[room_id]).ended)
+            self.faults.count("room deleted by TTL (a new incarnation next)")
+        self.sched.at(self.sched.now_us() + 5_000_000, self._ttl)
+
     # -- operators
 
     def _operator(self, drain: bool) -> None:
@@ -408,6 +668,16 @@ class World:
         if self.broken_doc:
             self.sched.at(self.start_us + self.sched.rng.randint(0, WORK_MS) * 1000, self._write_broken_doc)
         self.sched.at(self.start_us + SWEEP_EVERY_MS * 1000, self._sweep)
+        if self.ttl_ms is not None:
+            self.sched.at(self.start_us + 5_000_000, self._ttl)
+        if self.bad_revision is not None:
+            self.faults.count("bad revision of the status function")
+            for at_us in (self.bad_revision[1] + 10_000_000, self.drain_us + 1_000_000):
+                self.sched.at(at_us, self.status_queue.replay)
+        cancel = campaign_cancel(self.seed, [p.room_id for p in workload(self.seed, None)])
+        if cancel is not None and any(p.room_id == cancel[0] for p in self.rooms):
+            self.sched.at(self.start_us + cancel[1] * 1000, functools.partial(self._cancel_scheduled, cancel[0],
+                                                                              CAMPAIGN_ID))
         self.sched.at(self.start_us + 10_000_000, lambda: self._operator(False))
         self.sched.run_until(self.drain_us)
         self.faults.calm()
