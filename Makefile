@@ -51,12 +51,14 @@ down:
 # The fake platform's settings as JSON, e.g. FAKE='{"messenger_mids_prob": 0}' (tools/fake_platform/config.py).
 FAKE ?= {}
 # DEMO_ARGS=--no-operator-day: the workload only, without the operator day and its report.
+# KEEP=1: leave the demo's stack (run/demo) up; the summary ends with its console address.
 DEMO_ARGS ?=
 # PROVIDERS picks the demo's providers and is also the functions' own setting
 # (shared/config.py): make would export `make demo PROVIDERS=messenger` into
 # the stack's functions, which would then refuse WhatsApp. `env -u` keeps it an argument.
 demo: venv
-	env -u PROVIDERS $(PY) -m tools.demo --rooms $(ROOMS) --messages $(MESSAGES) --providers $(PROVIDERS) --fake '$(FAKE)' $(DEMO_ARGS)
+	env -u PROVIDERS $(PY) -m tools.demo --rooms $(ROOMS) --messages $(MESSAGES) --providers $(PROVIDERS) --fake '$(FAKE)' \
+		$(if $(filter 1,$(KEEP)),--keep) $(DEMO_ARGS)
 
 # The operator day alone (tools/operator_day.py): its own stack, then the report in out/operator-day.
 operator-day: venv
