@@ -180,8 +180,9 @@ def rooms_timeline(admin: Admin, args: Args, actor: str) -> dict[str, Any]:
 
 
 def _room_preview(admin: Admin, room: str, action: str, seq: int | None = None) -> dict[str, Any]:
-    """What a room action would touch (its dry run): the room's messages held
-    (queued and in flight), or message `seq` alone for a skip.
+    """What a room action would touch (its dry run): the room (none if a
+    pause finds it paused already, or a resume not paused) and its messages
+    held (queued and in flight), or message `seq` alone for a skip.
 
     Raises:
         NotFound: the room has no document.
@@ -194,8 +195,10 @@ def _room_preview(admin: Admin, room: str, action: str, seq: int | None = None) 
     if seq is not None:
         queued = {int(n.split(" ", 1)[0]) for n in info.get("next_ids") or []}
         held = int(seq in queued or (flight is not None and flight["seq"] == seq) or info["queued"] > len(queued))
-    return {"dry_run": True, "action": action, "room_id": room, "rooms": 1 if held else 0, "messages": held,
-            "state": info["state"], "in_flight": info["in_flight"], "paused": info["paused"]}
+    changes = {"pause": info["paused"] is None, "resume": info["paused"] is not None}.get(action, bool(held))
+    return {"dry_run": True, "action": action, "room_id": room, "rooms": int(changes),
+            "messages": held if changes else 0, "changes": changes, "state": info["state"],
+            "in_flight": info["in_flight"], "paused": info["paused"]}
 
 
 def rooms_pause(admin: Admin, args: Args, actor: str) -> Any:

@@ -154,3 +154,34 @@ def test_the_timeline_gives_each_message_its_outcome_and_latencies_and_keeps_ope
     assert t["events"][-1]["actor"] == "alice"
     assert t["messages"] == [{"seq": 1, "message_id": "m1", "published": "0", "first_sent": "2", "outcome": "acked",
                               "ended": "3", "publish_to_send_ms": 12.0, "send_to_ack_ms": 40.0}]
+
+
+def test_a_room_actions_dry_run_says_what_it_would_touch_and_changes_nothing():
+    from types import SimpleNamespace
+
+    from shared.admin.actions import Args, NotFound, rooms_pause, rooms_resume, rooms_skip
+
+    class Operators:
+        def __init__(self, info: dict[str, Any] | None) -> None:
+            self.info, self.acted = info, []
+
+        def describe(self, room_id: str, n_events: int = 10) -> dict[str, Any] | None:
+            return self.info
+
+        def pause(self, *a: Any) -> Any:
+            self.acted.append(a)
+
+    busy = {**ROOM, "paused": None, "in_flight": "1.2", "in_flight_detail": {"seq": 1}, "queued": 2,
+            "next_ids": ["2 m-2", "3 m-3"]}
+    ops = Operators(busy)
+    admin = SimpleNamespace(operators=ops)
+    preview = rooms_pause(admin, Args({"room": "r", "reason": "x", "dry_run": True}), "alice")
+    assert (preview["rooms"], preview["messages"], preview["changes"]) == (1, 3, True) and ops.acted == []
+    assert rooms_resume(admin, Args({"room": "r", "dry_run": True}), "alice")["rooms"] == 0  # not paused
+    assert rooms_skip(admin, Args({"room": "r", "reason": "x", "seq": 3, "dry_run": True}), "a")["messages"] == 1
+    assert rooms_skip(admin, Args({"room": "r", "reason": "x", "seq": 9, "dry_run": True}), "a")["messages"] == 0
+    ops.info = ROOM  # paused already
+    assert rooms_pause(admin, Args({"room": "r", "reason": "x", "dry_run": True}), "alice")["rooms"] == 0
+    ops.info = None
+    with pytest.raises(NotFound):
+        rooms_pause(admin, Args({"room": "r", "reason": "x", "dry_run": True}), "alice")
