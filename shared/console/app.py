@@ -8,7 +8,7 @@ the console is a face of the admin API, never a second path to the data.
 
 Routes (all under `PREFIX`; GET unless said):
 
-- `/console/`: the overview (`status`), each count linking to its list;
+- `/console/`: the overview (`status`, kept OVERVIEW_TTL_S), each count linking to its list;
 - `/console/rooms?q=ID`: a room by its id, else the rooms whose events name
   message id ID (`rooms.find`); `?kind=stuck|lag|paused|parked&cursor=C`:
   one page of a listing (`rooms.list`, PAGE rooms), with a link to the next;
@@ -29,6 +29,7 @@ log has none); URLs carry only room ids, message ids and listing cursors.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -41,6 +42,11 @@ from shared.console.csrf import FIELD, Csrf, CsrfRefused
 
 PREFIX = "/console"
 PAGE = 50
+# The overview's counts are Firestore count aggregations over every index
+# shard (shared/admin/overview.py): kept this long (s) per instance, so
+# operators reloading it do not ask them again; `?fresh=1` (the page's
+# "count again" link) and the page after an action ask anew.
+OVERVIEW_TTL_S = 10.0
 TIMELINE_EVENTS = 200
 LISTS = {"kind": ("stuck", "lag", "paused", "parked")}
 LIST_TITLES = {"stuck": "Overdue rooms (stuck)", "lag": "Rooms holding messages (lagging: oldest head of line first)",
@@ -90,6 +96,8 @@ class Console:
     def __init__(self, admin: Any, csrf: Csrf | None = None) -> None:
         self.admin = admin
         self.csrf = csrf or Csrf()
+        # The overview's counts (monotonic s when asked, the answer, its UTC time) per error-queue choice.
+        self._overviews: dict[bool, tuple[float, Any, str]] = {}
         self.templates = Environment(loader=FileSystemLoader(Path(__file__).with_name("templates")),
                                      autoescape=select_autoescape(default=True), trim_blocks=True,
                                      lstrip_blocks=True)
@@ -148,11 +156,16 @@ class Console:
     # ------------------------------------------------------------ pages
 
     def _overview(self, caller: Caller, query: dict[str, str]) -> Page:
-        status, overview = self._call(caller, "status", skip_error_queue=query.get("error_queue") != "1")
-        if status != 200:
-            return self._error(status, "Overview unavailable", str(overview))
-        return self._render(caller, "overview.html", o=overview, done=query.get("done"),
-                            with_error_queue=query.get("error_queue") == "1")
+        with_queue = query.get("error_queue") == "1"
+        now = time.monotonic()
+        cached = self._overviews.get(with_queue)
+        if cached is None or now - cached[0] > OVERVIEW_TTL_S or query.get("fresh") == "1" or query.get("done"):
+            status, overview = self._call(caller, "status", skip_error_queue=not with_queue)
+            if status != 200:
+                return self._error(status, "Overview unavailable", str(overview))
+            cached = self._overviews[with_queue] = (now, overview, time.strftime("%H:%M:%S", time.gmtime()))
+        return self._render(caller, "overview.html", o=cached[1], done=query.get("done"), as_of=cached[2],
+                            ttl_s=OVERVIEW_TTL_S, with_error_queue=with_queue)
 
     def _rooms(self, caller: Caller, query: dict[str, str]) -> Page:
         q = (query.get("q") or "").strip()
