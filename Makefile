@@ -16,7 +16,8 @@ RUN_DIR ?= run/local
 help:
 	@echo "make demo     run the delivery path end to end on the local emulator stack (ROOMS=$(ROOMS) MESSAGES=$(MESSAGES))"
 	@echo "make test     unit, integration (emulators), end-to-end, infra and pipeline tests"
-	@echo "make up/down  start/stop the local stack in $(RUN_DIR)"
+	@echo "make up/down  start/stop the local stack in $(RUN_DIR) (up prints the operators' console address)"
+	@echo "make bench-console  every console page's p95 on the local stack with 10,000 rooms"
 	@echo "make operator-day  pause, skip, redrive, pacing and an image on the emulators, then the report's audit of them"
 	@echo "make bench-core, make bench-pipeline, make report, make package"
 	@echo "make bench-prepare  one room of 200 image messages: preparation in parallel vs one after another"
@@ -51,12 +52,14 @@ down:
 # The fake platform's settings as JSON, e.g. FAKE='{"messenger_mids_prob": 0}' (tools/fake_platform/config.py).
 FAKE ?= {}
 # DEMO_ARGS=--no-operator-day: the workload only, without the operator day and its report.
+# KEEP=1: leave the demo's stack (run/demo) up; the summary ends with its console address.
 DEMO_ARGS ?=
 # PROVIDERS picks the demo's providers and is also the functions' own setting
 # (shared/config.py): make would export `make demo PROVIDERS=messenger` into
 # the stack's functions, which would then refuse WhatsApp. `env -u` keeps it an argument.
 demo: venv
-	env -u PROVIDERS $(PY) -m tools.demo --rooms $(ROOMS) --messages $(MESSAGES) --providers $(PROVIDERS) --fake '$(FAKE)' $(DEMO_ARGS)
+	env -u PROVIDERS $(PY) -m tools.demo --rooms $(ROOMS) --messages $(MESSAGES) --providers $(PROVIDERS) --fake '$(FAKE)' \
+		$(if $(filter 1,$(KEEP)),--keep) $(DEMO_ARGS)
 
 # The operator day alone (tools/operator_day.py): its own stack, then the report in out/operator-day.
 operator-day: venv
@@ -71,11 +74,11 @@ test-unit: venv
 test-integration: venv
 	$(PY) -m pytest tests/integration -q
 
-test-e2e: venv
+test-e2e: venv console-browser
 	$(PY) -m pytest tests/e2e -q
 
 # Everything: lint, the delivery path's tests, then the infra and pipeline checks.
-test: venv lint
+test: venv lint console-browser
 	$(PY) -m pytest tests/unit tests/integration tests/e2e client/tests -q
 	$(MAKE) --no-print-directory test-infra
 	$(MAKE) --no-print-directory test-pipeline

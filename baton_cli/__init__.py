@@ -8,6 +8,7 @@ import click
 def GROUPS() -> list[click.Command]:  # noqa: N802 - a registry, read like a constant
     """The commands and command groups of `baton`, in help order. A new group
     is a module of this package with a `click.Group`, and one line here."""
+    from baton_cli.console import console
     from baton_cli.dead_letters import dead_letters
     from baton_cli.deployment import pause_all, resume_all, status
     from baton_cli.outcomes import outcomes
@@ -16,4 +17,4 @@ def GROUPS() -> list[click.Command]:  # noqa: N802 - a registry, read like a con
     from baton_cli.scheduled import scheduled
     from baton_cli.statuses import statuses
 
-    return [status, pause_all, resume_all, rooms, dead_letters, rejects, statuses, scheduled, outcomes]
+    return [status, pause_all, resume_all, rooms, dead_letters, rejects, statuses, scheduled, outcomes, console]

@@ -122,15 +122,41 @@ def admin_service() -> Any:
     return AdminService.build(service())
 
 
+@functools.cache
+def admin_console() -> Any:
+    from shared.console.app import Console
+
+    return Console(admin_service())
+
+
 @functions_framework.http
 def admin(request: Request) -> Response:
     """The operators' function (private: IAM invoker is var.operators): POST
     `{"action": ..., "args": {...}}` with the caller's Google ID token as
     `Authorization: Bearer`; every `baton` listing and action runs here with
-    the deployment's settings (shared/admin/)."""
+    the deployment's settings (shared/admin/). Under /console/: the
+    operators' console, HTML pages over the same actions (shared/console/)."""
     app = service()
+    if request.path == "/console" or request.path.startswith("/console/"):
+        return console_response(app, request)
     return respond(app, "admin", admin_service().handle, request.get_data(), request.headers.get("Authorization"),
                    request.url_root)
+
+
+def console_response(app: DeliveryService, request: Request) -> Response:
+    """One console page (shared/console/app.py); a transient failure: 503."""
+    started = start_request()
+    try:
+        page = admin_console().handle(request.method, request.path, request.args.to_dict(),
+                                      request.form.to_dict() if request.method == "POST" else {},
+                                      request.headers.get("Authorization"), request.url_root)
+        status, body, headers = page.status, page.body, page.headers
+    except TRANSIENT as exc:
+        print(json.dumps({"severity": "ERROR", "message": f"console: transient failure: {exc!r}"}),
+              file=sys.stdout, flush=True)
+        status, body, headers = 503, "temporarily unavailable: reload in a moment", {"Content-Type": "text/plain"}
+    app.record_invocation("admin", started, status)
+    return Response(body, status=status, headers=headers)
 
 
 # Build the clients while the instance starts, not on its first request.

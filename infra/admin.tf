@@ -12,6 +12,12 @@
 #
 # Private: no allUsers or allAuthenticatedUsers grant; reachable from the
 # internet (an operator's laptop) but only with an invoker's token.
+#
+# The operators' console (docs/console.md) is this same function under
+# /console/ (shared/console/): the same IAM (var.operators), the same token
+# check and audit, the same actions. A browser reaches it through
+# `baton console`, a proxy on the operator's 127.0.0.1 that adds their
+# Google ID token; there is no other console service and nothing public.
 
 locals {
   # The deterministic Cloud Run URL (main.tf explains it) and the
@@ -226,4 +232,9 @@ resource "time_sleep" "admin_grants_propagate" {
 output "admin_url" {
   description = "The admin function's URL: `baton --admin-url URL` (or BATON_ADMIN_URL); by default the CLI derives https://REGION-PROJECT.cloudfunctions.net/PREFIX-admin."
   value       = google_cloudfunctions2_function.admin.service_config[0].uri
+}
+
+output "console_command" {
+  description = "How an operator opens the console (docs/console.md): a local proxy on 127.0.0.1 that adds their Google ID token; the pages are served by the admin function under /console/, for var.operators only."
+  value       = "baton --admin-url ${google_cloudfunctions2_function.admin.service_config[0].uri} console"
 }

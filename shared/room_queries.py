@@ -99,17 +99,41 @@ class RoomQueries:
 
     def _ask_shards(self, name: str, narrow: Callable[[Any], Any], limit: int,
                     after: tuple[int, str] | None) -> list[tuple[str, dict[str, Any]]]:
-        """The first `limit` rooms by (`name`, room id) over every index shard,
-        each shard asked with `narrow` (a range on `name`) for its first
-        `limit` (so the answer is exactly what one unsharded index would
-        give), ordered by `name` and document id, resuming after `after`
-        ((value, room id)) if given.
+        """The first `limit` rooms by (`name`, room id) over every index shard
+        (exactly what one unsharded index would give), ordered by `name` and
+        document id, resuming after `after` ((value, room id)) if given.
+
+        Reads at most `limit` + one page: each shard is asked for a chunk of
+        `limit // INDEX_SHARDS` rows (at least 1) in parallel; then, while
+        fewer than `limit` rows are known to come first (those up to the
+        watermark: the lowest last row of the shards not yet exhausted), the
+        shard at the watermark alone is asked for its next chunk. Every row a
+        shard returned before its last chunk is in the answer, so what is
+        read and not shown is at most one chunk per shard: max(`limit`,
+        INDEX_SHARDS) rows (a page, with no more shards than rows on a page).
+        A shard asked and empty is still billed one read (counted).
         Returns [(room_id, document)] in that order."""
         shards = list(range(self._shards))
-        pages = self._shard_pages(name, narrow, limit, dict.fromkeys(shards, after) if after is not None else {},
-                                  shards)
-        docs = {room_id: doc for page in pages.values() for room_id, doc in page}
-        order = merge_by_value([[(doc[name], room_id) for room_id, doc in page] for page in pages.values()], limit)
+        chunk = max(1, limit // len(shards))
+        rows = self._shard_pages(name, narrow, chunk, dict.fromkeys(shards, after) if after is not None else {},
+                                 shards)
+
+        def last(shard: int) -> tuple[Any, str]:
+            room_id, doc = rows[shard][-1]
+            return doc[name], room_id
+
+        more = {shard for shard, page in rows.items() if len(page) == chunk}
+        while more:
+            low = min(more, key=last)
+            mark = last(low)
+            if sum(1 for page in rows.values() for room_id, doc in page if (doc[name], room_id) <= mark) >= limit:
+                break
+            page = self._shard_pages(name, narrow, chunk, {low: mark}, [low])[low]
+            rows[low].extend(page)
+            if len(page) < chunk:
+                more.discard(low)
+        docs = {room_id: doc for page in rows.values() for room_id, doc in page}
+        order = merge_by_value([[(doc[name], room_id) for room_id, doc in page] for page in rows.values()], limit)
         return [(room_id, docs[room_id]) for _, room_id in order]
 
     def rooms_sending_to(self, recipient_key: str) -> list[str]:

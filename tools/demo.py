@@ -218,6 +218,9 @@ def main() -> int:
                         help="comma-separated providers, rooms spread over them (whatsapp,messenger,instagram)")
     parser.add_argument("--fake", default="{}",
                         help='the fake platform\'s settings, JSON (e.g. \'{"messenger_mids_prob": 0}\')')
+    parser.add_argument("--keep", action="store_true",
+                        help="leave the demo's stack up (make demo KEEP=1): its console address is in the summary; "
+                             "stop it with `python -m tools.stack down --run-dir RUN_DIR`")
     parser.add_argument("--no-operator-day", action="store_true",
                         help="skip the operator day after the workload (tools/operator_day.py: its own stack, "
                              "then the delivery report; about 70 s)")
@@ -257,8 +260,9 @@ def main() -> int:
             topics = check_topics(read_events(event_log), stats)
         show_operator_commands(console, stack, messages[0].room_id)
     finally:
-        with console.status("stopping the local stack..."):
-            stack.stop()
+        if not args.keep:
+            with console.status("stopping the local stack..."):
+                stack.stop()
     summary = summarize(messages, read_events(event_log), stats, wall)
     print_summary(console, summary, f"baton demo: {args.rooms:,} rooms x {args.messages} messages")
     console.print(f"kinds the platform received (send calls): {kinds_received(stats)}")
@@ -269,6 +273,9 @@ def main() -> int:
     print_topics(console, topics)
     (out / "summary.txt").write_text("\n".join(f"{k}: {v}" for k, v in [*summary.rows(), *topics.rows()]) + "\n")
     console.print(f"event log: {event_log}")
+    if args.keep:
+        console.print(f"console: {stack.console_url} (the stack stays up; stop it: "
+                      f"python -m tools.stack down --run-dir {os.path.relpath(stack.run_dir, ROOT)})")
     if not summary.ok:
         console.print(f"[red]FAILED[/]: lost {summary.lost[:5]}, ended twice {summary.ended_twice[:5]}, "
                       f"acked out of order {summary.acked_out_of_order[:5]}")

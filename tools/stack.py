@@ -15,6 +15,9 @@ groups, on free ports chosen at start (so parallel runs never collide):
   shared/admin/identity.py);
 - the sweeper (tools/sweeper.py), which calls `sweep` every
   `sweep_interval_s` seconds, as Cloud Scheduler does every minute in the cloud;
+- the operators' console (docs/console.md): `baton console`, the local
+  authenticating proxy to the admin function's /console/ pages, on its own
+  port (`console_url`, printed by `up`);
 
 then creates the topic, the ordered push subscription to `enqueue` (with a
 dead-letter policy where the emulator keeps one), the dead-letter topic with
@@ -63,6 +66,8 @@ OUTCOMES_SUBSCRIPTION = "baton-outcomes-sub"
 FUNCTIONS = ("enqueue", "deadletter", "webhook", "status", "timeout", "sweep", "prepare")
 # The operators' function (shared/admin/): served beside FUNCTIONS, which are the delivery path.
 ADMIN_FUNCTION = "admin"
+# The operators' console proxy (baton_cli/console.py), a process of the stack.
+CONSOLE = "console"
 
 
 def _ephemeral_range() -> tuple[int, int]:
@@ -202,7 +207,8 @@ class Stack:
         path.write_text(json.dumps(
             {"ports": self.ports, "pids": self.pids, "client_env": self.client_env(),
              "function_env": self.function_env(), "event_log": str(self.event_log),
-             "admin": {"url": self.url("admin") if "admin" in self.ports else None, "local_key": self.admin_key}},
+             "admin": {"url": self.url("admin") if "admin" in self.ports else None, "local_key": self.admin_key},
+             "console_url": self.console_url},
             indent=2))
 
     def start(self) -> Stack:
@@ -212,7 +218,7 @@ class Stack:
             self.event_log = self.run_dir / "events.jsonl"
         self.event_log.parent.mkdir(parents=True, exist_ok=True)
         (self.run_dir / "invocations.jsonl").unlink(missing_ok=True)
-        for name in ("firestore", "pubsub", "tasks", "fake", *self.functions):
+        for name in ("firestore", "pubsub", "tasks", "fake", *self.functions, CONSOLE):
             if name not in self.ports:
                 self.ports[name] = free_port()
         try:
@@ -241,12 +247,15 @@ class Stack:
                    **(self.admin_env() if target == ADMIN_FUNCTION else {})}
             self._spawn(fn, [ff, "--source", "functions/main.py", "--target", target, "--host", "127.0.0.1",
                              "--port", str(p[fn])], env=env)
+        # The console proxy: the same `baton console` an operator runs against a project.
+        self._spawn(CONSOLE, [py, "-c", "from baton_cli.main import main; main()", "--stack", str(self.run_dir),
+                              "console", "--port", str(p[CONSOLE])])
         if self.sweep_interval_s > 0:
             self._spawn("sweeper", [py, "-m", "tools.sweeper", "--url", self.url("sweep"),
                                     "--interval-s", str(self.sweep_interval_s)])
         wait_until(lambda: requests.get(f"http://127.0.0.1:{p['firestore']}/", timeout=1).ok, 60, "Firestore emulator")
         wait_until(lambda: requests.get(f"http://127.0.0.1:{p['pubsub']}/", timeout=1).ok, 60, "Pub/Sub emulator")
-        for name in ("tasks", "fake", *self.functions):
+        for name in ("tasks", "fake", *self.functions, CONSOLE):
             wait_until(lambda n=name: port_open(p[n]), 60, name)
         self._provision()
 
@@ -393,6 +402,11 @@ class Stack:
         }
 
     @property
+    def console_url(self) -> str | None:
+        """The console's address (through the stack's `baton console` proxy), or None."""
+        return f"http://127.0.0.1:{self.ports[CONSOLE]}/console/" if CONSOLE in self.ports else None
+
+    @property
     def fake_url(self) -> str:
         return f"http://127.0.0.1:{self.ports['fake']}"
 
@@ -455,6 +469,7 @@ def main() -> None:
             sys.exit(f"a stack is already up in {run_dir}; run `make down` first")
         stack = Stack(run_dir).start()
         print(json.dumps({"ports": stack.ports, "run_dir": str(run_dir)}, indent=2))
+        print(f"console: {stack.console_url}")
         print("export " + " ".join(f"{k}={v}" for k, v in stack.client_env().items()))
     elif args.action == "down":
         if not (run_dir / "stack.json").exists():

@@ -9,9 +9,11 @@ event the action logs.
 
 Errors: `BadRequest` (answered 400) for arguments that are missing or of the
 wrong type; `NotFound` (404) for a room, dead letter or rejected push that
-does not exist. Bulk actions (`dead_letters.redrive` with `room` or `all`,
-`statuses.replay`, `rejects.replay`) take `dry_run`: then they return what
-they would touch (`rooms`, `messages`) and change nothing.
+does not exist. Every changing action takes `dry_run` (bulk ones:
+`dead_letters.redrive` with `room` or `all`, `statuses.replay`,
+`rejects.replay`; and `rooms.pause|resume|skip`, `scheduled.cancel`,
+`pause.all`, `resume.all`, which the console previews before its confirm):
+then it returns what it would touch (`rooms`, `messages`) and changes nothing.
 """
 
 from __future__ import annotations
@@ -108,14 +110,29 @@ def status(admin: Admin, args: Args, actor: str) -> dict[str, Any]:
     return overview(admin, with_error_queue=not args.flag("skip_error_queue"))
 
 
+def _incident_preview(admin: Admin, on: bool) -> dict[str, Any]:
+    """What switching the incident switch to `on` would touch: every room holding messages."""
+    store = admin.operators.store
+    current = admin.incident.read()
+    holding = store.count_rooms("lag") if current.on != on else 0
+    return {"dry_run": True, "rooms": holding, "messages": holding, "incident": current.to_json(),
+            "changes": current.on != on}
+
+
 def pause_all(admin: Admin, args: Args, actor: str) -> dict[str, Any]:
-    """Turn the incident switch on: no new send anywhere (shared/admin/incident.py)."""
+    """Turn the incident switch on: no new send anywhere (shared/admin/incident.py);
+    `dry_run`: the rooms holding messages it would hold (none if already on)."""
+    if args.flag("dry_run"):
+        return _incident_preview(admin, True)
     incident, changed = admin.incident.set(True, actor, args.text("reason", required=True) or "")
     return {"incident": incident.to_json(), "changed": changed}
 
 
 def resume_all(admin: Admin, args: Args, actor: str) -> dict[str, Any]:
-    """Turn the incident switch off: held rooms send again within about 20 s, each in order."""
+    """Turn the incident switch off: held rooms send again within about 20 s, each in order;
+    `dry_run`: the rooms holding messages it would release (none if already off)."""
+    if args.flag("dry_run"):
+        return _incident_preview(admin, False)
     incident, changed = admin.incident.set(False, actor, args.text("reason", default="resumed") or "resumed")
     return {"incident": incident.to_json(), "changed": changed}
 
@@ -141,19 +158,70 @@ def rooms_list(admin: Admin, args: Args, actor: str) -> dict[str, Any]:
     return {"rooms": rows, "next": cursor}
 
 
-def rooms_pause(admin: Admin, args: Args, actor: str) -> list[dict[str, Any]]:
+def rooms_find(admin: Admin, args: Args, actor: str) -> dict[str, Any]:
+    """The rooms whose delivery events name message id `message_id` (at most
+    `limit`, most recent first), from the delivery event log
+    (shared/admin/timeline.py); a message id is unique per room only."""
+    message_id = args.text("message_id", required=True) or ""
+    source = admin.operators.event_source
+    found = source.rooms_with_message(message_id, args.number("limit", 20, 1, 100)) if source is not None and \
+        hasattr(source, "rooms_with_message") else []
+    return {"message_id": message_id, "rooms": found}
+
+
+def rooms_timeline(admin: Admin, args: Args, actor: str) -> dict[str, Any]:
+    """Room `room`'s last `limit` delivery events, and one row per message
+    (shared/admin/timeline.py, `timeline`)."""
+    from shared.admin.timeline import timeline
+
+    room = args.text("room", required=True) or ""
+    source = admin.operators.event_source
+    events = source.last_events(room, args.number("limit", 200, 1, 5000)) if source is not None else []
+    return {"room_id": room, **timeline(events)}
+
+
+def _room_preview(admin: Admin, room: str, action: str, seq: int | None = None) -> dict[str, Any]:
+    """What a room action would touch (its dry run): the room (none if a
+    pause finds it paused already, or a resume not paused) and its messages
+    held (queued and in flight), or message `seq` alone for a skip.
+
+    Raises:
+        NotFound: the room has no document.
+    """
+    info = admin.operators.describe(room, n_events=0)
+    if info is None:
+        raise NotFound(f"room {room!r}: no document (never used, or deleted by TTL after being idle)")
+    flight = info.get("in_flight_detail")
+    held = info["queued"] + (1 if flight else 0)
+    if seq is not None:
+        queued = {int(n.split(" ", 1)[0]) for n in info.get("next_ids") or []}
+        held = int(seq in queued or (flight is not None and flight["seq"] == seq) or info["queued"] > len(queued))
+    changes = {"pause": info["paused"] is None, "resume": info["paused"] is not None}.get(action, bool(held))
+    return {"dry_run": True, "action": action, "room_id": room, "rooms": int(changes),
+            "messages": held if changes else 0, "changes": changes, "state": info["state"],
+            "in_flight": info["in_flight"], "paused": info["paused"]}
+
+
+def rooms_pause(admin: Admin, args: Args, actor: str) -> Any:
     room, reason = args.text("room", required=True) or "", args.text("reason", required=True) or ""
+    if args.flag("dry_run"):
+        return _room_preview(admin, room, "pause")
     return _results([admin.operators.pause(room, actor, reason)])
 
 
-def rooms_resume(admin: Admin, args: Args, actor: str) -> list[dict[str, Any]]:
+def rooms_resume(admin: Admin, args: Args, actor: str) -> Any:
     room = args.text("room", required=True) or ""
+    if args.flag("dry_run"):
+        return _room_preview(admin, room, "resume")
     return _results([admin.operators.resume(room, actor, args.text("reason", default="resumed") or "resumed")])
 
 
-def rooms_skip(admin: Admin, args: Args, actor: str) -> list[dict[str, Any]]:
+def rooms_skip(admin: Admin, args: Args, actor: str) -> Any:
     room, reason = args.text("room", required=True) or "", args.text("reason", required=True) or ""
-    return _results([admin.operators.skip(room, args.number("seq", 0, 1, 10**12), actor, reason)])
+    seq = args.number("seq", 0, 1, 10**12)
+    if args.flag("dry_run"):
+        return _room_preview(admin, room, "skip", seq)
+    return _results([admin.operators.skip(room, seq, actor, reason)])
 
 
 # ---------------------------------------------------------------- dead letters
@@ -292,6 +360,10 @@ def scheduled_cancel(admin: Admin, args: Args, actor: str) -> dict[str, Any]:
     with the same id are not touched (a message id is unique per room only)."""
     room_id, message_id = args.text("room_id", required=True) or "", args.text("message_id", required=True) or ""
     reason = args.text("reason", required=True) or ""
+    if args.flag("dry_run"):
+        waiting = [m for m in admin.scheduled_factory().list(room_id, 10_000) if m.message_id == message_id]
+        return {"dry_run": True, "room_id": room_id, "message_id": message_id, "rooms": len(waiting[:1]),
+                "messages": len(waiting[:1]), "deliver_at": utc_iso(waiting[0].deliver_at_us) if waiting else None}
     recorded = admin.operators.store.cancel_scheduled(room_id, message_id, actor, reason)
     # A copy let in already (`entered_at`): too late; its task may be retrying a full room, so it stays.
     task = None if (recorded or {}).get("entered_at") is not None else (recorded or {}).get("task")
@@ -308,6 +380,8 @@ ACTIONS: dict[str, Callable[[Admin, Args, str], Any]] = {
     "resume.all": resume_all,
     "rooms.show": rooms_show,
     "rooms.list": rooms_list,
+    "rooms.find": rooms_find,
+    "rooms.timeline": rooms_timeline,
     "rooms.pause": rooms_pause,
     "rooms.resume": rooms_resume,
     "rooms.skip": rooms_skip,

@@ -59,15 +59,16 @@ class AdminService:
         """
         import copy
 
-        from shared.operators import CloudLoggingEvents, FileEvents, OperatorEventLog, Operators
+        from shared.admin.timeline import CloudLoggingEventLog, LocalEventLog
+        from shared.operators import OperatorEventLog, Operators
 
         s = service.settings
         auth = auth or load_admin()
         operated = copy.copy(service)
         operated.events = OperatorEventLog(s.event_log_path)
         local = bool(os.environ.get("FIRESTORE_EMULATOR_HOST"))
-        source = FileEvents(_path(s.event_log_path)) if s.event_log_path else (
-            None if local else CloudLoggingEvents(s.project))
+        source = LocalEventLog(_path(s.event_log_path)) if s.event_log_path else (
+            None if local else CloudLoggingEventLog(s.project))
         incident = service.incident or IncidentSwitch(service.store._db)  # noqa: SLF001 - the same client
 
         def error_queue() -> Any:
@@ -101,12 +102,37 @@ class AdminService:
         try:
             caller = verify_caller(authorization, own_url, self.auth)
             action, args = _parse(body)
-            result = ACTIONS[action](self.admin, Args(args), caller.identity)
-            reply = Reply(200, {"action": action, "actor": caller.identity, "result": result})
         except Unauthenticated as exc:
             reply = Reply(401, {"error": f"unauthenticated: {exc}"})
         except Forbidden as exc:
             reply = Reply(403, {"error": f"forbidden: {exc}"})
+        except BadRequest as exc:
+            reply = Reply(400, {"error": str(exc)})
+        else:
+            return self.run(action, args, caller, started)
+        self._audit(started, action, args, caller, reply.status)
+        return reply
+
+    def verify(self, authorization: str | None, own_url: str) -> Caller:
+        """The verified caller of a request (shared/admin/identity.py); a
+        refusal is audited like the API's. Raises Unauthenticated or
+        Forbidden."""
+        try:
+            return verify_caller(authorization, own_url, self.auth)
+        except (Unauthenticated, Forbidden) as exc:
+            self._audit(now_us(), None, None, None, 401 if isinstance(exc, Unauthenticated) else 403)
+            raise
+
+    def run(self, action: str, args: Any, caller: Caller, started: int | None = None) -> Reply:
+        """Run one action of `ACTIONS` for a verified `caller` and audit it:
+        the one path of the API and of the console (shared/console/). Answers
+        as `handle`; raises what the action raises on a transient failure."""
+        started = now_us() if started is None else started
+        try:
+            if action not in ACTIONS:
+                raise BadRequest(f"no admin action {action!r}")
+            result = ACTIONS[action](self.admin, Args(args), caller.identity)
+            reply = Reply(200, {"action": action, "actor": caller.identity, "result": result})
         except BadRequest as exc:
             reply = Reply(400, {"error": str(exc)})
         except NotFound as exc:
@@ -119,7 +145,8 @@ class AdminService:
 
     def _audit(self, started: int, action: str | None, args: Any, caller: Caller | None, status: int) -> None:
         self.audit.write({
-            "severity": "NOTICE" if action in CHANGING and status == 200 else
+            "severity": "NOTICE" if action in CHANGING and status == 200 and not (
+                isinstance(args, dict) and args.get("dry_run") is True) else
             "WARNING" if status in (401, 403) else "INFO",
             "message": f"admin {action or '-'} by {caller.identity if caller else 'nobody verified'}: {status}",
             "log_type": AUDIT_LOG_TYPE, "ts": utc_iso(started), "action": action,

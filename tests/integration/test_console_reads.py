@@ -1,0 +1,45 @@
+"""The console's room list reads no more documents than it shows plus one
+page (issue 48, item 6): `RoomStore.list_rooms` over a sharded index, paged
+to the end, on the Firestore emulator (a database of its own, so no other
+test's rooms are listed)."""
+
+from __future__ import annotations
+
+import time
+import uuid
+
+from google.cloud import firestore
+
+from shared.room import Enqueue, Policy, decide
+from shared.shards import index_shard
+from shared.store import RoomStore, begin_request, op_counts
+
+POLICY = Policy(ack_timeout_ms=1500, send_timeout_ms=1000)
+SHARDS = 16
+PAGE = 20
+
+
+def test_each_page_of_the_room_list_reads_at_most_what_it_shows_plus_one_page_and_pages_in_order(stack):
+    store = RoomStore(firestore.Client(project="baton-local", database=f"console-reads-{uuid.uuid4().hex[:6]}"),
+                      retention_hours=1, index_shards=SHARDS, deadline_s=60.0)
+    base = time.time_ns() // 1000 - 3600 * 10**6
+    rooms = [f"list-{i:04d}" for i in range(150)]
+    assert len({index_shard(r, SHARDS) for r in rooms}) == SHARDS  # every shard holds some
+    for i, room in enumerate(rooms):
+        at = base + (i * 7919 % 150) * 1000  # heads of line out of the rooms' order
+        store.apply(room, lambda s, at=at: decide(s, Enqueue("m1", "whatsapp", "15550001", "hi", at, at), POLICY, "t"))
+    docs = {room: store.room_doc(room) for room in rooms}
+    expected = sorted(rooms, key=lambda r: (docs[r]["head_since_us"], r))
+
+    listed, cursor, pages = [], None, 0
+    while True:
+        begin_request()
+        page, cursor = store.list_rooms("lag", PAGE, cursor)
+        reads = op_counts().firestore_reads
+        pages += 1
+        assert reads <= len(page) + PAGE, (pages, reads, len(page))
+        listed += [room for room, _ in page]
+        if cursor is None:
+            break
+    assert listed == expected  # every room once, oldest head of line first, across pages
+    assert pages == -(-len(rooms) // PAGE)

@@ -1,0 +1,187 @@
+"""The console's pages over a recorded admin API (shared/console/app.py):
+identity first, CSRF on every POST, a dry run before each action, and
+nothing but what the actions answer, escaped."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from shared.admin.identity import Caller, Unauthenticated
+from shared.admin.timeline import LocalEventLog, timeline
+from shared.console.app import Console
+from shared.console.csrf import Csrf, CsrfRefused
+from shared.service import Reply
+
+ROOM = {"room_id": "r<1>", "state": "paused", "in_flight": None, "queued": 2, "overdue_ms": None,
+        "head_age_ms": 1200.0, "paused": "by alice: deploy", "blocked": None, "incarnation": 1, "next_seq": 3,
+        "in_flight_detail": None, "next_ids": ["1 m-1", "2 m-2"], "awaiting": [], "paused_since": "t",
+        "counts": {"acked": 4}, "expire_at": None, "events": []}
+
+
+class FakeAdmin:
+    """AdminService's `verify` and `run`, recording each action run."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, dict[str, Any], str]] = []
+
+    def verify(self, authorization: str | None, own_url: str) -> Caller:
+        if authorization != "Bearer good":
+            raise Unauthenticated("no bearer token")
+        return Caller("alice@example.com", "google")
+
+    def run(self, action: str, args: dict[str, Any], caller: Caller) -> Reply:
+        self.calls.append((action, args, caller.identity))
+        if action == "rooms.show":
+            return Reply(200, {"result": ROOM}) if args["room"] == "r<1>" else Reply(404, {"error": "no room"})
+        if action == "rooms.find":
+            return Reply(200, {"result": {"message_id": args["message_id"], "rooms": ["r<1>"]}})
+        if action == "rooms.timeline":
+            return Reply(200, {"result": {"events": [], "messages": []}})
+        if action == "dead_letters.list":
+            return Reply(200, {"result": []})
+        if action == "rooms.list":
+            return Reply(200, {"result": {"rooms": [ROOM], "next": "5:r<1>"}})
+        if action == "rooms.pause":
+            if args.get("dry_run"):
+                return Reply(200, {"result": {"dry_run": True, "rooms": 1, "messages": 2}})
+            return Reply(200, {"result": [{"room_id": args["room"]}]})
+        return Reply(400, {"error": f"unexpected {action}"})
+
+
+def page(console: Console, method: str, path: str, query: dict[str, str] | None = None,
+         form: dict[str, str] | None = None, auth: str | None = "Bearer good") -> Any:
+    return console.handle(method, path, query or {}, form or {}, auth, "http://x/")
+
+
+def csrf_of(body: str) -> str:
+    return body.split('name="csrf" value="', 1)[1].split('"', 1)[0]
+
+
+def test_no_identity_no_page_and_no_action_runs():
+    admin = FakeAdmin()
+    console = Console(admin)
+    for method, path in (("GET", "/console/"), ("GET", "/console/room"), ("POST", "/console/act")):
+        assert page(console, method, path, auth=None).status == 401
+    assert admin.calls == []
+
+
+def test_a_post_without_the_callers_csrf_token_is_refused_and_changes_nothing():
+    admin = FakeAdmin()
+    console = Console(admin)
+    form = {"action": "pause", "room": "r<1>", "reason": "r", "step": "confirm"}
+    assert page(console, "POST", "/console/act", form=form).status == 403
+    other = Csrf().token("alice@example.com")  # another instance's key
+    assert page(console, "POST", "/console/act", form={**form, "csrf": other}).status == 403
+    assert admin.calls == []
+
+
+def test_an_action_shows_its_dry_run_then_runs_once_confirmed_as_the_verified_caller():
+    admin = FakeAdmin()
+    console = Console(admin)
+    room_page = page(console, "GET", "/console/room", {"id": "r<1>"})
+    token = csrf_of(room_page.body)
+    form = {"action": "pause", "room": "r<1>", "reason": "noisy room", "csrf": token, "step": "preview"}
+    preview = page(console, "POST", "/console/act", form=form)
+    assert preview.status == 200 and "2 message(s) in 1 room(s)" in preview.body
+    assert admin.calls[-1] == ("rooms.pause", {"dry_run": True, "reason": "noisy room", "room": "r<1>"},
+                               "alice@example.com")
+    done = page(console, "POST", "/console/act", form={**form, "csrf": csrf_of(preview.body), "step": "confirm"})
+    assert done.status == 303 and done.headers["Location"] == "/console/room?id=r%3C1%3E&done=pause"
+    assert admin.calls[-1] == ("rooms.pause", {"reason": "noisy room", "room": "r<1>"}, "alice@example.com")
+
+
+def test_an_action_without_a_reason_is_refused_before_the_api():
+    admin = FakeAdmin()
+    console = Console(admin)
+    token = csrf_of(page(console, "GET", "/console/room", {"id": "r<1>"}).body)
+    before = len(admin.calls)
+    r = page(console, "POST", "/console/act", form={"action": "pause", "room": "r<1>", "reason": " ", "csrf": token})
+    assert r.status == 400 and len(admin.calls) == before
+
+
+def test_pages_escape_what_they_show_and_search_finds_a_room_by_message_id():
+    console = Console(FakeAdmin())
+    room_page = page(console, "GET", "/console/room", {"id": "r<1>"})
+    assert room_page.status == 200 and "r<1>" not in room_page.body and "r&lt;1&gt;" in room_page.body
+    assert "default-src 'none'" in room_page.headers["Content-Security-Policy"]
+    found = page(console, "GET", "/console/rooms", {"q": "m-1"})
+    assert found.status == 303 and found.headers["Location"] == "/console/room?id=r%3C1%3E"
+    listing = page(console, "GET", "/console/rooms", {"kind": "paused"})
+    assert 'href="/console/rooms?kind=paused&amp;cursor=5%3Ar%3C1%3E"' in listing.body
+
+
+def test_csrf_tokens_expire_and_belong_to_one_identity():
+    csrf = Csrf(b"k" * 32)
+    token = csrf.token("alice", now_s=1000)
+    csrf.check(token, "alice", now_s=1000 + 60)
+    with pytest.raises(CsrfRefused):
+        csrf.check(token, "bob", now_s=1000 + 60)
+    with pytest.raises(CsrfRefused):
+        csrf.check(token, "alice", now_s=1000 + 3 * 3600)
+
+
+def test_the_local_event_log_index_follows_the_file_as_it_grows_and_when_rewritten(tmp_path):
+    path = tmp_path / "events.jsonl"
+
+    def write(mode: str, *events: dict[str, Any]) -> None:
+        with path.open(mode) as fh:
+            for e in events:
+                fh.write(json.dumps(e) + "\n")
+
+    log = LocalEventLog(path)
+    assert log.last_events("a", 10) == [] and log.rooms_with_message("m1", 5) == []
+    write("w", {"room_id": "a", "event": "enqueued", "seq": 1, "message_id": "m1", "ts": "1"},
+          {"room_id": "b", "event": "enqueued", "seq": 1, "message_id": "m1", "ts": "2"})
+    assert log.rooms_with_message("m1", 5) == ["b", "a"]
+    write("a", {"room_id": "a", "event": "acked", "seq": 1, "message_id": "m1", "ts": "3", "send_to_ack_ms": 40.0})
+    assert [e["event"] for e in log.last_events("a", 10)] == ["enqueued", "acked"]
+    assert log.rooms_with_message("m1", 1) == ["a"]
+    write("w", {"room_id": "c", "event": "enqueued", "seq": 1, "message_id": "m9", "ts": "4"})
+    assert log.last_events("a", 10) == [] and log.rooms_with_message("m9", 5) == ["c"]
+
+
+def test_the_timeline_gives_each_message_its_outcome_and_latencies_and_keeps_operator_lines():
+    t = timeline([
+        {"ts": "3", "event": "acked", "seq": 1, "attempt": 1, "message_id": "m1", "send_to_ack_ms": 40.0},
+        {"ts": "1", "event": "enqueued", "seq": 1, "message_id": "m1", "published_at": "0"},
+        {"ts": "2", "event": "sent", "seq": 1, "attempt": 1, "message_id": "m1", "publish_to_send_ms": 12.0},
+        {"ts": "4", "event": "paused", "actor": "alice", "reason": "deploy"},
+    ])
+    assert [e["event"] for e in t["events"]] == ["enqueued", "sent", "acked", "paused"]
+    assert t["events"][-1]["actor"] == "alice"
+    assert t["messages"] == [{"seq": 1, "message_id": "m1", "published": "0", "first_sent": "2", "outcome": "acked",
+                              "ended": "3", "publish_to_send_ms": 12.0, "send_to_ack_ms": 40.0}]
+
+
+def test_a_room_actions_dry_run_says_what_it_would_touch_and_changes_nothing():
+    from types import SimpleNamespace
+
+    from shared.admin.actions import Args, NotFound, rooms_pause, rooms_resume, rooms_skip
+
+    class Operators:
+        def __init__(self, info: dict[str, Any] | None) -> None:
+            self.info, self.acted = info, []
+
+        def describe(self, room_id: str, n_events: int = 10) -> dict[str, Any] | None:
+            return self.info
+
+        def pause(self, *a: Any) -> Any:
+            self.acted.append(a)
+
+    busy = {**ROOM, "paused": None, "in_flight": "1.2", "in_flight_detail": {"seq": 1}, "queued": 2,
+            "next_ids": ["2 m-2", "3 m-3"]}
+    ops = Operators(busy)
+    admin = SimpleNamespace(operators=ops)
+    preview = rooms_pause(admin, Args({"room": "r", "reason": "x", "dry_run": True}), "alice")
+    assert (preview["rooms"], preview["messages"], preview["changes"]) == (1, 3, True) and ops.acted == []
+    assert rooms_resume(admin, Args({"room": "r", "dry_run": True}), "alice")["rooms"] == 0  # not paused
+    assert rooms_skip(admin, Args({"room": "r", "reason": "x", "seq": 3, "dry_run": True}), "a")["messages"] == 1
+    assert rooms_skip(admin, Args({"room": "r", "reason": "x", "seq": 9, "dry_run": True}), "a")["messages"] == 0
+    ops.info = ROOM  # paused already
+    assert rooms_pause(admin, Args({"room": "r", "reason": "x", "dry_run": True}), "alice")["rooms"] == 0
+    ops.info = None
+    with pytest.raises(NotFound):
+        rooms_pause(admin, Args({"room": "r", "reason": "x", "dry_run": True}), "alice")
