@@ -294,7 +294,7 @@ def scheduled_cancel(admin: Admin, args: Args, actor: str) -> dict[str, Any]:
     recorded = admin.operators.store.cancel_scheduled(room_id, message_id, actor, reason)
     task = (recorded or {}).get("task")
     deleted = admin.scheduled_factory().delete(task) if task else False
-    waiting = bool(recorded) and (recorded.get("deliver_at_us") or 0) > time.time_ns() // 1000
+    waiting = recorded is not None and (recorded.get("deliver_at_us") or 0) > time.time_ns() // 1000
     return {"room_id": room_id, "message_id": message_id, "was_waiting": waiting, "task": task,
             "task_deleted": deleted, "actor": actor}
 
