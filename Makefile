@@ -67,6 +67,7 @@ operator-day: venv
 
 lint: venv
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/mypy
 
 test-unit: venv
 	$(PY) -m pytest tests/unit -q

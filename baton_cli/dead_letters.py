@@ -41,7 +41,7 @@ def redrive(env: Env, dead_letter_id: str | None, room: str | None, all_: bool, 
     room, ahead of the messages that came after it, and is sent when nothing is in flight. With --room or
     --all it first says how many rooms and messages it would redrive and asks (--yes: does not ask;
     --dry-run: only says)."""
-    if sum(x is not None and x is not False for x in (dead_letter_id, room, all_ or None)) != 1:
+    if sum(x is not None for x in (dead_letter_id, room, True if all_ else None)) != 1:
         raise click.UsageError("give exactly one of ID, --room R or --all")
     if dead_letter_id:
         show_results(env, env.call("dead_letters.redrive", id=dead_letter_id, reason=reason), as_json)

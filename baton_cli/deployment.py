@@ -3,12 +3,14 @@ deployment at once (shared/admin/overview.py, shared/admin/incident.py)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import click
 
 from baton_cli.main import Env, emit_json, pass_env, table
 
 
-def _incident_line(incident: dict) -> str:
+def _incident_line(incident: dict[str, Any]) -> str:
     if not incident.get("on"):
         return "off" + (f" (last cleared by {incident['actor']}: {incident['reason']})" if incident.get("actor") else "")
     return f"ON: no new sends, set by {incident.get('actor')}: {incident.get('reason')}"
@@ -27,7 +29,7 @@ def status(env: Env, as_json: bool, skip_error_queue: bool) -> None:
         return
     d = o["deployment"]
 
-    def capped(c: dict) -> str:
+    def capped(c: dict[str, Any]) -> str:
         return f"{c['count']:,}" + ("+" if c["at_least"] else "")
 
     rows = [["incident switch", _incident_line(o["incident"])],

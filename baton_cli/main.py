@@ -59,7 +59,8 @@ class Failure(click.ClickException):
 
     def __init__(self, message: str, exit_code: int = EXIT_ERROR) -> None:
         super().__init__(message)
-        self.exit_code = exit_code
+        # click declares exit_code a class variable; each Failure carries its own (documented codes).
+        self.exit_code = exit_code  # type: ignore[misc]
 
 
 def parse_duration_ms(text: str) -> int:

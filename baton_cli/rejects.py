@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import click
 
 from baton_cli.main import Env, bulk_options, command, confirm_bulk, emit_json, pass_env, table
@@ -12,7 +14,7 @@ def rejects() -> None:
     """Rejected pushes (never valid as they came): list them, publish one again."""
 
 
-def _attr(d: dict, key: str) -> object:
+def _attr(d: dict[str, Any], key: str) -> object:
     attributes = d.get("attributes")
     return attributes.get(key) if isinstance(attributes, dict) else None
 

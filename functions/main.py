@@ -18,6 +18,7 @@ from typing import Any
 import flask
 import functions_framework
 from flask import Request, Response
+from werkzeug.datastructures import Headers
 
 from shared.bootstrap import bootstrap
 from shared.events import reset_request_trace, set_request_trace, trace_fields
@@ -37,7 +38,7 @@ def respond(app: DeliveryService, function: str, handler: Callable[..., Reply], 
     503, so the caller redelivers) into an HTTP response."""
     started = start_request()
     # One request, one trace: every event line it writes carries its trace id.
-    headers = flask.request.headers if flask.has_request_context() else {}
+    headers: Headers | dict[str, str] = flask.request.headers if flask.has_request_context() else {}
     trace = set_request_trace(trace_fields(headers.get("X-Cloud-Trace-Context"), headers.get("traceparent"),
                                            app.settings.project))
     try:

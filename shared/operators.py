@@ -70,7 +70,8 @@ class OperatorEventLog(EventLog):
     @contextmanager
     def capture(self) -> Iterator[list[DeliveryEvent]]:
         """The events this thread emits until the block ends."""
-        self._local.events = captured = []
+        captured: list[DeliveryEvent] = []
+        self._local.events = captured
         try:
             yield captured
         finally:

@@ -238,6 +238,8 @@ def _parse_push(body: bytes, now_us: int, providers: frozenset[str], senders: tu
     broken = contract.errors(attrs, data)
     if broken:
         return reject(contract.reason_of(broken))
+    if not isinstance(data, dict):  # the contract refuses it first; said again for the reader (and the type checker)
+        return reject("`data` is not a JSON object")
     room_id, message_id, provider, recipient = attrs["room_id"], attrs["message_id"], attrs["provider"], \
         attrs["recipient"]
     if ordering_key and ordering_key != room_id:

@@ -172,12 +172,12 @@ class KeptRecords:
         room has few, and no composite index is needed)."""
         col = self._db.collection(DEAD_LETTERS)
         if room_id is not None:
-            rows = [(s.id, s.to_dict()) for s in col.where(filter=FieldFilter("room_id", "==", room_id))
+            rows = [(s.id, s.to_dict() or {}) for s in col.where(filter=FieldFilter("room_id", "==", room_id))
                     .limit(limit).stream(**self._call)]
             rows.sort(key=lambda r: r[1]["dead_lettered_at"], reverse=True)
         else:
             query = col.order_by("dead_lettered_at", direction=firestore.Query.DESCENDING).limit(limit)
-            rows = [(s.id, s.to_dict()) for s in query.stream(**self._call)]
+            rows = [(s.id, s.to_dict() or {}) for s in query.stream(**self._call)]
         op_counts().firestore_reads += max(1, len(rows))
         return rows
 
@@ -190,7 +190,7 @@ class KeptRecords:
         """Kept rejected pushes (`rejected_messages/`), newest first: [(id, document)]."""
         query = (self._db.collection(REJECTED).order_by("rejected_at", direction=firestore.Query.DESCENDING)
                  .limit(limit))
-        return [(s.id, s.to_dict()) for s in query.stream(**self._call)]
+        return [(s.id, s.to_dict() or {}) for s in query.stream(**self._call)]
 
     def rejected_one(self, key: str) -> dict[str, Any] | None:
         snap = self._db.collection(REJECTED).document(key).get(**self._call)

@@ -159,7 +159,7 @@ class RoomQueries:
     def room_docs(self, room_ids: list[str]) -> dict[str, dict[str, Any]]:
         """Several room documents in one batched read: room id -> document (missing ones left out)."""
         refs = [self.room_ref(r) for r in room_ids]
-        return {s.id: s.to_dict() for s in self._db.get_all(refs, **self._call) if s.exists} if refs else {}
+        return {s.id: s.to_dict() or {} for s in self._db.get_all(refs, **self._call) if s.exists} if refs else {}
 
     def list_rooms(self, kind: str, limit: int, cursor: str | None = None,
                    before_us: int | None = None) -> tuple[list[tuple[str, dict[str, Any]]], str | None]:
@@ -199,7 +199,7 @@ class RoomQueries:
             query = self._db.collection(ROOMS).where(filter=flt).order_by(name).order_by("__name__")
             if after is not None:
                 query = query.start_after({name: after[0], "__name__": self.room_ref(after[1])})
-            rows = [(snap.id, snap.to_dict()) for snap in query.limit(limit).stream(**self._call)]
+            rows = [(snap.id, snap.to_dict() or {}) for snap in query.limit(limit).stream(**self._call)]
             op_counts().firestore_reads += max(1, len(rows))
         next_cursor = f"{rows[-1][1][name]}:{rows[-1][0]}" if len(rows) == limit else None
         return rows, next_cursor

@@ -41,6 +41,8 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass
+from datetime import datetime
+from typing import cast
 
 from google.api_core import exceptions as gexc
 from google.cloud import tasks_v2
@@ -131,7 +133,9 @@ class ScheduledHold:
                 continue
             if room_id is not None and room != room_id:
                 continue
-            hop = int(task.schedule_time.timestamp() * 1_000_000) if task.schedule_time else 0
+            # proto-plus gives a Timestamp field as a datetime at run time (its stubs say Timestamp).
+            when = cast(datetime, task.schedule_time)
+            hop = int(when.timestamp() * 1_000_000) if when else 0
             out.append(ScheduledMessage(task.name.rsplit("/", 1)[-1], room, mid, deliver_at or hop, hop))
             if len(out) >= limit:
                 break

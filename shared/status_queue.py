@@ -210,7 +210,7 @@ class StatusQueue:
 
     def __init__(self, project: str, topic: str, error_topic: str, db: Any = None, retention_hours: int = 48,
                  timeout_s: float = PUBLISH_TIMEOUT_S) -> None:
-        from google.cloud import pubsub_v1
+        import google.cloud.pubsub_v1 as pubsub_v1
         from google.cloud.pubsub_v1.types import BatchSettings, PublisherOptions
 
         # A webhook waits for its publishes: no batching delay (the default

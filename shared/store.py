@@ -32,6 +32,7 @@ import time
 import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from google.api_core import exceptions as gexc
 from google.api_core.retry import Retry, if_transient_error
@@ -94,7 +95,7 @@ class RoomStore(KeptRecords, RoomQueries):
                                      predicate=if_transient_error),
                       "timeout": deadline_s}
 
-    def _call_within(self, deadline_s: float | None) -> dict:
+    def _call_within(self, deadline_s: float | None) -> dict[str, Any]:
         """The retry and timeout of one call: the store's, or one try of
         `deadline_s` (s)."""
         return self._call if deadline_s is None else {"retry": None, "timeout": deadline_s}

@@ -116,7 +116,7 @@ class ErrorQueue:
 
     def __init__(self, project: str, status_topic: str, pull_timeout_s: float = 5.0,
                  inbound_topic: str = "baton-inbound") -> None:
-        from google.cloud import pubsub_v1
+        import google.cloud.pubsub_v1 as pubsub_v1
 
         self._subscriber = pubsub_v1.SubscriberClient()
         self._publisher = pubsub_v1.PublisherClient(
@@ -199,7 +199,7 @@ class ErrorQueue:
                     attrs = {"ordering_key": f"recipient:{record.recipient_key}", "kind": KIND_RECIPIENT_RECEIPTS,
                              "recipient_key": record.recipient_key}
                 else:
-                    attrs = {"ordering_key": record.room_id, "room_id": record.room_id, "kind": KIND_ROOM_STATUSES}
+                    attrs = {"ordering_key": record.target, "room_id": record.target, "kind": KIND_ROOM_STATUSES}
                 self._publisher.publish(self._topic, m.message.data, replayed_from=record.message_id,
                                         **attrs).result(timeout=30)
                 if on_replayed is not None:  # published: logged even if the ack below fails

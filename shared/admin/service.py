@@ -82,7 +82,7 @@ class AdminService:
             return service.scheduled
 
         def publisher() -> Any:
-            from google.cloud import pubsub_v1
+            import google.cloud.pubsub_v1 as pubsub_v1
 
             return pubsub_v1.PublisherClient(
                 publisher_options=pubsub_v1.types.PublisherOptions(enable_message_ordering=True))

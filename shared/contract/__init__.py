@@ -153,7 +153,8 @@ def _what(error: ValidationError) -> str:
     own = error.schema.get("errorMessage") if isinstance(error.schema, dict) else None
     if own:
         return str(own)
-    v, kind = error.validator_value, error.validator
+    v: Any = error.validator_value
+    kind = error.validator
     if kind == "maxLength":
         return f"longer than {v} characters"
     if kind == "minLength":
@@ -171,7 +172,7 @@ def _what(error: ValidationError) -> str:
     if kind == "type":
         return f"must be of type {v}"
     if kind == "additionalProperties" and isinstance(error.instance, dict):
-        known = set(error.schema.get("properties", {}))
+        known = set(error.schema.get("properties", {})) if isinstance(error.schema, dict) else set()
         extra = sorted(k for k in error.instance if k not in known)
         return f"unexpected field{'s' if len(extra) != 1 else ''} {', '.join(map(str, extra))}"[:200]
     return error.message[:200]

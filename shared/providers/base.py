@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Protocol
+from typing import Any, Protocol
 
 
 class SendOutcome(StrEnum):
@@ -62,7 +62,7 @@ class Media:
     link: str | None = None
 
 
-def media_reference(media: Media | None, data: dict) -> tuple[str, str]:
+def media_reference(media: Media | None, data: dict[str, Any]) -> tuple[str, str]:
     """Which media a send names, in order of precedence: the prepared upload's
     id (`media.media_id`), the message's link (`media.link`), else the
     producer's own `data["id"]` or `data["link"]`. Returns ("id", value) or

@@ -18,7 +18,7 @@ from typing import Any, Literal
 
 import requests
 import urllib3.exceptions
-from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_attempt, stop_any, wait_exponential
+from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_attempt, wait_exponential
 from urllib3.exceptions import ConnectTimeoutError, NewConnectionError
 
 from shared.providers.base import Media, SendOutcome, SendResult
@@ -158,8 +158,12 @@ class GraphApiClient:
             call = session.post if method == "POST" else session.get
             return call(url, timeout=(left, left), stream=True, allow_redirects=allow_redirects, **kwargs)
 
-        retrying = Retrying(retry=retry_if_exception(never_connected), wait=wait_s,
-                            stop=stop_any(stop_after_attempt(CONNECT_TRIES), budget_spent), reraise=True)
+        tries_spent = stop_after_attempt(CONNECT_TRIES)
+
+        def stop(state: RetryCallState) -> bool:
+            return tries_spent(state) or budget_spent(state)
+
+        retrying = Retrying(retry=retry_if_exception(never_connected), wait=wait_s, stop=stop, reraise=True)
         return retrying(one_try)
 
     @staticmethod

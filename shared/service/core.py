@@ -34,9 +34,11 @@ from shared.room import (
     Send,
     SendReturned,
     ack_deadline_us,
-    decide,
 )
 from shared.room import SendOutcome as RoomSendOutcome
+
+# Re-exported: the handlers call `core.decide`, the one seam a test may point at a checked copy.
+from shared.room import decide as decide
 from shared.sender_window import SenderWindow
 from shared.service.sent_proofs import SentProofRecord
 from shared.status_queue import (
@@ -254,10 +256,10 @@ class ServiceCore:
                                            reason="possibly sent: held until its ack deadline, then resent",
                                            **common))
         else:
-            kind = "permanent" if result.permanent else "rate_limited" if result.rate_limited else "transient"
+            failure = "permanent" if result.permanent else "rate_limited" if result.rate_limited else "transient"
             self.events.emit(DeliveryEvent(EventType.SEND_FAILED, utc_iso(started), component, room_id,
                                            error_code=result.error_code, error_title=result.error_title,
-                                           reason=kind, **common))
+                                           reason=failure, **common))
         if result.outcome is SendOutcome.ACCEPTED and msg.provider == "whatsapp" \
                 and self.policy.ack_level("whatsapp") != "accepted":
             # The common case costs one blind write instead of a transaction.

@@ -28,9 +28,10 @@ from shared.room import (
     recipient_key,
 )
 from shared.service import core
-from shared.service.core import Reply, ServiceCore
+from shared.service.core import Reply
 from shared.service.inbound import forward_inbound
 from shared.service.sent_proofs import PendingProof, SentProofRecord
+from shared.service.statuses import StatusHandlers
 from shared.status_queue import (
     QueuedStatus,
     RecipientReceipts,
@@ -145,8 +146,9 @@ def check_due_proofs(record: SentProofRecord, store: RoomStore, now: int) -> Non
 ECHO_READ_S = 1.0
 
 
-class WebhookHandlers(ServiceCore):
-    """The `webhook` function."""
+class WebhookHandlers(StatusHandlers):
+    """The `webhook` function: parses and verifies a post, then routes its
+    statuses and receipts through the status handlers it extends."""
 
     def handle_handshake(self, args: dict[str, str]) -> Reply:
         """Meta's GET verification of the webhook URL."""
