@@ -117,7 +117,7 @@ class OutcomePublisher:
 
     def __init__(self, project: str, topic: str, db: Any, client: Any = None, wait_s: float = PUBLISH_WAIT_S) -> None:
         if client is None:
-            from google.cloud import pubsub_v1
+            import google.cloud.pubsub_v1 as pubsub_v1
             from google.cloud.pubsub_v1.types import BatchSettings, PublisherOptions
 
             client = pubsub_v1.PublisherClient(

@@ -469,6 +469,14 @@ def main() -> None:
             sys.exit(f"a stack is already up in {run_dir}; run `make down` first")
         stack = Stack(run_dir).start()
         print(json.dumps({"ports": stack.ports, "run_dir": str(run_dir)}, indent=2))
+        # The admin function builds its clients on its first page (seconds on a loaded machine,
+        # past a Firestore deadline): ask it once here, so the address printed answers at once.
+        for _ in range(3):
+            try:
+                if requests.get(stack.console_url, timeout=60).status_code == 200:
+                    break
+            except requests.RequestException:
+                pass
         print(f"console: {stack.console_url}")
         print("export " + " ".join(f"{k}={v}" for k, v in stack.client_env().items()))
     elif args.action == "down":

@@ -105,7 +105,7 @@ class InboundPublisher:
     def __init__(self, project: str, topic: str, error_topic: str | None, client: Any = None,
                  timeout_s: float = PUBLISH_TIMEOUT_S) -> None:
         if client is None:
-            from google.cloud import pubsub_v1
+            import google.cloud.pubsub_v1 as pubsub_v1
             from google.cloud.pubsub_v1.types import BatchSettings, PublisherOptions
 
             client = pubsub_v1.PublisherClient(

@@ -114,6 +114,14 @@ def test_an_operator_finds_a_room_by_message_id_pauses_it_and_resumes_it_in_the_
     assert "1" in page.inner_text("#queued") and second in page.inner_text("#queued")
     page.screenshot(path=str(shots / "room-paused.png"), full_page=True)
 
+    # The paused listing names it, with who paused it, and links back to it.
+    page.goto(stack.console_url + "rooms?kind=paused")
+    row = page.locator("#rooms tr", has_text=room)
+    assert row.count() == 1 and f"by {operator}" in row.inner_text()
+    page.screenshot(path=str(shots / "rooms.png"), full_page=True)
+    row.locator("a").click()
+    page.wait_for_selector("#room")
+
     act(page, "resume", "console test: done holding")
     wait_for(lambda: ended(stack, room, second) == "acked", 60, "the second message acked after the resume")
 
@@ -129,10 +137,6 @@ def test_an_operator_finds_a_room_by_message_id_pauses_it_and_resumes_it_in_the_
         line = next(row for row in timeline.splitlines() if f"\t{event}\t" in row)
         assert operator in line
     page.screenshot(path=str(shots / "room.png"), full_page=True)
-
-    page.goto(stack.console_url + "rooms?kind=lag")
-    page.wait_for_selector("#rooms")
-    page.screenshot(path=str(shots / "rooms.png"), full_page=True)
     page.close()
 
 
