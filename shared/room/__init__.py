@@ -87,8 +87,10 @@ from shared.room.codec import (  # noqa: F401
     room_from_doc,
     room_to_doc,
 )
-from shared.room.decide import (  # noqa: F401
+from shared.room.context import (  # noqa: F401
     Transition,
+)
+from shared.room.decide import (  # noqa: F401
     decide,
 )
 from shared.room.effects import (  # noqa: F401
@@ -150,9 +152,6 @@ from shared.room.state import (  # noqa: F401
     policy_from_settings,
     watermark_covers,
 )
-from shared.room.transition import (  # noqa: F401
-    TransitionCore,
-)
 
 __all__ = [
     "ACK_LEVELS",
@@ -208,7 +207,6 @@ __all__ = [
     "room_to_doc",
     "bucket_now",
     "token_ready_at_us",
-    "TransitionCore",
     "Transition",
     "decide",
     "RULES",

@@ -5,9 +5,10 @@ Dispatches each event to the rule of its concern; must not hold rules itself.
 
 from __future__ import annotations
 
+from shared.room.context import Transition
 from shared.room.effects import Decision
-from shared.room.entry import EntryRules
-from shared.room.flight import FlightRules
+from shared.room.entry import enqueue, park
+from shared.room.flight import send_returned, status
 from shared.room.inputs import (
     Enqueue,
     Park,
@@ -24,10 +25,11 @@ from shared.room.inputs import (
     TimerFired,
     WatchdogSweep,
 )
-from shared.room.operator_actions import OperatorRules
-from shared.room.preparation import PreparationRules
-from shared.room.receipts import ReceiptRules
+from shared.room.operator_actions import pause, redrive, resume, skip
+from shared.room.preparation import prepare_failed, prepared
+from shared.room.receipts import receipt
 from shared.room.state import Policy, RoomState
+from shared.room.timers import sweep, timer
 
 
 def decide(state: RoomState, event: RoomEvent, policy: Policy, component: str) -> Decision:
@@ -50,23 +52,19 @@ def decide(state: RoomState, event: RoomEvent, policy: Policy, component: str) -
     return handler(t, event)
 
 
-class Transition(EntryRules, FlightRules, ReceiptRules, PreparationRules, OperatorRules):
-    """One `decide` call: the primitives (TransitionCore) and every concern's rules."""
-
-
 # The rulebook's entry: which rule applies to which event. Anything else is refused.
 _HANDLERS = {
-    Enqueue: Transition.enqueue,
-    Park: Transition.park,
-    SendReturned: Transition.send_returned,
-    StatusUpdate: Transition.status,
-    RecipientReceipt: Transition.receipt,
-    TimerFired: Transition.timer,
-    WatchdogSweep: Transition.sweep,
-    Redrive: Transition.redrive,
-    Skip: Transition.skip,
-    Pause: Transition.pause,
-    Resume: Transition.resume,
-    Prepared: Transition.prepared,
-    PrepareFailed: Transition.prepare_failed,
+    Enqueue: enqueue,
+    Park: park,
+    SendReturned: send_returned,
+    StatusUpdate: status,
+    RecipientReceipt: receipt,
+    TimerFired: timer,
+    WatchdogSweep: sweep,
+    Redrive: redrive,
+    Skip: skip,
+    Pause: pause,
+    Resume: resume,
+    Prepared: prepared,
+    PrepareFailed: prepare_failed,
 }

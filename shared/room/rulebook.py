@@ -270,25 +270,21 @@ EVENT_OF_KIND: dict[str, type] = {
     "gap timer": TimerFired, "timer": TimerFired, "watchdog": WatchdogSweep, "redrive": Redrive, "skip": Skip,
     "pause": Pause, "resume": Resume, "prepared": Prepared, "prepare failed": PrepareFailed,
 }
-# Kinds whose handler hands the event straight on to another rule.
-_DELEGATED = {"gap timer": "gap_timer"}
 
 
 def rule_code(kind: str) -> str:
-    """Where the rule for events of `kind` is implemented: `module.py:Class.method`
+    """Where the rule for events of `kind` is implemented: `module.py:function`
     inside shared/room/ (the `code` column of the table in docs/architecture.md).
 
     Raises:
         KeyError: an unknown kind.
     """
-    from shared.room.decide import _HANDLERS, Transition  # decide imports the rules; the table names them
+    from shared.room.decide import _HANDLERS  # decide imports the rules; the table names them
+    from shared.room.entry import gap_timer
 
-    handler = _HANDLERS[EVENT_OF_KIND[kind]]
-    if kind in _DELEGATED:
-        handler = getattr(Transition, _DELEGATED[kind])
-    owner, method = handler.__qualname__.split(".")
+    handler = gap_timer if kind == "gap timer" else _HANDLERS[EVENT_OF_KIND[kind]]
     module = handler.__module__.rsplit(".", 1)[-1]
-    return f"{module}.py:{owner}.{method}"
+    return f"{module}.py:{handler.__name__}"
 
 
 def rule_for(before: RoomState, event: RoomEvent) -> Rule:
