@@ -67,10 +67,13 @@ durations are milliseconds (`*_ms`).
 
 The package, one module per concern (docs/architecture.md, "Where is what"):
 state (the room and its policy), inputs (events), effects (and the
-decision), codec (stored form, delivery ids), transition (the primitives
-every rule uses), entry, flight, preparation, pacing and operator_actions
-(the rules by concern), decide (the entry point) and rulebook (the rules as
-data). Everything is re-exported here: `from shared.room import decide`.
+decision), codec (stored form, delivery ids), context (the transition
+context every rule takes: state, policy, now, effects, events), window
+(the preparation window), transition (the baton's primitives), entry,
+flight, timers, receipts, preparation, pacing and operator_actions (the
+rules by concern, plain functions over the context), rulebook (the table
+that drives `decide`: (phase, kind) -> function, then) and decide (the
+entry point). Everything is re-exported here: `from shared.room import decide`.
 """
 
 from __future__ import annotations
@@ -91,7 +94,9 @@ from shared.room.context import (  # noqa: F401
     Transition,
 )
 from shared.room.decide import (  # noqa: F401
+    RuleBroken,
     decide,
+    decide_by,
 )
 from shared.room.effects import (  # noqa: F401
     CancelTimer,
@@ -123,6 +128,7 @@ from shared.room.pacing import (  # noqa: F401
     token_ready_at_us,
 )
 from shared.room.rulebook import (  # noqa: F401
+    RULE_INDEX,
     RULES,
     RoomPhase,
     Rule,
@@ -209,6 +215,9 @@ __all__ = [
     "token_ready_at_us",
     "Transition",
     "decide",
+    "decide_by",
+    "RuleBroken",
+    "RULE_INDEX",
     "RULES",
     "RoomPhase",
     "Rule",

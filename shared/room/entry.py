@@ -34,29 +34,22 @@ from shared.senders import sent_from
 
 
 def enqueue(t: Transition, ev: Enqueue) -> Decision:
-    state = t.state
-    for i, m in enumerate(state.pending):
+    """A push: fills its placeholder, or is a duplicate, or enters the
+    queue (held outside it while its producer sequence is ahead), or is
+    refused when the room is full; the head starts if nothing is in flight."""
+    for i, m in enumerate(t.state.pending):
         if m.message_id == ev.message_id and m.text is None:
-            return done(t, fill_placeholder(t, state, i, ev))
-    if ev.message_id in state.held_ids() or any(e.message_id == ev.message_id for e in state.ended):
+            return done(t, fill_placeholder(t, t.state, i, ev))
+    if ev.message_id in t.state.held_ids() or any(e.message_id == ev.message_id for e in t.state.ended):
         rearm_if_replay(t, ev.idempotency_key)
         ask_again_if_replay(t, ev.message_id)
         return ignore(t, EventType.DUPLICATE_IGNORED, IgnoreReason.DUPLICATE_PUSH,
-                           message_id=ev.message_id, provider=ev.provider)
-    state = with_incarnation(t)
-    awaited = [a for a in state.awaiting if a[0] != ev.message_id]
-    if len(awaited) < len(state.awaiting):
-        state = replace(state, awaiting=tuple(awaited))  # it got in after all
-    # A later message of the room arrived: Pub/Sub, which delivers one
-    # message of an ordering key at a time, has given up on the awaited
-    # ones. Each gets its place now, ahead of this message.
-    state = replace(hold_places(t, state, tuple(awaited), ev.provider, ev.recipient), awaiting=())
+                      message_id=ev.message_id, provider=ev.provider)
+    state = _after_awaited(t, ev)
     msg = QueuedMessage(state.next_seq, ev.message_id, ev.provider, ev.recipient, ev.text,
                         ev.published_at_us, t.now_us, media_kind=ev.media_kind, media_link=ev.media_link,
                         prepare=ev.prepare, sequence=ev.sequence, sender=sender_for(t, state, ev),
                         payload=ev.payload)
-    # Placeholders are not counted: they are tiny and never refused.
-    held = sum(m.text is not None for m in state.pending) + (state.in_flight is not None) + len(state.held)
     ahead = ev.sequence is not None and ev.sequence > state.next_sequence
     if ahead:
         # Its producer's earlier messages have not come yet: it waits outside the queue.
@@ -64,28 +57,54 @@ def enqueue(t: Transition, ev: Enqueue) -> Decision:
         candidate = replace(state, held=tuple(sorted((*state.held, msg), key=lambda m: m.sequence or 0)))
     else:
         candidate = replace(state, next_seq=state.next_seq + 1, pending=(*state.pending, msg))
-    full = None
-    if held >= t.policy.max_queued_messages:
-        full = f"room holds {held} messages (MAX_QUEUED_MESSAGES={t.policy.max_queued_messages})"
-    elif room_doc_bytes(candidate) > t.policy.max_room_bytes:
-        full = f"room document would exceed MAX_ROOM_BYTES={t.policy.max_room_bytes}"
+    full = _full(t, state, candidate)
     if full is not None:
         return refuse(t, state, ev, full)
     if ahead:
-        log(t, EventType.SEQUENCE_HELD, msg,
-                 reason=f"producer sequence {ev.sequence} waits for {state.next_sequence}"
-                        f"{'' if ev.sequence == state.next_sequence + 1 else f'..{ev.sequence - 1}'}")
-        if candidate.gap_due_us is None:
-            candidate = start_gap_timer(t, candidate)
-        return done(t, candidate)
+        return done(t, _held_for_sequence(t, state, candidate, msg))
     late = ev.sequence is not None and ev.sequence < state.next_sequence
     log(t, EventType.ENQUEUED, msg, published_at=utc_iso(ev.published_at_us),
-             reason=f"producer sequence {ev.sequence} came after its gap was given up" if late else None)
+        reason=f"producer sequence {ev.sequence} came after its gap was given up" if late else None)
     if ev.sequence == state.next_sequence:
         candidate = admit_held(t, replace(candidate, next_sequence=state.next_sequence + 1))
     if candidate.in_flight is None and candidate.pending and candidate.pending[0] is msg:
         candidate = advance(t, candidate, Trigger.ENQUEUE, ev.idempotency_key)
     return done(t, candidate)
+
+
+def _after_awaited(t: Transition, ev: Enqueue) -> RoomState:
+    """The room a new push enters: with an incarnation, and a placeholder
+    for each push it awaited (refused while full) other than this one: a
+    later message of the room arrived, so Pub/Sub, which delivers one
+    message of an ordering key at a time, has given up on them. Each gets
+    its place now, ahead of this message."""
+    state = with_incarnation(t)
+    awaited = [a for a in state.awaiting if a[0] != ev.message_id]
+    if len(awaited) < len(state.awaiting):
+        state = replace(state, awaiting=tuple(awaited))  # it got in after all
+    return replace(hold_places(t, state, tuple(awaited), ev.provider, ev.recipient), awaiting=())
+
+
+def _full(t: Transition, state: RoomState, candidate: RoomState) -> str | None:
+    """Why the room cannot take one more message (`candidate` is the room
+    with it), or None. Placeholders are not counted: they are tiny and
+    never refused."""
+    held = sum(m.text is not None for m in state.pending) + (state.in_flight is not None) + len(state.held)
+    if held >= t.policy.max_queued_messages:
+        return f"room holds {held} messages (MAX_QUEUED_MESSAGES={t.policy.max_queued_messages})"
+    if room_doc_bytes(candidate) > t.policy.max_room_bytes:
+        return f"room document would exceed MAX_ROOM_BYTES={t.policy.max_room_bytes}"
+    return None
+
+
+def _held_for_sequence(t: Transition, state: RoomState, candidate: RoomState, msg: QueuedMessage) -> RoomState:
+    """`msg` waits outside the queue for its producer's earlier sequence
+    numbers (logged); the gap timer starts if none runs."""
+    sequence = msg.sequence or 0
+    log(t, EventType.SEQUENCE_HELD, msg,
+        reason=f"producer sequence {sequence} waits for {state.next_sequence}"
+               f"{'' if sequence == state.next_sequence + 1 else f'..{sequence - 1}'}")
+    return start_gap_timer(t, candidate) if candidate.gap_due_us is None else candidate
 
 
 def sender_for(t: Transition, state: RoomState, ev: Enqueue | Park) -> str | None:
@@ -217,12 +236,15 @@ def place(t: Transition, state: RoomState, msg: QueuedMessage) -> RoomState:
 
 
 def park(t: Transition, ev: Park) -> Decision:
+    """A dead-letter copy (a push Pub/Sub gave up on): fills its placeholder
+    (parked), or is a duplicate, or is parked at its place (at the tail if
+    its room never saw it); the room blocks on it when it is the head."""
     state = t.state
     for i, m in enumerate(state.pending):
         if m.message_id == ev.message_id:
             if m.text is not None:
                 return ignore(t, EventType.DUPLICATE_IGNORED, IgnoreReason.DUPLICATE_PUSH,
-                                   message_id=ev.message_id, provider=ev.provider)
+                              message_id=ev.message_id, provider=ev.provider)
             filled = replace(m, **ev.content, parked=ev.reason, sender=sender_for(t, state, ev))
             log(t, EventType.PARKED, filled, reason=ev.reason)
             state = replace(state, pending=(*state.pending[:i], filled, *state.pending[i + 1:]))
@@ -231,14 +253,9 @@ def park(t: Transition, ev: Park) -> Decision:
         # Pub/Sub dead-letters best-effort, sometimes more than once, and a
         # push may have got in on a late retry.
         return ignore(t, EventType.DUPLICATE_IGNORED, IgnoreReason.DUPLICATE_PUSH,
-                           message_id=ev.message_id, provider=ev.provider)
+                      message_id=ev.message_id, provider=ev.provider)
     state = with_incarnation(t)
-    reason = ev.reason
-    if not any(mid == ev.message_id for mid, _ in state.awaiting) and state.next_seq > 1:
-        # Refused without a marker (Firestore unreachable or contended for
-        # the whole retry budget): messages published after it may already
-        # have been sent. It is parked at the tail; the reason says so.
-        reason += "; it was never seen by its room, so later messages may have been sent before it"
+    reason = _park_reason(state, ev)
     # Pushes awaited before this one came earlier in the room's order
     # (Pub/Sub delivers a key's messages one at a time): their places come
     # first. Those awaited after it stay awaited.
@@ -256,6 +273,16 @@ def park(t: Transition, ev: Park) -> Decision:
     if was_empty:
         state = advance(t, state, Trigger.ENQUEUE, ev.idempotency_key)  # logs `blocked`
     return done(t, state)
+
+
+def _park_reason(state: RoomState, ev: Park) -> str:
+    """Why a dead-letter copy is parked: Pub/Sub's reason, and, if it was
+    refused without a marker (Firestore unreachable or contended for the
+    whole retry budget), that messages published after it may already have
+    been sent (it is parked at the tail)."""
+    if not any(mid == ev.message_id for mid, _ in state.awaiting) and state.next_seq > 1:
+        return ev.reason + "; it was never seen by its room, so later messages may have been sent before it"
+    return ev.reason
 
 
 def sequence_came(t: Transition, state: RoomState, sequence: int | None) -> RoomState:
