@@ -41,12 +41,12 @@ def log(t: Transition, event: EventType, msg: QueuedMessage | None = None, **fie
         fields.setdefault("message_id", msg.message_id)
         fields.setdefault("provider", msg.provider)
     t.events.append(DeliveryEvent(event=event, ts=utc_iso(t.now_us), component=t.component,
-                                     room_id=t.state.room_id, **fields))  # type: ignore[arg-type]
+                                  room_id=t.state.room_id, **fields))  # type: ignore[arg-type]
 
 
 def arm(t: Transition, state: RoomState, flight: InFlight) -> RoomState:
     t.effects.append(ScheduleTimer(state.room_id, state.incarnation, flight.message.seq, flight.attempt,
-                                      flight.due_at_us))
+                                   flight.due_at_us))
     return replace(state, in_flight=flight)
 
 
@@ -65,7 +65,7 @@ def cancel_pending_timer(t: Transition, state: RoomState, flight: InFlight) -> N
     only be ignored: ask for it to be deleted (after the next send)."""
     if flight.due_at_us > t.now_us:
         t.effects.append(CancelTimer(state.room_id, state.incarnation, flight.message.seq, flight.attempt,
-                                        flight.due_at_us))
+                                     flight.due_at_us))
 
 
 def put(t: Transition, state: RoomState, msg: QueuedMessage, index: int | None) -> RoomState:

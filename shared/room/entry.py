@@ -139,8 +139,8 @@ def fill_placeholder(t: Transition, state: RoomState, i: int, ev: Enqueue) -> Ro
     rest = (*state.pending[:i], *state.pending[i + 1:])
     if ev.sequence is not None and ev.sequence > state.next_sequence:
         log(t, EventType.SEQUENCE_HELD, m,
-                 reason=f"producer sequence {ev.sequence} waits for {state.next_sequence}: "
-                        f"its placeholder's place (seq {m.seq}) is given up")
+            reason=f"producer sequence {ev.sequence} waits for {state.next_sequence}: "
+                   f"its placeholder's place (seq {m.seq}) is given up")
         waiting = replace(m, **ev.content, parked=None, seq=0, sender=sender_for(t, state, ev))
         state = replace(state, pending=rest,
                         held=tuple(sorted((*state.held, waiting), key=lambda h: h.sequence or 0)))
@@ -265,10 +265,10 @@ def park(t: Transition, ev: Park) -> Decision:
     was_empty = state.in_flight is None and not state.pending
     state = replace(hold_places(t, state, before, ev.provider, ev.recipient), awaiting=after)
     state = place(t, state, QueuedMessage(state.next_seq, ev.message_id, ev.provider, ev.recipient,
-                                            ev.text, ev.published_at_us, t.now_us, parked=reason,
-                                            media_kind=ev.media_kind, media_link=ev.media_link,
-                                            prepare=ev.prepare, sequence=ev.sequence,
-                                            sender=sender_for(t, state, ev), payload=ev.payload))
+                                          ev.text, ev.published_at_us, t.now_us, parked=reason,
+                                          media_kind=ev.media_kind, media_link=ev.media_link,
+                                          prepare=ev.prepare, sequence=ev.sequence,
+                                          sender=sender_for(t, state, ev), payload=ev.payload))
     state = sequence_came(t, state, ev.sequence)
     if was_empty:
         state = advance(t, state, Trigger.ENQUEUE, ev.idempotency_key)  # logs `blocked`

@@ -107,7 +107,7 @@ def skip(t: Transition, ev: Skip) -> Decision:
         if m.seq == ev.seq:
             log(t, EventType.SKIPPED, m, **fields)
             state = record_end(t, replace(state, pending=(*state.pending[:i], *state.pending[i + 1:])),
-                                    m, EventType.SKIPPED)
+                               m, EventType.SKIPPED)
             if state.in_flight is None and i == 0:
                 state = advance(t, state, Trigger.SKIPPED, ev.idempotency_key)
             return done(t, state)

@@ -48,7 +48,7 @@ def prepared(t: Transition, ev: Prepared) -> Decision:
     if result.parked is not None and result.parked.startswith(PREPARE_PARK_REASON):
         result = replace(result, parked=None)  # parked for want of this result: it has come
     log(t, EventType.PREPARED, result, attempt=ev.attempt, provider_message_id=ev.media_id,
-             reason=f"attempt {ev.attempt} took {ev.took_ms:.0f} ms")
+        reason=f"attempt {ev.attempt} took {ev.took_ms:.0f} ms")
     state = put(t, t.state, result, index)
     flight = state.in_flight
     if index is None:
@@ -59,7 +59,7 @@ def prepared(t: Transition, ev: Prepared) -> Decision:
         if state.paused is not None:
             return done(t, replace(state, in_flight=None, pending=(result, *state.pending)))
         return done(t, start(t, replace(state, in_flight=None), result, flight.attempt, Trigger.PREPARED,
-                                    ev.idempotency_key))
+                             ev.idempotency_key))
     if flight is None and index == 0 and msg.parked is not None and result.parked is None:
         state = advance(t, state, Trigger.PREPARED, ev.idempotency_key)
     return done(t, state)
@@ -91,12 +91,12 @@ def preparation_failed(t: Transition, msg: QueuedMessage, index: int | None, err
     if permanent or tries >= t.policy.max_prepare_attempts:
         why = f"{error} (attempt {attempt}{', permanent' if permanent else ''})"
         log(t, EventType.PREPARE_FAILED, msg, attempt=attempt, error_title=error[:300],
-                 reason="given up: " + ("permanent" if permanent else f"MAX_PREPARE_ATTEMPTS={tries}"))
+            reason="given up: " + ("permanent" if permanent else f"MAX_PREPARE_ATTEMPTS={tries}"))
         return give_up_preparation(t, state, msg, index, why, cause)
     delay_ms = t.policy.prepare_retry_base_ms * 4 ** (tries - 1)
     retry_at = t.now_us + delay_ms * 1000
     log(t, EventType.PREPARE_FAILED, msg, attempt=attempt, error_title=error[:300],
-             reason=f"retry as attempt {attempt + 1} in {delay_ms} ms")
+        reason=f"retry as attempt {attempt + 1} in {delay_ms} ms")
     again = replace(msg, prep_attempt=attempt + 1)
     t.effects.append(Prepare(state.room_id, state.incarnation, msg.seq, attempt + 1, retry_at))
     state = put(t, state, again, index)

@@ -102,8 +102,8 @@ def ack_by_receipt(t: Transition, state: RoomState, status: str, cause: str, see
     flight = state.in_flight
     assert flight is not None
     return end(t, state, EventType.ACKED, Trigger.ACK, cause, status=status,
-                    provider_message_id=flight.provider_message_id,
-                    send_to_ack_ms=(seen_at_us - flight.started_at_us) / 1000)
+               provider_message_id=flight.provider_message_id,
+               send_to_ack_ms=(seen_at_us - flight.started_at_us) / 1000)
 
 
 def keep_watermark(flight: InFlight, status: str, watermark_us: int) -> InFlight:

@@ -210,5 +210,5 @@ def sweep(t: Transition, ev: WatchdogSweep) -> Decision:
     elif flight is None or flight.due_at_us + grace_us > t.now_us:
         return ignore(t, EventType.TIMEOUT_IGNORED, IgnoreReason.NOT_OVERDUE)
     log(t, EventType.WATCHDOG_RESCUED, flight.message, attempt=flight.attempt,
-             reason=f"{flight.phase}, overdue {overdue_ms(t, flight.due_at_us)} ms")
+        reason=f"{flight.phase}, overdue {overdue_ms(t, flight.due_at_us)} ms")
     return done(t, wake(t, flight, ev.idempotency_key))

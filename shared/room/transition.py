@@ -50,7 +50,7 @@ def start(t: Transition, state: RoomState, msg: QueuedMessage, attempt: int, tri
         if tokens < 1.0:
             ready = token_ready_at_us(tokens, t.now_us, interval_ms)
             log(t, EventType.PACED, msg, attempt=attempt,
-                     reason=f"pair rate: next token in {(ready - t.now_us) / 1000:.0f} ms")
+                reason=f"pair rate: next token in {(ready - t.now_us) / 1000:.0f} ms")
             state = replace(state, pace_tokens=tokens, pace_at_us=t.now_us)
             return arm(t, state, InFlight(msg, attempt, t.now_us, Phase.PACED, ready, cause))
         state = replace(state, pace_tokens=tokens - 1.0, pace_at_us=t.now_us)
@@ -107,8 +107,8 @@ def give_up(t: Transition, state: RoomState, reason: str, cause: str) -> RoomSta
     flight = state.in_flight
     assert flight is not None
     t.dead_letters.append(KeepDeadLetter(state.room_id, state.incarnation,
-                                            replace(flight.message, attempts=flight.attempt), flight.attempt,
-                                            reason))
+                                         replace(flight.message, attempts=flight.attempt), flight.attempt,
+                                         reason))
     return end(t, state, EventType.DEAD_LETTERED, Trigger.DEAD_LETTERED, cause, reason=reason)
 
 
@@ -132,10 +132,10 @@ def rearm_if_replay(t: Transition, key: str) -> None:
     flight = t.state.in_flight
     if flight is not None and flight.idempotency_key == key:
         t.effects.append(ScheduleTimer(t.state.room_id, t.state.incarnation, flight.message.seq,
-                                          flight.attempt, flight.due_at_us))
+                                       flight.attempt, flight.due_at_us))
         # The same request slid the preparation window: the prepare tasks it
         # asked for may not have been made either (same names: idempotent).
         for m in preparation_window(t, t.state):
             if m.needs_preparation and m.preparation_asked and m.prep_failed is None and not m.parked:
                 t.effects.append(Prepare(t.state.room_id, t.state.incarnation, m.seq, m.prep_attempt,
-                                            t.now_us))
+                                         t.now_us))

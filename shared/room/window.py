@@ -52,7 +52,7 @@ def wait_for_preparation(t: Transition, state: RoomState, msg: QueuedMessage, ca
     result comes (PREPARING), with a timer at PREPARE_TIMEOUT_MS that asks
     for it again should the result never come."""
     log(t, EventType.PREPARING, msg,
-             reason=f"preparation attempt {max(msg.prep_floor + 1, msg.prep_attempt)} under way")
+        reason=f"preparation attempt {max(msg.prep_floor + 1, msg.prep_attempt)} under way")
     due = t.now_us + t.policy.prepare_timeout_ms * 1000
     return arm(t, state, InFlight(msg, msg.next_attempt, t.now_us, Phase.PREPARING, due, cause))
 
@@ -79,4 +79,4 @@ def ask_again_if_replay(t: Transition, message_id: str) -> None:
     for m in window:
         if m.message_id == message_id and m.needs_preparation and m.preparation_asked and m.prep_failed is None:
             t.effects.append(Prepare(t.state.room_id, t.state.incarnation, m.seq, m.prep_attempt,
-                                        t.now_us))
+                                     t.now_us))
