@@ -67,10 +67,13 @@ durations are milliseconds (`*_ms`).
 
 The package, one module per concern (docs/architecture.md, "Where is what"):
 state (the room and its policy), inputs (events), effects (and the
-decision), codec (stored form, delivery ids), transition (the primitives
-every rule uses), entry, flight, preparation, pacing and operator_actions
-(the rules by concern), decide (the entry point) and rulebook (the rules as
-data). Everything is re-exported here: `from shared.room import decide`.
+decision), codec (stored form, delivery ids), context (the transition
+context every rule takes: state, policy, now, effects, events), window
+(the preparation window), transition (the baton's primitives), entry,
+flight, timers, receipts, preparation, pacing and operator_actions (the
+rules by concern, plain functions over the context), rulebook (the table
+that drives `decide`: (phase, kind) -> function, then) and decide (the
+entry point). Everything is re-exported here: `from shared.room import decide`.
 """
 
 from __future__ import annotations
@@ -87,9 +90,13 @@ from shared.room.codec import (  # noqa: F401
     room_from_doc,
     room_to_doc,
 )
-from shared.room.decide import (  # noqa: F401
+from shared.room.context import (  # noqa: F401
     Transition,
+)
+from shared.room.decide import (  # noqa: F401
+    RuleBroken,
     decide,
+    decide_by,
 )
 from shared.room.effects import (  # noqa: F401
     CancelTimer,
@@ -121,6 +128,7 @@ from shared.room.pacing import (  # noqa: F401
     token_ready_at_us,
 )
 from shared.room.rulebook import (  # noqa: F401
+    RULE_INDEX,
     RULES,
     RoomPhase,
     Rule,
@@ -149,9 +157,6 @@ from shared.room.state import (  # noqa: F401
     awaits_platform_proof,
     policy_from_settings,
     watermark_covers,
-)
-from shared.room.transition import (  # noqa: F401
-    TransitionCore,
 )
 
 __all__ = [
@@ -208,9 +213,11 @@ __all__ = [
     "room_to_doc",
     "bucket_now",
     "token_ready_at_us",
-    "TransitionCore",
     "Transition",
     "decide",
+    "decide_by",
+    "RuleBroken",
+    "RULE_INDEX",
     "RULES",
     "RoomPhase",
     "Rule",

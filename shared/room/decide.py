@@ -1,33 +1,24 @@
 """The rulebook's entry point: `decide(state, event, policy, component)`.
 
-Dispatches each event to the rule of its concern; must not hold rules itself.
+Finds the event's row of `RULES` by (room phase, event kind), applies its
+function, and checks the room ends in a phase the row allows; must not
+hold rules itself.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
+from shared.room.context import Transition
 from shared.room.effects import Decision
-from shared.room.entry import EntryRules
-from shared.room.flight import FlightRules
-from shared.room.inputs import (
-    Enqueue,
-    Park,
-    Pause,
-    Prepared,
-    PrepareFailed,
-    RecipientReceipt,
-    Redrive,
-    Resume,
-    RoomEvent,
-    SendReturned,
-    Skip,
-    StatusUpdate,
-    TimerFired,
-    WatchdogSweep,
-)
-from shared.room.operator_actions import OperatorRules
-from shared.room.preparation import PreparationRules
-from shared.room.receipts import ReceiptRules
+from shared.room.inputs import RoomEvent
+from shared.room.rulebook import RULE_INDEX, RoomPhase, Rule, event_kind, room_phase
 from shared.room.state import Policy, RoomState
+
+
+class RuleBroken(RuntimeError):
+    """A rule left the room in a phase its row of `RULES` does not list
+    (the table and the code disagree: a bug, never a platform's fault)."""
 
 
 def decide(state: RoomState, event: RoomEvent, policy: Policy, component: str) -> Decision:
@@ -42,31 +33,32 @@ def decide(state: RoomState, event: RoomEvent, policy: Policy, component: str) -
     Returns:
         A `Decision`. Never raises on a stale, duplicate or late event: those
         yield no state change and an `*_ignored` log event.
+
+    Raises:
+        TypeError: an event of no kind the rulebook knows.
+        RuleBroken: the rule left the room in a phase its row does not list.
     """
-    t = Transition(state, policy, component, event.at_us)
-    handler = _HANDLERS.get(type(event))
-    if handler is None:
-        raise TypeError(f"unknown room event {event!r}")
-    return handler(t, event)
+    return decide_by(RULE_INDEX, state, event, policy, component)
 
 
-class Transition(EntryRules, FlightRules, ReceiptRules, PreparationRules, OperatorRules):
-    """One `decide` call: the primitives (TransitionCore) and every concern's rules."""
+def decide_by(rules: Mapping[tuple[RoomPhase, str], Rule], state: RoomState, event: RoomEvent, policy: Policy,
+              component: str) -> Decision:
+    """`decide` over the table `rules` ((phase, kind) -> row): the row of
+    the room's phase and the event's kind decides; the phase the room is
+    left in must be one of the row's `then`.
 
-
-# The rulebook's entry: which rule applies to which event. Anything else is refused.
-_HANDLERS = {
-    Enqueue: Transition.enqueue,
-    Park: Transition.park,
-    SendReturned: Transition.send_returned,
-    StatusUpdate: Transition.status,
-    RecipientReceipt: Transition.receipt,
-    TimerFired: Transition.timer,
-    WatchdogSweep: Transition.sweep,
-    Redrive: Transition.redrive,
-    Skip: Transition.skip,
-    Pause: Transition.pause,
-    Resume: Transition.resume,
-    Prepared: Transition.prepared,
-    PrepareFailed: Transition.prepare_failed,
-}
+    Raises:
+        TypeError: no row for the event's kind in the room's phase.
+        RuleBroken: as `decide`.
+    """
+    phase, kind = room_phase(state), event_kind(event)
+    rule = rules.get((phase, kind))
+    if rule is None:
+        raise TypeError(f"no rule for {kind!r} in phase {phase}: {event!r}")
+    decision = rule.code(Transition(state, policy, component, event.at_us), event)
+    after = room_phase(decision.state if decision.state is not None else state)
+    if after not in rule.then:
+        raise RuleBroken(f"room {state.room_id}: {kind!r} in phase {phase} led to {after}, but its rule "
+                         f"({rule.code.__module__}.{rule.code.__name__}) allows only "
+                         f"{', '.join(sorted(rule.then))}")
+    return decision
