@@ -20,14 +20,12 @@ gave up on (kept in `dead_letters/` under that very document id).
 
 from __future__ import annotations
 
-import json
 import threading
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager, nullcontext
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
-from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from shared.events import DeliveryEvent, EventLog, EventType, JsonLineWriter, utc_iso
 from shared.room import (
@@ -78,55 +76,13 @@ class OperatorEventLog(EventLog):
             self._local.events = None
 
 
-class EventSource:
-    """The last delivery events of a room, for `rooms show`."""
-
-    def last_events(self, room_id: str, n: int) -> list[dict[str, Any]]:  # pragma: no cover - interface
-        raise NotImplementedError
-
-
-@dataclass
-class FileEvents(EventSource):
-    """A local event log (EVENT_LOG_PATH, JSON lines), read through once."""
-
-    path: Path
+class EventSource(Protocol):
+    """The last delivery events of a room, for `rooms show` (implemented by
+    shared/admin/timeline.py: the local event log and Cloud Logging)."""
 
     def last_events(self, room_id: str, n: int) -> list[dict[str, Any]]:
-        if not self.path.exists():
-            return []
-        needle = f'"room_id":{json.dumps(room_id)}'
-        found: list[dict[str, Any]] = []
-        with self.path.open(encoding="utf-8", errors="replace") as fh:
-            for line in fh:
-                if needle in line:
-                    try:
-                        found.append(json.loads(line))
-                    except ValueError:
-                        continue
-        found.sort(key=lambda e: e.get("ts") or "")
-        return found[-n:]
-
-
-@dataclass
-class CloudLoggingEvents(EventSource):
-    """Cloud Logging's entries.list over the project's delivery events
-    (roles/logging.viewer), newest first, then shown oldest first."""
-
-    project: str
-    _session: Any = field(default=None, repr=False)
-
-    def last_events(self, room_id: str, n: int) -> list[dict[str, Any]]:
-        if self._session is None:
-            import google.auth
-            from google.auth.transport.requests import AuthorizedSession
-
-            credentials, _ = google.auth.default(scopes=["https://www.googleapis.com/auth/logging.read"])
-            self._session = AuthorizedSession(credentials)
-        body = {"resourceNames": [f"projects/{self.project}"], "orderBy": "timestamp desc", "pageSize": n,
-                "filter": f'jsonPayload.log_type="baton.delivery" AND jsonPayload.room_id={json.dumps(room_id)}'}
-        r = self._session.post(LOGGING_LIST_URL, json=body, timeout=30)
-        r.raise_for_status()
-        return [e["jsonPayload"] for e in reversed(r.json().get("entries", []))]
+        """The room's last `n` delivery events, oldest first, as logged."""
+        ...
 
 
 # ---------------------------------------------------------------- results

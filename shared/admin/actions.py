@@ -368,8 +368,8 @@ def scheduled_cancel(admin: Admin, args: Args, actor: str) -> dict[str, Any]:
     # A copy let in already (`entered_at`): too late; its task may be retrying a full room, so it stays.
     task = None if (recorded or {}).get("entered_at") is not None else (recorded or {}).get("task")
     deleted = admin.scheduled_factory().delete(task) if task else False
-    waiting = recorded is not None and (recorded.get("deliver_at_us") or 0) > time.time_ns() // 1000
-    return {"room_id": room_id, "message_id": message_id, "was_waiting": waiting, "task": task,
+    was_waiting = recorded is not None and (recorded.get("deliver_at_us") or 0) > time.time_ns() // 1000
+    return {"room_id": room_id, "message_id": message_id, "was_waiting": was_waiting, "task": task,
             "task_deleted": deleted, "actor": actor}
 
 

@@ -14,7 +14,8 @@ def _publisher(admin: Any) -> OutcomePublisher:
     OUTCOMES=off (outcomes kept before it was turned off)."""
     service = admin.operators.service
     if getattr(service, "outcomes", None) is not None:
-        return service.outcomes
+        publisher: OutcomePublisher = service.outcomes
+        return publisher
     return OutcomePublisher(admin.settings.project, admin.settings.outcomes_topic, service.store._db)  # noqa: SLF001 - the deployment's own client
 
 

@@ -35,7 +35,7 @@ class Transition:
     dead_letters: list[KeepDeadLetter] = field(default_factory=list)
 
 
-def log(t: Transition, event: EventType, msg: QueuedMessage | None = None, **fields: object) -> None:
+def log(t: Transition, event: EventType, msg: QueuedMessage | None = None, /, **fields: object) -> None:
     if msg is not None:
         fields.setdefault("seq", msg.seq)
         fields.setdefault("message_id", msg.message_id)
