@@ -172,7 +172,7 @@ def test_the_throughput_check_fails_on_a_send_from_another_number_than_its_slot(
 def test_concurrent_sweeps_run_their_rescues_interleaved_on_the_scheduler() -> None:
     """SWEEP_CONCURRENCY > 1: the sweep's pool runs its rescues as child
     invocations of the scheduler (a real thread pool would run outside it)."""
-    from tools.simulation.world import sweep_settings
+    from tools.simulation.workload import sweep_settings
 
     seed = next(s for s in range(1, 200) if sweep_settings(s).get("sweep_concurrency", 1) > 1)
     result = run_seed(seed)
@@ -182,7 +182,7 @@ def test_concurrent_sweeps_run_their_rescues_interleaved_on_the_scheduler() -> N
 
 def _campaign_run():
     """A finished run whose campaign's promo-1 reached the platform in some room, with no finding."""
-    from tools.simulation.world import CAMPAIGN_ID, campaign
+    from tools.simulation.workload import CAMPAIGN_ID, campaign
 
     for seed in range(1, 80):
         if campaign(seed) is None:
@@ -213,7 +213,7 @@ def test_the_scheduled_checks_fail_on_a_send_before_its_time_and_on_a_cancelled_
 def test_a_room_deleted_by_ttl_keeps_its_ends_for_the_checks_and_its_seqs_per_life() -> None:
     """A room deleted by TTL is made again with seqs from 1: the same seq
     ending in two lives is not 'ended twice'; within one life it is."""
-    from tools.simulation.world import ttl_ms
+    from tools.simulation.workload import ttl_ms
 
     for seed in range(1, 80):
         if ttl_ms(seed) is None:

@@ -112,3 +112,57 @@ def record_claims(world: World) -> tuple[list[Claim], list[Claim]]:
     world.store.claim_cancelled_end = claim  # type: ignore[method-assign]
     world.store.cancel_scheduled = cancel  # type: ignore[method-assign]
     return claims, cancels
+
+
+def run_task(world: World, task: SimTask, function: str, label: str, dup_kind: str,
+             handler: Callable[[], Any], tries: int = 1) -> None:
+    """Cloud Tasks runs `task` at (or after) its time (the dispatch delay):
+    `handler` as an invocation of `function`; again after anything but 2xx
+    (up to MAX_TRIES), sometimes twice (`dup_kind`); never once deleted."""
+    from tools.simulation.world import MAX_TRIES
+
+    delay_ms = world.faults.dispatch_delay_ms() if tries == 1 else world.faults.redelivery_ms()
+
+    def run() -> None:
+        if task.deleted or task.done_us is not None:
+            return
+
+        def answered(status: int | None) -> None:
+            if status is not None and 200 <= status < 300:
+                task.done_us = world.sched.now_us()
+                if world.faults.chance("dup", dup_kind):
+                    again = f"{label[:-1]}, again)" if label.endswith(")") else f"{label} (again)"
+                    world.invoke(function, (task.room_id,), again, handler, lambda _s: None,
+                                 world.faults.rng.randint(0, 5_000_000))
+            elif tries < MAX_TRIES:
+                run_task(world, task, function, label, dup_kind, handler, tries + 1)
+
+        world.invoke(function, (task.room_id,), label, handler, answered)
+
+    world.sched.at(max(task.due_us, world.sched.now_us()) + delay_ms * 1000, run)
+
+
+def cancel_scheduled(world: World, room_id: str, message_id: str) -> None:
+    """`baton scheduled cancel` (shared/admin/actions.py `scheduled_cancel`):
+    mark the record cancelled, then delete its task by the recorded name,
+    unless a copy was let in already (too late: the task stays); again
+    every 2 s until answered."""
+    from shared.service import Reply
+    from tools.simulation.world import MAX_TRIES
+
+    world.faults.count("operator scheduled cancel")
+    store = world.store_port
+
+    def act() -> Reply:
+        recorded = store.cancel_scheduled(room_id, message_id, "simulation", "campaign called off")
+        task = None if (recorded or {}).get("entered_at") is not None else (recorded or {}).get("task")
+        deleted = world.scheduled_hold.delete(task) if task else False
+        return Reply(200, {"task": task, "task_deleted": deleted})
+
+    def answered(status: int | None, tries: int = 1) -> None:
+        if (status is None or not 200 <= status < 300) and tries < MAX_TRIES:
+            world.sched.at(world.sched.now_us() + 2_000_000, lambda: world.invoke(
+                "operator", (room_id,), f"scheduled cancel {message_id} (again)", act,
+                lambda s: answered(s, tries + 1)))
+
+    world.invoke("operator", (room_id,), f"scheduled cancel {message_id}", act, answered)

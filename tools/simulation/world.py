@@ -8,18 +8,23 @@ What each outside party does (the contracts DESIGN.md and the docs state):
   answered: a crash) comes again after a backoff, before any later message
   of its room; after `DLQ_ATTEMPTS` failed deliveries it may go to the
   dead-letter topic (the `deadletter` endpoint) and the room's next message
-  is pushed; an acked push may come again, late (a duplicate).
+  is pushed; an acked push may come again, late (a duplicate). Producers
+  without an ordering key: each message pushed on its own (pubsub.py).
 - Cloud Tasks: runs each timer task at or after its due time (dispatch
   delay), retries it until answered 2xx, may run it twice, never runs a
-  deleted one; a task may be lost (the watchdog exists for that).
+  deleted one; a task may be lost (the watchdog exists for that). Scheduled
+  messages and prepare tasks through the real `ScheduledHold` and
+  `PrepareScheduler` (scheduled.py), media uploads (media.py).
+- Firestore's TTL: deletes rooms past their retention (some seeds: 15-40 s).
 - Meta: posts webhooks (platforms.py), again after a non-2xx answer; in
   WEBHOOK_MODE=queued (40% of seeds) the `webhook` function publishes them
   to the status queue and the `status` function applies them (status_queue.py).
 - Cloud Scheduler: the watchdog sweep every `SWEEP_EVERY_MS`.
-- Operators: now and then pause and resume a room, skip a held message,
-  redrive or skip a parked one; in the drain, resume every paused room and
-  redrive or skip every parked message, so a healthy run ends with every
-  room empty.
+- Operators (operators.py): now and then pause and resume a room, skip a
+  held message, redrive or skip a parked one; in the drain, resume every
+  paused room and redrive or skip every parked message, so a healthy run
+  ends with every room empty; `baton scheduled cancel` (a campaign's
+  message) and `statuses replay` (after a bad revision of `status`).
 - A Firestore outage of 5-60 s (a quarter of the seeds): every call
   refused, so pushes fail until Pub/Sub dead-letters them, and the copies
   are parked for operators.
@@ -29,72 +34,53 @@ What each outside party does (the contracts DESIGN.md and the docs state):
 
 from __future__ import annotations
 
-import base64
 import dataclasses
 import functools
 import json
 import os
 import random
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 from unittest import mock
 
 from shared import config
-from shared.events import utc_iso
 from shared.prepare import PrepareScheduler
-from shared.room import Pause, Resume, RoomState, policy_from_settings, room_from_doc, room_to_doc
+from shared.room import RoomState, policy_from_settings, room_from_doc, room_to_doc
 from shared.scheduled import ScheduledHold
-from shared.service import DEAD_LETTER_COUNT_ATTRIBUTE, TRANSIENT_ERRORS, DeliveryService, Reply, core
+from shared.service import TRANSIENT_ERRORS, DeliveryService, Reply
 from shared.tasks import timer_body
 from tools.fakes import ArmedTask, Crash, FakeRoomStore, FakeTimers, RecordingEventLog
 from tools.simulation.faults import Faults
 from tools.simulation.media import SimPreparer
+from tools.simulation.operators import operate
 from tools.simulation.platforms import INSTAGRAM_SECRET, MESSENGER_SECRET, WHATSAPP_SECRET, Platform
 from tools.simulation.ports import Port, SimSenderWindow
-from tools.simulation.scheduled import SimTask, SimTasksClient, record_claims
+from tools.simulation.pubsub import SimPubSub
+from tools.simulation.scheduled import SimTask, SimTasksClient, cancel_scheduled, record_claims, run_task
 from tools.simulation.scheduler import Aborted, Invocation, Scheduler
 from tools.simulation.status_queue import SimStatusQueue
+from tools.simulation.workload import (
+    CAMPAIGN_ID,
+    campaign_cancel,
+    room_settings,
+    sweep_settings,
+    ttl_ms,
+    webhook_mode,
+    workload,
+)
 
 ACK_TIMEOUT_MS = 3000
 SEND_TIMEOUT_MS = 2000
 SEND_START_DEADLINE_MS = 2000
 WATCHDOG_GRACE_MS = 10_000
 SWEEP_EVERY_MS = 15_000
-DLQ_ATTEMPTS = 5
 NUMBERS = ("100000000000001", "100000000000002")
 NUMBER_RATE = 2  # sends/s per number: low, so the sender window is busy
 BROKEN_ROOM = "room-unreadable"
 WORK_MS = 60_000  # the workload's span
 DRAIN_MS = 600_000  # then no faults: what is left must finish by itself
 MAX_TRIES = 60  # a caller gives up re-sending one request after this many (a 500 loops forever otherwise)
-
-
-@dataclass
-class Message:
-    """One producer message of the workload (the ground truth)."""
-
-    room_id: str
-    index: int  # its place in its room's publish order
-    message_id: str
-    published_us: int
-    pubsub_id: str
-    skipped: bool = False  # an operator skipped it (confirmed by the room)
-    deliver_at_ms: int | None = None  # scheduled: its `deliver_at` (ms from the start)
-    media: bool = False  # an image, prepared (uploaded) before its turn: `prepare` = media
-
-
-@dataclass
-class RoomPlan:
-    room_id: str
-    provider: str
-    recipient: str
-    messages: list[Message] = field(default_factory=list)
-    head: int = 0  # the index of Pub/Sub's outstanding push
-    pushing: bool = False
-    failures: int = 0
-    sequenced: bool = False  # the producer numbers its messages (`sequence` attribute: index + 1)
-    unordered: bool = False  # ... and publishes them without an ordering key (several publishers)
 
 
 @dataclass
@@ -108,113 +94,6 @@ class Answer:
     ended_us: int
     status: int | None
     error: str = ""
-
-
-def workload(seed: int, only_rooms: frozenset[str] | None) -> list[RoomPlan]:
-    """The seed's rooms and messages (its own random stream, so a shrunk run,
-    with `only_rooms`, keeps the same messages for the rooms it keeps)."""
-    rng = random.Random(f"workload-{seed}")
-    instagram = random.Random(f"instagram-{seed}")  # its own stream: the seeds' other draws are as before
-    plans = []
-    for r in range(rng.randint(2, 7)):
-        room_id = f"room-{r}"
-        provider = "messenger" if rng.random() < 0.35 else "whatsapp"
-        if provider == "messenger" and instagram.random() < 0.4:
-            provider = "instagram"
-        plan = RoomPlan(room_id, provider, f"1555{seed % 100000:05d}{r:03d}")
-        t = rng.randint(0, 5000)
-        for i in range(rng.randint(1, 6)):
-            t += rng.choice((0, 0, 50, 500, 3000, 8000))
-            plan.messages.append(Message(room_id, i, f"{room_id}-m{i}", t, f"ps-{r}-{i}"))
-        if only_rooms is None or room_id in only_rooms:
-            plans.append(plan)
-    _campaign(seed, plans)
-    media = random.Random(f"media-{seed}")  # its own stream, as each kind added later
-    for plan in plans:
-        for msg in plan.messages:
-            msg.media = plan.provider == "whatsapp" and msg.deliver_at_ms is None and media.random() < 0.2
-    # Producer `sequence` from a stream of its own (a seed's other draws are
-    # as they were before it was simulated): some rooms' producers number
-    # their messages, some of those publish them without an ordering key.
-    seq_rng = random.Random(f"sequence-{seed}")
-    for plan in plans:
-        plan.sequenced = seq_rng.random() < 0.3
-        plan.unordered = plan.sequenced and seq_rng.random() < 0.5
-    return plans
-
-
-CAMPAIGN_ID = "promo-1"
-
-
-def campaign(seed: int) -> tuple[int, int] | None:
-    """A seed's campaign (30% of the seeds, a stream of its own): every room
-    schedules message `promo-1` for the same moment, `deliver_at` (ms from
-    the start), published some seconds before it: (publish_ms, deliver_at_ms)."""
-    rng = random.Random(f"campaign-{seed}")
-    if rng.random() >= 0.3:
-        return None
-    due = rng.randint(8000, 50_000)
-    return due - rng.randint(500, 7000), due
-
-
-def _campaign(seed: int, plans: list[RoomPlan]) -> None:
-    plan_of = campaign(seed)
-    if plan_of is None:
-        return
-    published, due = plan_of
-    for plan in plans:
-        last = plan.messages[-1].published_us if plan.messages else 0
-        plan.messages.append(Message(plan.room_id, len(plan.messages), CAMPAIGN_ID, max(published, last),
-                                     f"ps-{plan.room_id}-promo", deliver_at_ms=due))
-
-
-def campaign_cancel(seed: int, rooms: list[str]) -> tuple[str, int] | None:
-    """An operator's `baton scheduled cancel` of one room's `promo-1` (60% of
-    the campaign seeds): (room, at ms from the start), from 6 s before its
-    time (it must never be sent) to 3 s after (it may have entered)."""
-    plan_of = campaign(seed)
-    rng = random.Random(f"campaign-cancel-{seed}")
-    if plan_of is None or not rooms or rng.random() >= 0.6:
-        return None
-    return rng.choice(sorted(rooms)), max(0, plan_of[1] + rng.randint(-6000, 3000))
-
-
-def room_settings(seed: int) -> dict[str, int]:
-    """The seed's MAX_QUEUED_MESSAGES and SEQUENCE_GAP_TIMEOUT_MS, from a
-    stream of its own: a third of the seeds have rooms that fill at 2 or 3
-    messages (back-pressure: refusals, placeholders, parked copies), some
-    give up a producer's sequence gap after 5 s."""
-    rng = random.Random(f"capacity-{seed}")
-    settings = {"sequence_gap_timeout_ms": rng.choice((5000, 30_000))}
-    if rng.random() < 1 / 3:
-        settings["max_queued_messages"] = rng.choice((2, 3))
-    return settings
-
-
-def webhook_mode(seed: int) -> str:
-    """The seed's WEBHOOK_MODE, from its own random stream (a seed in
-    `direct` mode runs as it did before `queued` was simulated)."""
-    return "queued" if random.Random(f"mode-{seed}").random() < 0.4 else "direct"
-
-
-def sweep_settings(seed: int) -> dict[str, int]:
-    """The seed's SWEEP_CONCURRENCY and SWEEP_BATCH_SIZE, from its own random
-    stream: a third of the seeds sweep one room at a time, the others 2 or
-    the deployed default (16) at once, in the default pages or in pages of
-    2 rooms (the cursor's paging under concurrency)."""
-    rng = random.Random(f"sweep-{seed}")
-    if rng.random() < 1 / 3:
-        return {"sweep_concurrency": 1}
-    return {"sweep_concurrency": rng.choice((2, 16)), "sweep_batch_size": rng.choice((2, 500))}
-
-
-def ttl_ms(seed: int) -> int | None:
-    """The seed's room retention (ms) when Firestore's TTL deletes rooms in
-    the run (a quarter of the seeds, from a stream of its own): 15-40 s, so
-    rooms are deleted and made again (a new incarnation) while late pushes,
-    timers and webhooks of the old one still come. None: an hour (never)."""
-    rng = random.Random(f"ttl-{seed}")
-    return rng.randint(15_000, 40_000) if rng.random() < 0.25 else None
 
 
 class World:
@@ -275,6 +154,7 @@ class World:
                                                        self.sched, self.faults, plain=frozenset({"queue_path"})),
                                                   self.settings)
         self._ports = (store_port, timer_port)
+        self.store_port = store_port
         self.service = self._build(self.settings)
         self.numbers_changed: list[tuple[int, tuple[str, ...]]] = []  # (at_us, the numbers from then on)
         self.rooms = workload(seed, only_rooms)
@@ -283,6 +163,7 @@ class World:
         self._known_tasks = 0
         self.broken_doc = self.sched.rng.random() < 0.3 and "unreadable-doc" not in without
         self.ended = False
+        self.pubsub = SimPubSub(self)
         # A bad revision (WEBHOOK_MODE=queued seeds, a stream of its own): the `status` function fails on
         # every batch for a while (not a transient error: counted, then moved to the error queue);
         # after it, an operator replays the error queue (`baton statuses replay`).
@@ -381,107 +262,9 @@ class World:
 
         self.sched.spawn(f"{function} {label}", body, done, delay_us)
 
-    def _retry(self, tries: int, again: Callable[[int], None]) -> None:
+    def retry(self, tries: int, again: Callable[[int], None]) -> None:
         if tries < MAX_TRIES and not (self.ended and self.sched.now_us() > self.end_us):
             self.sched.at(self.sched.now_us() + self.faults.redelivery_ms() * 1000, lambda: again(tries + 1))
-
-    # -- Pub/Sub
-
-    def _push_body(self, plan: RoomPlan, msg: Message, dead_letter_attempts: int | None = None) -> bytes:
-        attrs = {"room_id": plan.room_id, "provider": plan.provider, "recipient": plan.recipient,
-                 "message_id": msg.message_id}
-        if plan.sequenced:
-            attrs["sequence"] = str(msg.index + 1)
-        if msg.deliver_at_ms is not None:
-            attrs["deliver_at"] = utc_iso(self.start_us + msg.deliver_at_ms * 1000)
-        if dead_letter_attempts is not None:
-            attrs[DEAD_LETTER_COUNT_ATTRIBUTE] = str(dead_letter_attempts)
-        content = {"type": "text", "text": msg.message_id} if not msg.media else \
-            {"type": "image", "link": f"https://media.test/{msg.message_id}.png", "caption": msg.message_id}
-        if msg.media:
-            attrs["prepare"] = "media"
-        data = base64.b64encode(json.dumps(content).encode()).decode()
-        return json.dumps({"message": {"data": data, "attributes": attrs, "messageId": msg.pubsub_id,
-                                       "publishTime": utc_iso(self.start_us + msg.published_us * 1000)},
-                           "subscription": "projects/baton-sim/subscriptions/outbound"}).encode()
-
-    def _unordered(self, plan: RoomPlan, msg: Message, failures: int = 0) -> None:
-        """A message published without an ordering key: pushed on its own,
-        whatever its room's other messages do (late by up to 8 s now and
-        then), again after a failure, dead-lettered as the ordered ones."""
-        body = self._push_body(plan, msg)
-
-        def answered(status: int | None) -> None:
-            if status is not None and 200 <= status < 300:
-                if self.faults.chance("dup", "duplicated push"):
-                    self._duplicate_push(body, plan.room_id, msg)
-            elif failures + 1 >= DLQ_ATTEMPTS and self.faults.rng.random() < 0.5:
-                self.faults.count("push dead-lettered by Pub/Sub")
-                self._dead_letter(plan, msg, 1)
-            else:
-                self.sched.at(self.sched.now_us() + self.faults.redelivery_ms() * 1000,
-                              lambda: self._unordered(plan, msg, failures + 1))
-
-        late_us = 0
-        if failures == 0 and self.faults.rng.random() < 0.3:
-            late_us = self.faults.rng.randint(100, 8000) * 1000
-            self.faults.count("unordered push late (producer sequence out of order)")
-        self.invoke("enqueue", (plan.room_id,), msg.message_id, lambda: self.service.handle_push(body), answered,
-                    self.faults.rng.randint(1000, 50_000) + late_us)
-
-    def _pubsub(self, plan: RoomPlan) -> None:
-        """Push the room's head message if it is published and none is outstanding."""
-        if plan.unordered:
-            for msg in plan.messages:
-                self.sched.at(self.start_us + msg.published_us * 1000, functools.partial(self._unordered, plan, msg))
-            return
-        if plan.pushing or plan.head >= len(plan.messages):
-            return
-        msg = plan.messages[plan.head]
-        at_us = self.start_us + msg.published_us * 1000
-        if at_us > self.sched.now_us():
-            self.sched.at(at_us, lambda: self._pubsub(plan))
-            return
-        plan.pushing = True
-        body = self._push_body(plan, msg)
-
-        def answered(status: int | None) -> None:
-            plan.pushing = False
-            if status is not None and 200 <= status < 300:
-                plan.head, plan.failures = plan.head + 1, 0
-                if self.faults.chance("dup", "duplicated push"):
-                    self._duplicate_push(body, plan.room_id, msg)
-            else:
-                plan.failures += 1
-                if plan.failures >= DLQ_ATTEMPTS and self.faults.rng.random() < 0.5:
-                    self.faults.count("push dead-lettered by Pub/Sub")
-                    plan.head, plan.failures = plan.head + 1, 0
-                    self._dead_letter(plan, msg, 1)
-                else:
-                    self.sched.at(self.sched.now_us() + self.faults.redelivery_ms() * 1000, lambda: self._pubsub(plan))
-                    return
-            self._pubsub(plan)
-
-        self.invoke("enqueue", (plan.room_id,), msg.message_id, lambda: self.service.handle_push(body), answered,
-                    self.faults.rng.randint(1000, 50_000))
-
-    def _duplicate_push(self, body: bytes, room_id: str, msg: Message, tries: int = 1) -> None:
-        def answered(status: int | None) -> None:
-            if status is None or not 200 <= status < 300:
-                self._retry(tries, lambda n: self._duplicate_push(body, room_id, msg, n))
-
-        self.invoke("enqueue", (room_id,), f"{msg.message_id} (duplicate)", lambda: self.service.handle_push(body),
-                    answered, self.faults.rng.randint(0, 30_000_000))
-
-    def _dead_letter(self, plan: RoomPlan, msg: Message, tries: int) -> None:
-        body = self._push_body(plan, msg, DLQ_ATTEMPTS)
-
-        def answered(status: int | None) -> None:
-            if status is None or not 200 <= status < 300:
-                self._retry(tries, lambda n: self._dead_letter(plan, msg, n))
-
-        self.invoke("deadletter", (plan.room_id,), msg.message_id, lambda: self.service.handle_dead_letter(body),
-                    answered, self.faults.rng.randint(1000, 2_000_000))
 
     # -- Cloud Tasks, Meta, Cloud Scheduler
 
@@ -510,7 +293,7 @@ class World:
         def post() -> None:
             def answered(status: int | None) -> None:
                 if status is None or not 200 <= status < 300:
-                    self._retry(tries, lambda n: self._post_webhook(self.sched.now_us(), raw, signature, label, n))
+                    self.retry(tries, lambda n: self._post_webhook(self.sched.now_us(), raw, signature, label, n))
 
             self.invoke("webhook", (), label, lambda: self.service.handle_status_webhook(raw, signature), answered)
 
@@ -522,71 +305,15 @@ class World:
         self.invoke("sweep", (), "watchdog", self.service.handle_sweep, lambda _s: None)
         self.sched.at(self.sched.now_us() + SWEEP_EVERY_MS * 1000, self._sweep)
 
-    def dispatch_scheduled(self, task: SimTask, tries: int = 1) -> None:
-        """Cloud Tasks runs a scheduled message's task at (or after) its time:
-        `enqueue` with the header X-Baton-Scheduled (`scheduled_entry`)."""
-        delay_ms = self.faults.dispatch_delay_ms() if tries == 1 else self.faults.redelivery_ms()
+    def dispatch_scheduled(self, task: SimTask) -> None:
+        """A scheduled message's task: `enqueue` with X-Baton-Scheduled (`scheduled_entry`)."""
+        run_task(self, task, "enqueue", f"{task.label} (scheduled)", "scheduled task run twice",
+                 lambda: self.service.handle_push(task.body, scheduled_entry=True))
 
-        def run() -> None:
-            if task.deleted or task.done_us is not None:
-                return
-
-            def answered(status: int | None) -> None:
-                if status is not None and 200 <= status < 300:
-                    task.done_us = self.sched.now_us()
-                    if self.faults.chance("dup", "scheduled task run twice"):
-                        self.invoke("enqueue", (task.room_id,), f"{task.label} (scheduled, again)",
-                                    lambda: self.service.handle_push(task.body, scheduled_entry=True), lambda _s: None,
-                                    self.faults.rng.randint(0, 5_000_000))
-                elif tries < MAX_TRIES:
-                    self.dispatch_scheduled(task, tries + 1)
-
-            self.invoke("enqueue", (task.room_id,), f"{task.label} (scheduled)",
-                        lambda: self.service.handle_push(task.body, scheduled_entry=True), answered)
-
-        self.sched.at(max(task.due_us, self.sched.now_us()) + delay_ms * 1000, run)
-
-    def dispatch_prepare(self, task: SimTask, tries: int = 1) -> None:
-        """Cloud Tasks runs a prepare task (shared/prepare.py) at its time:
-        the `prepare` function, again until 2xx, sometimes twice."""
-        delay_ms = self.faults.dispatch_delay_ms() if tries == 1 else self.faults.redelivery_ms()
-
-        def run() -> None:
-            if task.deleted or task.done_us is not None:
-                return
-
-            def answered(status: int | None) -> None:
-                if status is not None and 200 <= status < 300:
-                    task.done_us = self.sched.now_us()
-                    if self.faults.chance("dup", "prepare task run twice"):
-                        self.invoke("prepare", (task.room_id,), f"{task.name} (again)",
-                                    lambda: self.service.handle_prepare(task.body), lambda _s: None,
-                                    self.faults.rng.randint(0, 5_000_000))
-                elif tries < MAX_TRIES:
-                    self.dispatch_prepare(task, tries + 1)
-
-            self.invoke("prepare", (task.room_id,), task.name, lambda: self.service.handle_prepare(task.body), answered)
-
-        self.sched.at(max(task.due_us, self.sched.now_us()) + delay_ms * 1000, run)
-
-    def _cancel_scheduled(self, room_id: str, message_id: str) -> None:
-        """`baton scheduled cancel` (shared/admin/actions.py `scheduled_cancel`):
-        mark the record cancelled, then delete its task by the recorded name."""
-        self.faults.count("operator scheduled cancel")
-
-        def act() -> Reply:
-            recorded = self._ports[0].cancel_scheduled(room_id, message_id, "simulation", "campaign called off")
-            task = None if (recorded or {}).get("entered_at") is not None else (recorded or {}).get("task")
-            deleted = self.scheduled_hold.delete(task) if task else False
-            return Reply(200, {"task": task, "task_deleted": deleted})
-
-        def answered(status: int | None, tries: int = 1) -> None:
-            if (status is None or not 200 <= status < 300) and tries < MAX_TRIES:
-                self.sched.at(self.sched.now_us() + 2_000_000, lambda: self.invoke(
-                    "operator", (room_id,), f"scheduled cancel {message_id} (again)", act,
-                    lambda s: answered(s, tries + 1)))
-
-        self.invoke("operator", (room_id,), f"scheduled cancel {message_id}", act, answered)
+    def dispatch_prepare(self, task: SimTask) -> None:
+        """A prepare task (shared/prepare.py): the `prepare` function."""
+        run_task(self, task, "prepare", task.name, "prepare task run twice",
+                 lambda: self.service.handle_prepare(task.body))
 
     def _ttl(self) -> None:
         """Firestore's TTL: deletes the rooms whose `expire_at` has passed
@@ -602,46 +329,6 @@ class World:
             self.faults.count("room deleted by TTL (a new incarnation next)")
         self.sched.at(self.sched.now_us() + 5_000_000, self._ttl)
 
-    # -- operators
-
-    def _operator(self, drain: bool) -> None:
-        """Skip (or, outside the drain, sometimes redrive) one parked
-        message; pause a room now and then, and resume it (in the drain,
-        every paused room)."""
-        if self.sched.now_us() >= self.end_us:
-            return
-        for plan in self.rooms:
-            state = self.store.load_room(plan.room_id)
-            if state is not None and (state.paused if drain else self.faults.rng.random() < 0.08):
-                event = Resume if state.paused else Pause
-                self.faults.count(f"operator {event.__name__.lower()}")
-                self.invoke("operator", (plan.room_id,), event.__name__.lower(), functools.partial(
-                    self._operator_event, plan.room_id, event), lambda _s: None)
-                continue
-            parked = [m for m in state.pending if m.parked] if state else []
-            held = ([state.in_flight.message] if state and state.in_flight else []) + list(state.pending if state else ())
-            if not parked and held and not drain and self.faults.rng.random() < 0.05:
-                parked = [self.faults.rng.choice(held)]  # an operator skips a message in flight or queued
-            elif not parked or not (drain or self.faults.rng.random() < 0.3):
-                continue
-            m = parked[0]
-            action = "redrive" if m.parked and m.text is not None and self.faults.rng.random() < 0.5 else "skip"
-            self.faults.count(f"operator {action}")
-            fn = self.service.redrive if action == "redrive" else self.service.skip
-            room_id, seq = plan.room_id, m.seq
-
-            def act(fn: Callable[..., Any] = fn, room_id: str = room_id, seq: int = seq) -> Reply:
-                fn(room_id, seq, "simulation", "operator in the simulation")
-                return Reply(200, {})
-
-            self.invoke("operator", (room_id,), f"{action} #{seq}", act, lambda _s: None)
-        every = 20_000 if not drain else 5_000
-        self.sched.at(self.sched.now_us() + every * 1000, lambda: self._operator(self.sched.now_us() > self.drain_us))
-
-    def _operator_event(self, room_id: str, event: type) -> Reply:
-        self.service.apply(room_id, event("simulation", "operator in the simulation", core.now_us()), "operator")
-        return Reply(200, {})
-
     def _write_broken_doc(self) -> None:
         doc = room_to_doc(RoomState(BROKEN_ROOM))
         doc["wake_at_us"] = self.start_us  # overdue: the watchdog's query finds it first
@@ -656,7 +343,7 @@ class World:
         self.drain_us = self.start_us + WORK_MS * 1000
         self.end_us = self.drain_us + DRAIN_MS * 1000
         for plan in self.rooms:
-            self._pubsub(plan)
+            self.pubsub.start(plan)
         if self.sched.rng.random() < 0.3:
             for _ in range(self.sched.rng.randint(1, 2)):
                 self.sched.at(self.start_us + self.sched.rng.randint(0, WORK_MS) * 1000, self._change_numbers)
@@ -676,9 +363,9 @@ class World:
                 self.sched.at(at_us, self.status_queue.replay)
         cancel = campaign_cancel(self.seed, [p.room_id for p in workload(self.seed, None)])
         if cancel is not None and any(p.room_id == cancel[0] for p in self.rooms):
-            self.sched.at(self.start_us + cancel[1] * 1000, functools.partial(self._cancel_scheduled, cancel[0],
+            self.sched.at(self.start_us + cancel[1] * 1000, functools.partial(cancel_scheduled, self, cancel[0],
                                                                               CAMPAIGN_ID))
-        self.sched.at(self.start_us + 10_000_000, lambda: self._operator(False))
+        self.sched.at(self.start_us + 10_000_000, lambda: operate(self, False))
         self.sched.run_until(self.drain_us)
         self.faults.calm()
         self.sched.run_until(self.end_us)
