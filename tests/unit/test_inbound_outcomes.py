@@ -217,3 +217,30 @@ def test_an_outcome_pubsub_does_not_take_is_kept_and_the_room_moves_on():
     kept = w.db.docs[f"outcomes_kept/{kept_id('r-1/m1')}"]
     assert kept["outcome"]["outcome"] == "acked" and "out" in kept["error"]
     assert ("projects/p/topics/outcomes", "r-1") in w.pubsub.resumed
+
+
+def test_the_admin_actions_list_and_replay_the_kept_outcomes_with_a_dry_run_first():
+    from types import SimpleNamespace
+
+    from shared.admin.actions import ACTIONS, CHANGING, Args
+    from shared.outcomes import ReplayReport
+
+    class Kept:
+        replayed = 0
+
+        def kept(self, limit):
+            return [{"id": "k1", "kept_at": "t", "error": "out", "outcome": {"room_id": "r-1", "outcome": "acked"}},
+                    {"id": "k2", "kept_at": "t", "error": "out", "outcome": {"room_id": "r-2", "outcome": "failed"}}]
+
+        def replay_kept(self, limit):
+            self.replayed += 1
+            return ReplayReport(2, 2, 0, False)
+
+    kept = Kept()
+    admin = SimpleNamespace(operators=SimpleNamespace(service=SimpleNamespace(outcomes=kept)), settings=None)
+    assert [o["room_id"] for o in ACTIONS["outcomes.list"](admin, Args({}), "me")] == ["r-1", "r-2"]
+    assert ACTIONS["outcomes.replay"](admin, Args({"dry_run": True}), "me") == {"dry_run": True, "rooms": 2,
+                                                                                "messages": 2}
+    assert kept.replayed == 0
+    assert ACTIONS["outcomes.replay"](admin, Args({}), "me")["published"] == 2 and kept.replayed == 1
+    assert "outcomes.replay" in CHANGING
