@@ -82,8 +82,9 @@ def create_named(client: tasks_v2.CloudTasksClient, parent: str, task: dict[str,
         google.api_core.exceptions.GoogleAPICallError: refused or unreachable.
     """
     try:
-        # The client would marshal the dict the same way (proto-plus); built here for its declared type.
-        client.create_task(parent=parent, task=tasks_v2.Task(mapping=task), timeout=10.0)
+        # A dict: the client marshals it (proto-plus), and the fakes of the
+        # port (tools/fakes, the simulation) read it as one; the stubs say Task.
+        client.create_task(parent=parent, task=task, timeout=10.0)  # type: ignore[arg-type]
     except gexc.AlreadyExists:
         pass
     op_counts().tasks_created += 1
@@ -94,7 +95,7 @@ def ensure_queues(client: tasks_v2.CloudTasksClient, paths: list[str]) -> None:
     local stack only; Terraform owns them in the cloud."""
     for path in paths:
         try:
-            client.create_queue(parent=path.rsplit("/queues/", 1)[0], queue=tasks_v2.Queue(name=path))
+            client.create_queue(parent=path.rsplit("/queues/", 1)[0], queue={"name": path})  # type: ignore[arg-type]
         except gexc.AlreadyExists:
             pass
 
