@@ -81,7 +81,12 @@ With the write grace below, 2026-11-27 19:19-19:23 UTC (load average
 about 40): 2 x 130429 in 2,000 sends, baton's own call starts never above
 a number's rate in any sliding second, a call's start to the fake
 platform's record p50 4 ms, p99 148 ms, max 480 ms (`make demo-senders`
-prints both): the delay, not the window.
+prints both): the delay, not the window. Again 20:01-20:04 UTC (load
+average 3 to 10): 3 x 130429, delay p99 101 ms, max 407 ms, and one number
+with 11 call starts within 997 ms by the events' stamps, which are taken
+after the slot: a thread delay of over 53 ms between a slot and its call
+would show so, and so would a slot used twice; the window does not log
+its slots' times, so that run does not tell them apart.
 A slot's next send through its holder is timed from when the write that
 took it returned, since its send leaves only then. Other instances judge a
 document by the `last_us` written, so the write's own send must not leave
