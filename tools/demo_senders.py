@@ -87,7 +87,8 @@ def call_starts(events: list[dict[str, Any]], numbers: tuple[str, ...]) -> dict[
 class Overshoot:
     """Whether a number's busiest second is baton's or the transport's: the
     most call starts in any sliding second by baton's own clock, per number
-    (over its rate: the window let too many through, a real overshoot), and
+    (over its rate: the window let too many through, or a thread took more
+    than GUARD_US from its slot to its call: the stamps are the calls'), and
     how long a send took from its call's start to the fake platform's
     record of it (p50, p99, max, ms: when baton's starts stay within the
     rate and the platform still counts more, calls spaced by SPAN reached
@@ -232,7 +233,9 @@ def main() -> int:
                       f"130429 x {r.refusals}, rooms on several numbers {r.verdict.rooms_on_several_numbers[:5]}")
         baton_over = {n: m for n, m in o.starts_in_any_second.items() if m > r.rates[n]}
         if r.refusals or r.verdict.over_rate(r.rates):
-            console.print(f"baton started more calls than the rate in a second: {baton_over} (the window's fault)"
+            console.print(f"baton started more calls than the rate in a second: {baton_over} (by the events' "
+                          "stamps, taken after the slot: a slot used twice, or a thread delayed past GUARD_US "
+                          "between its slot and its call)"
                           if baton_over else "baton's own call starts stayed within each rate: the calls reached the "
                           "platform closer together than they left (a delay beyond the guard: machine load)")
         return 1

@@ -53,7 +53,8 @@ class SentProofRecord:
     def __init__(self, max_entries: int = MAX_ENTRIES) -> None:
         self._lock = threading.Lock()
         self._max = max_entries
-        self._settled: OrderedDict[tuple, None] = OrderedDict()
+        # Keys: an Attempt (settled alone), or (room_id, incarnation, seq) (every attempt of the message).
+        self._settled: OrderedDict[tuple[str | int, ...], None] = OrderedDict()
         self._pending: OrderedDict[Attempt, PendingProof] = OrderedDict()
         self.last_post_us: int | None = None  # when this instance's previous status post arrived
 
@@ -67,7 +68,7 @@ class SentProofRecord:
         `read` status of one of them came (it acks the message)."""
         self._add_settled((room_id, incarnation, seq))
 
-    def _add_settled(self, key: tuple) -> None:
+    def _add_settled(self, key: tuple[str | int, ...]) -> None:
         with self._lock:
             self._settled[key] = None
             self._settled.move_to_end(key)
