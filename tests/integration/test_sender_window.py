@@ -18,6 +18,7 @@ from shared.sender_window import (
     SENDER_WINDOWS,
     SLOTS_PER_DOCUMENT,
     WINDOW_US,
+    WRITE_GRACE_US,
     SenderWindow,
     SlotTaken,
 )
@@ -46,8 +47,9 @@ def test_a_slot_frees_for_other_instances_a_second_and_the_guard_after_its_stamp
     window = SenderWindow(client)
     assert window.take(number, 1, T0) is None
     stamp = client.collection(SENDER_WINDOWS).document(window.document_id(number, 0)).get().to_dict()["last_us"]
-    # The decision time plus the time the take spent, plus its lease (1 s of rate 1).
-    assert T0 + WINDOW_US <= stamp < T0 + 5 * WINDOW_US
+    # The decision time plus the time the take spent, plus its lease: 1 s of
+    # rate 1, less the WRITE_GRACE_US the second keeps for slow writes.
+    assert T0 + WINDOW_US - WRITE_GRACE_US <= stamp < T0 + 5 * WINDOW_US
     # Until a second and the guard after its stamp, it is busy for another
     # instance: the slot's last send may reach the platform later than the
     # next one would (asked 300 ms before: a take's own ms count too).
@@ -118,7 +120,8 @@ def test_a_slot_leased_by_one_instance_is_never_taken_by_another_before_its_leas
     span = WINDOW_US + GUARD_US
     assert holder.take(number, 3, T0) is None
     leased = [s.to_dict()["last_us"] for s in client.collection(SENDER_WINDOWS).stream() if s.id.startswith(number)]
-    assert len(leased) == 1 and T0 + 3 * WINDOW_US <= leased[0] < T0 + 6 * WINDOW_US  # 3 s: one second of rate 3
+    # 3 slot-seconds (one second of rate 3), less each slot's WRITE_GRACE_US.
+    assert len(leased) == 1 and T0 + 3 * (WINDOW_US - WRITE_GRACE_US) <= leased[0] < T0 + 6 * WINDOW_US
     until = leased[0]
     # Shortly before the lease and a second are over, the other instance takes the two other slots, not ours.
     assert [other.take(number, 3, until + span - 300_000) for _ in range(3)] == [None, None, SlotTaken(until + span)]
