@@ -133,6 +133,13 @@ CHOICES = 6  # documents read, one after another, to find a free one
 SLOTS_PER_DOCUMENT = 4  # slots k of a number's window one document holds (see the module docstring)
 
 
+def _record_use(phone_number_id: str, d: int, slot: int, at_us: int) -> None:
+    """Note a send let through `slot` of document `d` at `at_us` (epoch us,
+    the slot's stamp) in this request's operation record (METRICS_LOG_PATH:
+    `make demo-senders` compares the stamps with the platform's arrivals)."""
+    op_counts().window_slots.append((phone_number_id, d, slot, at_us))
+
+
 @dataclass(frozen=True)
 class SlotTaken:
     """No slot was free: the sooner of the tried slots frees at `ready_at_us` (epoch us)."""
@@ -231,6 +238,7 @@ class SenderWindow:
                         i = h.free_slot(t, self._slots(d, rate_per_s))
                         if i is not None:
                             h.last_use_us[i] = t
+                            _record_use(phone_number_id, d, i, t)
                             return None  # a leased slot: no I/O
                 renewable = next(((d, i) for d, h in own if not h.writing and d not in renewals_tried
                                   and (i := h.free_slot(t, self._slots(d, rate_per_s))) is not None), None)
@@ -292,6 +300,7 @@ class SenderWindow:
             if t > until:
                 return None  # the write came back too late to send by `last_us`
             held.last_use_us[slot] = t
+        _record_use(phone_number_id, d, slot, t)
         return True
 
     def _take_free(self, phone_number_id: str, number: _Number, picked: list[int], rate_per_s: int,
@@ -335,6 +344,7 @@ class SenderWindow:
                 if t > until:
                     return SlotTaken(t)  # as in `_renew`: held, not sent through
                 fresh.last_use_us[0] = t  # as in `_renew`
+            _record_use(phone_number_id, d, 0, t)
             return None
         return SlotTaken(min(ready)) if ready else SlotTaken(clock() + SPAN_US)
 

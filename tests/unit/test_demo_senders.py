@@ -54,3 +54,19 @@ def test_baton_s_own_call_starts_tell_a_real_overshoot_from_a_late_arrival():
     events += [sent(room, 3, 11.5, "send_failed", error_title="send not started within SEND_START_DEADLINE_MS"),
                sent(room, 4, 11.9, "send_unknown")]
     assert judge_overshoot(sends, events, NUMBERS).starts_in_any_second == {number: 2}
+
+
+def test_the_clocks_tell_the_window_the_transport_and_the_fake_apart():
+    from tools.demo_senders import judge_clocks
+
+    # One slot of one number, used 1.05 s apart: the window holds (1 in any second, gap SPAN).
+    uses = {"1001": [(0, 0, 10.0), (0, 0, 11.05)]}
+    # The first call reached the fake 0.1 s late, the second at once: 2 arrivals within 1 s.
+    sends = [{"sender": "1001", "received": 10.1, "counted": 10.1, "at": 10.1}]
+    refusals = [{"sender": "1001", "received": 11.06, "counted": 11.08}]
+    c = judge_clocks(uses, sends, refusals)
+    assert c.window == {"1001": 1} and round(c.min_slot_gap_ms) == 1050
+    assert c.received == {"1001": 2} and c.counted == {"1001": 1}
+    assert round(c.count_delay_ms[2]) == 20
+    # A slot used twice within its span is the window's own overshoot.
+    assert judge_clocks({"1001": [(0, 0, 10.0), (0, 0, 10.5)]}, [], []).window == {"1001": 2}

@@ -55,18 +55,22 @@ class FaultInjection(PlatformCore):
         other draws do not shift when no fault is asked for)."""
         return prob > 0 and self.rng.random() < prob
 
-    def _refusal(self, recipient: str, sender: str = "") -> tuple[int, dict[str, Any]] | None:
+    def _refusal(self, recipient: str, sender: str = "", now: float | None = None,
+                 note: dict[str, Any] | None = None) -> tuple[int, dict[str, Any]] | None:
         """A fault answered instead of sending, if any; `sender` is the
-        sending number's id (WhatsApp; empty: no throughput limit). Lock held."""
+        sending number's id (WhatsApp; empty: no throughput limit), counted
+        at `now` (epoch s; the clock's now when None); a refusal for its
+        rate is kept in `throughput_refusals` with `note`. Lock held."""
         cfg = self.config
         if sender and cfg.number_rate_per_s > 0:
-            now = time.time()
+            now = time.time() if now is None else now
             recent = [t for t in self.number_sends.get(sender, []) if now - t < 1.0]
             if len(recent) >= cfg.number_rate_per_s:
                 self.number_sends[sender] = recent
                 kind, message = RANDOM_SEND_ERRORS[130429]
                 self.send_errors_returned += 1
                 self.faults[kind] += 1
+                self.throughput_refusals.append({"sender": sender, "counted": now, **(note or {})})
                 return 400, _error(130429, message, "OAuthException")
             self.number_sends[sender] = [*recent, now]
         queued_errors = cfg.send_errors.get(recipient)
