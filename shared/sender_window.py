@@ -85,8 +85,16 @@ prints both): the delay, not the window. Again 20:01-20:04 UTC (load
 average 3 to 10): 3 x 130429, delay p99 101 ms, max 407 ms, and one number
 with 11 call starts within 997 ms by the events' stamps, which are taken
 after the slot: a thread delay of over 53 ms between a slot and its call
-would show so, and so would a slot used twice; the window does not log
-its slots' times, so that run does not tell them apart.
+would show so, and so would a slot used twice. Each slot use is now
+recorded with its stamp (`window_slots` of the invocation record) and the
+fake stamps each call's arrival: 2026-11-27 21:42-21:45 UTC (load 10 to
+29), 0 x 130429, at most the rate by the slots' stamps and by arrivals,
+no slot used twice within 1,050 ms (SPAN), and the fake's own handling up
+to 156 ms after an arrival (p99 21 ms): the time it then counted the rate
+by, so a first call handled late made a second one, a SPAN after it,
+look under a second apart. The fake now counts arrivals (as the
+platform's edge does); what is left between a slot and the platform, a
+thread's delay to its call and the transport, is what GUARD_US covers.
 A slot's next send through its holder is timed from when the write that
 took it returned, since its send leaves only then. Other instances judge a
 document by the `last_us` written, so the write's own send must not leave
