@@ -90,8 +90,8 @@ class Overshoot:
     most call starts in any sliding second by baton's own clock, per number
     (over its rate: the window let too many through, or a thread took more
     than GUARD_US from its slot to its call: the stamps are the calls'), and
-    how long a send took from its call's start to the fake platform's
-    record of it (p50, p99, max, ms: when baton's starts stay within the
+    how long a send took from its call's start to its arrival at the fake
+    platform (`received`, else its record; p50, p99, max, ms: when baton's starts stay within the
     rate and the platform still counts more, calls spaced by SPAN reached
     it closer than a second apart: a delay beyond the window's GUARD_US,
     which a loaded machine makes)."""
@@ -107,7 +107,8 @@ def judge_overshoot(sends: list[dict[str, Any]], events: list[dict[str, Any]],
     """`Overshoot` from the fake platform's `sends` records and baton's event log."""
     starts = call_starts(events, numbers)
     at = {d: start for by_id in starts.values() for d, start in by_id.items()}
-    delays = sorted((rec["at"] - at[rec["callback"]]) * 1000 for rec in sends if rec.get("callback") in at)
+    delays = sorted(((rec.get("received") or rec["at"]) - at[rec["callback"]]) * 1000
+                    for rec in sends if rec.get("callback") in at)
     return Overshoot({n: most_in_any_second(list(by_id.values())) for n, by_id in starts.items()},
                      percentile(delays, 0.5), percentile(delays, 0.99), delays[-1] if delays else None)
 
@@ -296,7 +297,7 @@ def main() -> int:
 
     def ms(v: float | None) -> str:
         return "-" if v is None else f"{v:.0f}"
-    console.print(f"call start -> the platform's record: p50 {ms(o.delay_p50_ms)} / p99 {ms(o.delay_p99_ms)} / max "
+    console.print(f"call start -> its arrival at the platform: p50 {ms(o.delay_p50_ms)} / p99 {ms(o.delay_p99_ms)} / max "
                   f"{ms(o.delay_max_ms)} ms (the window's guard covers {GUARD_US // 1000} ms of difference)")
     c = r.clocks
     console.print(f"most in any sliding second, per number: by the window's slot stamps {c.window}, by the "

@@ -50,6 +50,9 @@ def test_baton_s_own_call_starts_tell_a_real_overshoot_from_a_late_arrival():
     assert judge_senders(sends, NUMBERS).over_rate({number: 1}) == {number: 2}  # the platform counts 2 in 1 s
     assert o.starts_in_any_second == {number: 1}  # baton's clock: within the rate
     assert round(o.delay_max_ms) == 200 and o.delay_p50_ms < o.delay_max_ms
+    # Timed to the call's arrival at the platform when the fake stamped it, not to its record.
+    arrived = [{**sends[0], "received": 10.05}, sends[1]]
+    assert round(judge_overshoot(arrived, events, NUMBERS).delay_max_ms) == 50
     # A refusal without a call is no start; two starts in 1 s are baton's overshoot.
     events += [sent(room, 3, 11.5, "send_failed", error_title="send not started within SEND_START_DEADLINE_MS"),
                sent(room, 4, 11.9, "send_unknown")]
