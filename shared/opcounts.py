@@ -8,7 +8,7 @@ only, no I/O.
 from __future__ import annotations
 
 from contextvars import ContextVar
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 
 @dataclass
@@ -25,6 +25,8 @@ class OpCounts:
     window_writes: int = 0  # of firestore_writes: the sender window's
     proof_reads: int = 0  # of firestore_reads: WHATSAPP_SENT_PROOF's (shared/service/webhook.py)
     proof_writes: int = 0  # of firestore_writes: WHATSAPP_SENT_PROOF's
+    # The sender window's slot uses: (number, document, slot, epoch us of the use), shared/sender_window.py.
+    window_slots: list[tuple[str, int, int, int]] = field(default_factory=list)
 
 _current: ContextVar[OpCounts | None] = ContextVar("baton_op_counts", default=None)
 

@@ -85,8 +85,19 @@ prints both): the delay, not the window. Again 20:01-20:04 UTC (load
 average 3 to 10): 3 x 130429, delay p99 101 ms, max 407 ms, and one number
 with 11 call starts within 997 ms by the events' stamps, which are taken
 after the slot: a thread delay of over 53 ms between a slot and its call
-would show so, and so would a slot used twice; the window does not log
-its slots' times, so that run does not tell them apart.
+would show so, and so would a slot used twice. Each slot use is now
+recorded with its stamp (`window_slots` of the invocation record) and the
+fake stamps each call's arrival: 2026-11-27 21:42-21:45 UTC (load 10 to
+29), 0 x 130429, at most the rate by the slots' stamps and by arrivals,
+no slot used twice within 1,050 ms (SPAN), and the fake's own handling up
+to 156 ms after an arrival (p99 21 ms): the time it then counted the rate
+by, so a first call handled late made a second one, a SPAN after it,
+look under a second apart. The fake now counts arrivals (as the
+platform's edge does); what is left between a slot and the platform, a
+thread's delay to its call and the transport, is what GUARD_US covers:
+22:09-22:11 UTC (load 12 to 25), 0 x 130429, the same maxima, a call's
+start to its arrival p50 3 ms, p99 79 ms, max 422 ms. Past GUARD_US that
+delay can still put R + 1 arrivals in a second on a machine this loaded.
 A slot's next send through its holder is timed from when the write that
 took it returned, since its send leaves only then. Other instances judge a
 document by the `last_us` written, so the write's own send must not leave
@@ -131,6 +142,13 @@ LEASE_MAX_US = 10_000_000  # the longest lease (10 s): how long an unused slot c
 WRITE_GRACE_US = 100_000
 CHOICES = 6  # documents read, one after another, to find a free one
 SLOTS_PER_DOCUMENT = 4  # slots k of a number's window one document holds (see the module docstring)
+
+
+def _record_use(phone_number_id: str, d: int, slot: int, at_us: int) -> None:
+    """Note a send let through `slot` of document `d` at `at_us` (epoch us,
+    the slot's stamp) in this request's operation record (METRICS_LOG_PATH:
+    `make demo-senders` compares the stamps with the platform's arrivals)."""
+    op_counts().window_slots.append((phone_number_id, d, slot, at_us))
 
 
 @dataclass(frozen=True)
@@ -231,6 +249,7 @@ class SenderWindow:
                         i = h.free_slot(t, self._slots(d, rate_per_s))
                         if i is not None:
                             h.last_use_us[i] = t
+                            _record_use(phone_number_id, d, i, t)
                             return None  # a leased slot: no I/O
                 renewable = next(((d, i) for d, h in own if not h.writing and d not in renewals_tried
                                   and (i := h.free_slot(t, self._slots(d, rate_per_s))) is not None), None)
@@ -292,6 +311,7 @@ class SenderWindow:
             if t > until:
                 return None  # the write came back too late to send by `last_us`
             held.last_use_us[slot] = t
+        _record_use(phone_number_id, d, slot, t)
         return True
 
     def _take_free(self, phone_number_id: str, number: _Number, picked: list[int], rate_per_s: int,
@@ -335,6 +355,7 @@ class SenderWindow:
                 if t > until:
                     return SlotTaken(t)  # as in `_renew`: held, not sent through
                 fresh.last_use_us[0] = t  # as in `_renew`
+            _record_use(phone_number_id, d, 0, t)
             return None
         return SlotTaken(min(ready)) if ready else SlotTaken(clock() + SPAN_US)
 

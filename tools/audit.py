@@ -15,10 +15,12 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from shared.events import TERMINAL_EVENTS
+from shared.events import EVENT_FIELDS, TERMINAL_EVENTS
 from shared.room import parse_delivery_id
 from tools.publisher import OutboundMessage
 
+# Every field of a delivery event line, null: what a line leaves out.
+_ABSENT: dict[str, Any] = dict.fromkeys(EVENT_FIELDS)
 # Each provider's recipients in a workload: a phone number, a PSID, an IGSID.
 RECIPIENT_PREFIX = {"whatsapp": "1555", "messenger": "6", "instagram": "7"}
 
@@ -56,7 +58,7 @@ def read_events(path: Path) -> list[dict[str, Any]]:
             except ValueError:
                 continue
             if rec.get("log_type") == "baton.delivery":
-                out.append(rec)
+                out.append({**_ABSENT, **rec})  # a field left out of the line is null (shared/events.py)
     return out
 
 

@@ -19,6 +19,7 @@ number would ever be held back here and the run would prove nothing. Run
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
 from collections import defaultdict
@@ -31,7 +32,7 @@ from rich.console import Console
 from rich.table import Table
 
 from shared.room import parse_delivery_id
-from shared.sender_window import GUARD_US
+from shared.sender_window import GUARD_US, SPAN_US
 from shared.senders import rendezvous_sender
 from tools.audit import epoch_s, make_workload, percentile, read_events, sender_waits, summarize
 from tools.demo import deliver, fake_stats
@@ -89,8 +90,8 @@ class Overshoot:
     most call starts in any sliding second by baton's own clock, per number
     (over its rate: the window let too many through, or a thread took more
     than GUARD_US from its slot to its call: the stamps are the calls'), and
-    how long a send took from its call's start to the fake platform's
-    record of it (p50, p99, max, ms: when baton's starts stay within the
+    how long a send took from its call's start to its arrival at the fake
+    platform (`received`, else its record; p50, p99, max, ms: when baton's starts stay within the
     rate and the platform still counts more, calls spaced by SPAN reached
     it closer than a second apart: a delay beyond the window's GUARD_US,
     which a loaded machine makes)."""
@@ -106,14 +107,15 @@ def judge_overshoot(sends: list[dict[str, Any]], events: list[dict[str, Any]],
     """`Overshoot` from the fake platform's `sends` records and baton's event log."""
     starts = call_starts(events, numbers)
     at = {d: start for by_id in starts.values() for d, start in by_id.items()}
-    delays = sorted((rec["at"] - at[rec["callback"]]) * 1000 for rec in sends if rec.get("callback") in at)
+    delays = sorted(((rec.get("received") or rec["at"]) - at[rec["callback"]]) * 1000
+                    for rec in sends if rec.get("callback") in at)
     return Overshoot({n: most_in_any_second(list(by_id.values())) for n, by_id in starts.items()},
                      percentile(delays, 0.5), percentile(delays, 0.99), delays[-1] if delays else None)
 
 
 def judge_senders(sends: list[dict[str, Any]], numbers: tuple[str, ...]) -> SenderVerdict:
-    """Judge the fake platform's `sends` records (`sender`, `at` in epoch s,
-    `callback` = our delivery id) against `numbers`, in order of
+    """Judge the fake platform's `sends` records (`sender`, `received`, its
+    arrival, else `at`, in epoch s, `callback` = our delivery id) against `numbers`, in order of
     WHATSAPP_SENDERS. Records without a baton delivery id are left out."""
     v = SenderVerdict()
     times: dict[str, list[float]] = defaultdict(list)
@@ -123,7 +125,7 @@ def judge_senders(sends: list[dict[str, Any]], numbers: tuple[str, ...]) -> Send
             room = parse_delivery_id(rec.get("callback"))[0]
         except ValueError:
             continue
-        times[rec["sender"]].append(rec["at"])
+        times[rec["sender"]].append(rec.get("received") or rec["at"])  # its arrival, as the platform counts
         used[room].add(rec["sender"])
     for number, ts in times.items():
         v.sends[number] = len(ts)
@@ -131,6 +133,71 @@ def judge_senders(sends: list[dict[str, Any]], numbers: tuple[str, ...]) -> Send
     v.rooms_on_several_numbers = sorted(r for r, s in used.items() if len(s) > 1)
     v.rooms_off_their_hash = sorted(r for r, s in used.items() if s != {rendezvous_sender(r, numbers)})
     return v
+
+
+def slot_uses(invocations: Path) -> dict[str, list[tuple[int, int, float]]]:
+    """{number: [(document, slot, epoch s)]}: every send the sender window let
+    through, by its slot's stamp, from the functions' invocation records
+    (METRICS_LOG_PATH, `window_slots`)."""
+    out: dict[str, list[tuple[int, int, float]]] = defaultdict(list)
+    if not invocations.exists():
+        return out
+    for line in invocations.open(encoding="utf-8"):
+        for number, d, slot, at_us in json.loads(line).get("window_slots", []):
+            out[number].append((d, slot, at_us / 1e6))
+    return out
+
+
+@dataclass(frozen=True)
+class Clocks:
+    """A number's busiest sliding second by each clock a send passes, in
+    order: the window's slot stamps (`window`), the fake platform's
+    arrival of the request, refused or not (`received`), and the stamp its
+    rate check counted a sent one at (`counted`, within the rate by
+    construction), {number: most}; the shortest time between two
+    uses of one slot (ms, at least SPAN when the window holds), and how long
+    the fake took from a request's arrival to its record of the send (p50,
+    p99, max, ms: its own threads' delay, which it counted the rate by
+    before it counted arrivals).
+    Over the rate by `window`: the window let too many through; within it
+    by `window` but over by `received`: the transport (a delay between the
+    slot and the call's arrival beyond GUARD_US); 130429s while within it
+    by `received`: the fake's own queueing before its count."""
+
+    window: dict[str, int]
+    received: dict[str, int]
+    counted: dict[str, int]
+    min_slot_gap_ms: float | None
+    count_delay_ms: tuple[float | None, float | None, float | None]
+
+
+def judge_clocks(uses: dict[str, list[tuple[int, int, float]]], sends: list[dict[str, Any]],
+                 refusals: list[dict[str, Any]]) -> Clocks:
+    """`Clocks` from the window's slot uses and the fake platform's `sends`
+    and `throughput_refusals` (a refused call arrived too: it counts by
+    `received`, not by `counted`, which it was refused at)."""
+    gaps: list[float] = []
+    for rows in uses.values():
+        by_slot: dict[tuple[int, int], list[float]] = defaultdict(list)
+        for d, slot, at in rows:
+            by_slot[(d, slot)].append(at)
+        for stamps in by_slot.values():
+            stamps.sort()
+            gaps += [(b - a) * 1000 for a, b in zip(stamps, stamps[1:], strict=False)]
+    received: dict[str, list[float]] = defaultdict(list)
+    counted: dict[str, list[float]] = defaultdict(list)
+    for rec in sends:
+        if rec.get("received"):
+            counted[rec["sender"]].append(rec["counted"])
+    for rec in [*sends, *refusals]:
+        if rec.get("received"):
+            received[rec["sender"]].append(rec["received"])
+    delays = sorted((rec["at"] - rec["received"]) * 1000 for rec in sends if rec.get("received"))
+    return Clocks({n: most_in_any_second([at for _, _, at in rows]) for n, rows in uses.items()},
+                  {n: most_in_any_second(ts) for n, ts in received.items()},
+                  {n: most_in_any_second(ts) for n, ts in counted.items()},
+                  min(gaps) if gaps else None,
+                  (percentile(delays, 0.5), percentile(delays, 0.99), delays[-1] if delays else None))
 
 
 @dataclass
@@ -151,6 +218,7 @@ class SendersRun:
     paced: int
     wall_s: float
     overshoot: Overshoot
+    clocks: Clocks
 
     @property
     def ok(self) -> bool:
@@ -189,10 +257,13 @@ def run(rooms: int, messages_per_room: int, numbers: int, rate: int, out: Path, 
         stats = fake_stats(stack)
     finally:
         stack.stop()
+    (out / "fake-stats.json").write_text(json.dumps(stats))  # what the judges read, for a closer look
     events = read_events(event_log)
     return SendersRun(ids, {n: rate for n in ids}, messages, summarize(messages, events, stats, wall),
                       judge_senders(stats["sends"], ids), stats["faults"].get("throughput_error", 0),
-                      sender_waits(events), wall, judge_overshoot(stats["sends"], events, ids))
+                      sender_waits(events), wall, judge_overshoot(stats["sends"], events, ids),
+                      judge_clocks(slot_uses(run_dir / "invocations.jsonl"), stats["sends"],
+                                   stats.get("throughput_refusals", [])))
 
 
 def main() -> int:
@@ -226,8 +297,14 @@ def main() -> int:
 
     def ms(v: float | None) -> str:
         return "-" if v is None else f"{v:.0f}"
-    console.print(f"call start -> the platform's record: p50 {ms(o.delay_p50_ms)} / p99 {ms(o.delay_p99_ms)} / max "
+    console.print(f"call start -> its arrival at the platform: p50 {ms(o.delay_p50_ms)} / p99 {ms(o.delay_p99_ms)} / max "
                   f"{ms(o.delay_max_ms)} ms (the window's guard covers {GUARD_US // 1000} ms of difference)")
+    c = r.clocks
+    console.print(f"most in any sliding second, per number: by the window's slot stamps {c.window}, by the "
+                  f"platform's arrivals {c.received}, by its rate check's stamps {c.counted}; shortest gap "
+                  f"between two uses of a slot {ms(c.min_slot_gap_ms)} ms (SPAN {SPAN_US // 1000}); the fake's "
+                  f"arrival -> its record p50 {ms(c.count_delay_ms[0])} / p99 {ms(c.count_delay_ms[1])} / max "
+                  f"{ms(c.count_delay_ms[2])} ms")
     if not r.ok:
         console.print(f"[red]FAILED[/]: lost {r.summary.lost[:5]}, over rate {r.verdict.over_rate(r.rates)}, "
                       f"130429 x {r.refusals}, rooms on several numbers {r.verdict.rooms_on_several_numbers[:5]}")

@@ -185,3 +185,15 @@ def test_a_take_never_sends_after_the_last_us_it_wrote_however_slow_its_write():
     taken = window.take("1001", 2 * k, T0 + 10)
     assert isinstance(taken, SlotTaken)
     assert store.docs[window.document_id("1001", 1)][0]["last_us"] < T0 + 10 + 2 * WRITE_GRACE_US
+
+
+def test_each_send_let_through_is_recorded_with_its_slot_and_stamp():
+    # `make demo-senders` compares these stamps with the platform's arrivals.
+    store = SlowStore(write_s=0.0)
+    window = SenderWindow(store, random.Random(5))  # type: ignore[arg-type]
+    counts = begin_request()
+    assert window.take("1001", 75, T0) is None  # a document taken: its first slot
+    assert window.take("1001", 75, T0 + 7) is None  # its next slot, from memory
+    (number, d, slot, at), (_, d2, slot2, at2) = counts.window_slots
+    assert (number, d2, slot, slot2) == ("1001", d, 0, 1)
+    assert T0 <= at < T0 + 1_000_000 and at2 >= T0 + 7

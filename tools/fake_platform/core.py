@@ -41,6 +41,10 @@ class SendRecord:
     media_id: str | None = None  # an image sent by media id
     sender: str = ""  # WhatsApp: the phone-number id in the send path (its statuses name it)
     body: dict[str, Any] | None = None  # the send call's JSON as received (FakeConfig.record_bodies)
+    # WhatsApp, epoch s: when the call's request reached the fake's handler,
+    # and the stamp its number's rate check counted it at (`number_rate_per_s`).
+    received: float = 0.0
+    counted: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -89,6 +93,8 @@ class PlatformCore:
             self.conversations: dict[tuple[str, str], list[list[Any]]] = {}
             self.pair_buckets: dict[str, tuple[float, float]] = {}  # recipient -> (tokens, at epoch s)
             self.number_sends: dict[str, list[float]] = {}  # phone number id -> its sends' times in the last second
+            # The sends refused 130429 by `number_rate_per_s`: {sender, callback, received, counted} (epoch s).
+            self.throughput_refusals: list[dict[str, Any]] = []
             self.media: dict[str, dict[str, dict[str, Any]]] = {}  # phone id -> media id -> {type, bytes, sha256}
             self.media_counts: Counter[str] = Counter()  # uploads, refusals, sends by id / link, asset fetches
 
@@ -147,6 +153,7 @@ class PlatformCore:
         with self.lock:
             return {
                 "sends": [asdict(s) for s in self.sends],
+                "throughput_refusals": list(self.throughput_refusals),
                 "device": self.device,
                 "acked_wamids": sorted(self.acked),
                 "webhooks_posted": self.webhooks_posted,

@@ -19,7 +19,9 @@ With `pair_rate_interval_ms` set, the fake enforces a pair rate per
 recipient as Meta does (a token bucket of `pair_rate_burst`): a send to a
 person whose bucket is empty is answered 131056 and not sent. With
 `number_rate_per_s` set, a WhatsApp number's sends past that many in any
-one-second window are answered 130429 (throughput) and not sent.
+one-second window are answered 130429 (throughput) and not sent, counted
+by when each request reached the fake (its arrival, as the platform
+counts at its edge), not when the fake's loaded threads got to it.
 
 Decides whether a send is refused or its answer spoiled; must not touch
 any wire format of a successful send (whatsapp.py, meta_messaging.py).
@@ -39,6 +41,18 @@ RANDOM_SEND_ERRORS = {130429: ("throughput_error", "(#130429) Rate limit hit"),
 HTTP_5XX_ERRORS = {500: (1, "An unknown error occurred"), 503: (2, "Service temporarily unavailable")}
 
 
+def over_rate(sends: list[float], at: float, rate: int) -> bool:
+    """Whether one more send at `at` (epoch s) would put more than `rate`
+    of `sends` and it in some one-second window [s, s + 1). Arrivals are
+    counted in the order of their stamps, not of their handling: a request
+    stamped on arrival may reach the check after one that came later (the
+    fake's threads), so every window holding `at` is checked, not only the
+    second before it."""
+    near = sorted(t for t in sends if at - 1.0 < t < at + 1.0)
+    starts = [t for t in near if t <= at] + [at]
+    return any(sum(1 for t in near if s <= t < s + 1.0) + (s <= at < s + 1.0) > rate for s in starts)
+
+
 @dataclass(frozen=True)
 class TrickledAnswer:
     """An answer the handler writes one byte every `ms_per_byte` ms."""
@@ -55,20 +69,25 @@ class FaultInjection(PlatformCore):
         other draws do not shift when no fault is asked for)."""
         return prob > 0 and self.rng.random() < prob
 
-    def _refusal(self, recipient: str, sender: str = "") -> tuple[int, dict[str, Any]] | None:
+    def _refusal(self, recipient: str, sender: str = "", now: float | None = None,
+                 note: dict[str, Any] | None = None) -> tuple[int, dict[str, Any]] | None:
         """A fault answered instead of sending, if any; `sender` is the
-        sending number's id (WhatsApp; empty: no throughput limit). Lock held."""
+        sending number's id (WhatsApp; empty: no throughput limit), its send
+        counted at `now` (epoch s: the request's arrival; the clock's now when
+        None); a refusal for its rate is kept in `throughput_refusals` with
+        `note`. Lock held."""
         cfg = self.config
         if sender and cfg.number_rate_per_s > 0:
-            now = time.time()
-            recent = [t for t in self.number_sends.get(sender, []) if now - t < 1.0]
-            if len(recent) >= cfg.number_rate_per_s:
-                self.number_sends[sender] = recent
+            now = time.time() if now is None else now
+            kept = [t for t in self.number_sends.get(sender, []) if t > now - 2.0]
+            if over_rate(kept, now, cfg.number_rate_per_s):
+                self.number_sends[sender] = kept
                 kind, message = RANDOM_SEND_ERRORS[130429]
                 self.send_errors_returned += 1
                 self.faults[kind] += 1
+                self.throughput_refusals.append({"sender": sender, "counted": now, **(note or {})})
                 return 400, _error(130429, message, "OAuthException")
-            self.number_sends[sender] = [*recent, now]
+            self.number_sends[sender] = [*kept, now]
         queued_errors = cfg.send_errors.get(recipient)
         if queued_errors:
             code = queued_errors.pop(0)

@@ -22,13 +22,14 @@ class FakeGraphApi(WhatsAppWire, MetaMessagingWire):
     an in-memory provider adapter for unit tests.
     """
 
-    def handle_send(self, phone_id: str, auth: str | None,
-                    body: dict[str, Any]) -> tuple[int | None, dict[str, Any] | TrickledAnswer]:
+    def handle_send(self, phone_id: str, auth: str | None, body: dict[str, Any],
+                    received: float | None = None) -> tuple[int | None, dict[str, Any] | TrickledAnswer]:
         """Answer one send call (`POST /{version}/{id}/messages`), told apart
         by the id in its path: a Messenger or Instagram app's id, else a
         WhatsApp phone number id. `(HTTP status, JSON body)` (a
         `TrickledAnswer` to write it slowly), or `(None, {})` to close the
-        connection without any answer."""
+        connection without any answer. `received`: when the request reached
+        the handler (epoch s; now when not given)."""
         if phone_id in self.meta_apps:
             return self.handle_meta_send(self.meta_apps[phone_id], auth, body)
-        return self.handle_whatsapp_send(phone_id, auth, body)
+        return self.handle_whatsapp_send(phone_id, auth, body, received)

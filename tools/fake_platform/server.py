@@ -111,6 +111,7 @@ def make_handler(fake: FakeGraphApi, control_token: str | None = None) -> type[B
             self._json(404, _error(100, "Unknown path", "GraphMethodException"))
 
         def do_POST(self) -> None:
+            received = time.time()  # before the body is read: the request's arrival
             if self._refused_control():
                 return None
             media = MEDIA_PATH.match(self.path)
@@ -139,7 +140,7 @@ def make_handler(fake: FakeGraphApi, control_token: str | None = None) -> type[B
             match = SEND_PATH.match(self.path)
             if not match:
                 return self._json(404, _error(100, "Unknown path", "GraphMethodException"))
-            status, answer = fake.handle_send(match["phone"], self.headers.get("Authorization"), body)
+            status, answer = fake.handle_send(match["phone"], self.headers.get("Authorization"), body, received)
             self._json(status, answer)
 
     return Handler

@@ -73,11 +73,13 @@ class WhatsAppWire(FaultInjection):
 
     # ------------------------------------------------------------ sends
 
-    def handle_whatsapp_send(self, phone_id: str, auth: str | None,
-                             body: dict[str, Any]) -> tuple[int | None, dict[str, Any] | TrickledAnswer]:
+    def handle_whatsapp_send(self, phone_id: str, auth: str | None, body: dict[str, Any],
+                             received: float | None = None) -> tuple[int | None, dict[str, Any] | TrickledAnswer]:
         """Answer one WhatsApp send call: `(HTTP status, JSON body)` (a
         `TrickledAnswer` to write it slowly), or `(None, {})` to close the
-        connection without any answer."""
+        connection without any answer. `received`: when the request reached
+        the handler (epoch s; now when not given)."""
+        received = time.time() if received is None else received
         if auth != f"Bearer {self.access_token}":
             return 401, _error(190, "Invalid OAuth access token.", "OAuthException")
         refused = wire.refusal(wire.WHATSAPP_SEND, body)
@@ -96,7 +98,11 @@ class WhatsAppWire(FaultInjection):
             return 400, _error(131047, WINDOW_CLOSED_TITLE, "OAuthException")
         cfg = self.config
         with self.lock:
-            refusal = self._refusal(recipient, sender=phone_id)
+            # The throughput limit counts the request's arrival, as the platform's edge does:
+            # not when this thread got the lock (up to 156 ms later under load, `make demo-senders`).
+            counted = received
+            refusal = self._refusal(recipient, sender=phone_id, now=counted, note={
+                "received": received, "callback": str(body.get("biz_opaque_callback_data", ""))})
             if refusal is not None:
                 return refusal
             drop, slow_ms = self._after_send_faults(recipient)
@@ -106,7 +112,7 @@ class WhatsAppWire(FaultInjection):
         wamid = "wamid." + hashlib.sha1(f"{now}{next(self.counter)}".encode()).hexdigest()[:24].upper()
         record = SendRecord(recipient, wamid, str(body.get("biz_opaque_callback_data", "")), now,
                             kind=kind, media_id=media_id, sender=phone_id,
-                            body=body if cfg.record_bodies else None)
+                            body=body if cfg.record_bodies else None, received=received, counted=counted)
         with self.lock:
             self.sends.append(record)
             if kind != "text":
