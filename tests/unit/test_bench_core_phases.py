@@ -1,4 +1,4 @@
-"""bench-core's per-phase figures (tools/bench_core.phase_acks), on
+"""bench-core's per-phase figures (tools/bench_core.py, phase_acks), on
 hand-made events: the acked share of one phase's rooms, and how long an ack
 status waited between the webhook and its room."""
 

@@ -249,35 +249,3 @@ def test_the_architecture_page_shows_the_rulebook_as_the_code_has_it():
     from tools.rulebook import DOC, updated
 
     assert updated(DOC.read_text()) == DOC.read_text(), "run: python -m tools.rulebook"
-
-
-# Paths the docs and code name that need not exist in a checkout: a file the
-# user creates from its example, and a placeholder in a how-to.
-NAMED_ELSEWHERE = {"infra/backend.tf", "shared/MODULE.py"}
-
-
-def test_no_reference_to_a_path_outside_the_repository_or_one_that_no_longer_exists():
-    """Every repository path the docs and code name (shared/..., tools/...,
-    docs/... ending .py, .md, .tf, .json or .mk) exists, and nothing points
-    outside the repository (a `../shared/` that leaves it names the design
-    notes' folder beside a checkout, which a reader of the repository does
-    not have)."""
-    import subprocess
-
-    files = subprocess.run(["git", "ls-files", "*.py", "*.md", "*.tf", "*.mk", "Makefile"], cwd=ROOT,
-                           capture_output=True, text=True, check=True).stdout.split()
-    this = Path(__file__).resolve()
-    path = re.compile(r"\b(?:shared|tools|functions|pipeline|baton_cli|tests|client|infra|docs)/[A-Za-z0-9_./-]+?"
-                      r"\.(?:py|md|tf|json|mk)\b(?![.\w])")
-    missing, outside = set(), set()
-    for name in files:
-        if (ROOT / name).resolve() == this or not (ROOT / name).is_file():
-            continue
-        text = (ROOT / name).read_text(errors="replace")
-        missing |= {(name, p) for p in path.findall(text) if not (ROOT / p).exists() and p not in NAMED_ELSEWHERE}
-        for m in re.finditer(r"\.\./shared/[\w./-]*\w", text):
-            target = ((ROOT / name).parent / m.group(0)).resolve()
-            if not target.is_relative_to(ROOT) or not target.exists():
-                outside.add((name, m.group(0)))
-    assert not missing, sorted(missing)
-    assert not outside, sorted(outside)

@@ -81,7 +81,7 @@ def test_past_the_gap_timeout_the_gap_is_logged_and_the_room_moves_on_and_a_late
     assert kinds(d) == [] and gap_timers(d) == [due]  # too early: armed again
     state, d = step(state, TimerFired(state.incarnation, 0, 0, due, due))
     assert kinds(d)[0] == "sequence_gap" and "producer sequence 2 missing" in d.events[0].reason
-    assert [m.message_id for m in state.pending] == ["c", "d"] and state.held == ()
+    assert [m.message_id for m in state.pending] == ["c", "d"] and state.sequence_held == ()
     state, d = step(state, push("b", 2, at=due + 10 * MS))
     assert "after its gap was given up" in d.events[0].reason
     order = []
@@ -138,4 +138,4 @@ def test_any_arrival_order_within_the_gap_timeout_sends_in_producer_order(seed, 
         state, d = step(state, ack(state, now))
         order += sent(d)
     assert order == [f"m{s}" for s in range(1, n + 1)]
-    assert state.held == () and state.pending == ()
+    assert state.sequence_held == () and state.pending == ()

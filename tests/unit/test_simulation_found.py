@@ -72,7 +72,7 @@ def test_a_placeholder_filled_at_the_expected_sequence_does_not_jump_a_lower_seq
     assert room(push("m2", T0 + S // 2, 2)).refused  # m4 gets its placeholder (a later push came); m2 refused
     gap_due = room.state.gap_due_us
     room(TimerFired(room.state.incarnation, 0, 0, gap_due, gap_due))  # sequence 2 given up: m3 enters
-    assert room.state.next_sequence == 4
+    assert room.state.expected_sequence == 4
     room(push("m4", gap_due + S, 4))  # m4's own push, at the expected sequence
     while room.state.in_flight is not None:
         room.deliver_in_flight(room.state.in_flight.started_at_us + S // 10)

@@ -62,7 +62,7 @@ def test_a_message_entering_before_sequence_held_ones_goes_from_their_number():
     """m2 (sequence 2) waits for sequence 1, kept with number 1001; m1 comes
     with the room's rendezvous number now 1002: both must go from one number."""
     state, _ = push(RoomState("r"), "m2", TWO, "1001", sequence=2)
-    assert state.held and state.held[0].sender == "1001"
+    assert state.sequence_held and state.sequence_held[0].sender == "1001"
     state, sends = push(state, "m1", TWO, "1002", sequence=1)
     numbers = [s.number for s in sends]
     state, more = ack(state, TWO, T0 + 100 * MS)
@@ -78,7 +78,7 @@ def test_the_watchdog_wakes_an_overdue_in_flight_message_behind_an_overdue_gap()
     msg = QueuedMessage(1, "m1", "whatsapp", "15550001", "hi", T0, T0, sequence=1)
     flight = InFlight(msg, 1, T0, Phase.SENT, T0 + 3000 * MS, "push:m1", deadline_us=T0 + 3000 * MS)
     held = QueuedMessage(0, "m3", "whatsapp", "15550001", "later", T0, T0, sequence=3)
-    state = RoomState("r", incarnation=T0, next_seq=2, in_flight=flight, next_sequence=2, held=(held,),
+    state = RoomState("r", incarnation=T0, next_seq=2, in_flight=flight, expected_sequence=2, sequence_held=(held,),
                       gap_due_us=T0 + 1000 * MS)
     d = decide(state, WatchdogSweep(T0 + 60_000 * MS), policy, "sweep")
     kinds = [str(e.event) for e in d.events]
@@ -99,9 +99,9 @@ def test_a_parked_copy_filling_a_placeholder_advances_the_producer_sequence():
                            sequence=2), policy, "deadletter")
     state = d.state or state
     assert [m.message_id for m in state.pending] == ["m2"] and state.pending[0].parked
-    assert state.next_sequence == 3
+    assert state.expected_sequence == 3
     state, _ = push(state, "m3", replace(policy, max_queued_messages=10), None, sequence=3, at=T0 + 6 * MS)
-    assert not state.held and state.gap_due_us is None
+    assert not state.sequence_held and state.gap_due_us is None
     assert [m.message_id for m in state.pending] == ["m2", "m3"]
 
 
@@ -110,7 +110,7 @@ def test_a_parked_copy_of_a_message_never_seen_advances_the_producer_sequence():
     state, _ = push(RoomState("r"), "m1", policy, None, sequence=1)
     d = decide(state, Park("m2", "whatsapp", "15550001", "hi", T0, T0 + 5 * MS, "dead-lettered by Pub/Sub",
                            sequence=2), policy, "deadletter")
-    assert d.state is not None and d.state.next_sequence == 3
+    assert d.state is not None and d.state.expected_sequence == 3
 
 
 def test_media_is_uploaded_by_the_number_it_is_sent_from_within_one_configuration():
