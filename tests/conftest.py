@@ -29,7 +29,7 @@ TEST_ENV = {"ACK_TIMEOUT_MS": "1500", "SEND_TIMEOUT_MS": "1000", "SEND_START_DEA
             # The stack's own webhook only logs `sent`, whatever the shell has: the fake platform
             # posts `sent` 5 ms after taking a message, and the tests of a resend after an unknown
             # send outcome need it to change nothing. tests/integration/test_sent_proof.py and
-            # tests/unit/test_sent_proof_service.py test the default, `on`.
+            # tests/unit/service/test_sent_proof_service.py test the default, `on`.
             "WHATSAPP_SENT_PROOF": "off",
             # Pacing that a test can see in seconds, on Messenger rooms only (no other test sends
             # more than 5 messages to one Messenger recipient).

@@ -36,7 +36,7 @@ Not violations, but counted:
   (issue 31, item 2). A status that came after the resend is the webhook's
   lateness, not this.
 
-Pure: `check()` takes plain data, so tests/unit/test_chaos_check.py can feed it
+Pure: `check()` takes plain data, so tests/unit/tools/test_chaos_check.py can feed it
 hand-made records with each violation.
 """
 

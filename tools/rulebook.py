@@ -3,7 +3,7 @@ docs/architecture.md, so the document cannot drift from the code.
 
 `python -m tools.rulebook` rewrites the table between the markers;
 `python -m tools.rulebook --check` exits 1 if the file is out of date
-(tests/unit/test_docs.py runs the same check).
+(tests/unit/repo/test_docs.py runs the same check).
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 They stand in for Firestore (`FakeRoomStore`), Cloud Tasks (`FakeTimers`) and
 the WhatsApp Cloud API (`FakePlatform`) in service-level tests
-(tests/unit/test_faults.py) and in the simulation (tools/simulation). Each can be told to fail its next call in the ways
+(tests/unit/service/test_faults.py) and in the simulation (tools/simulation). Each can be told to fail its next call in the ways
 the real service fails, including the `Crash` of the process between two
 steps of a request, and to take (simulated) time while other requests run.
 

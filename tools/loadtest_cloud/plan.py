@@ -1,7 +1,7 @@
 """The load test as a list of steps: what it creates, calls and deletes.
 
 Pure: building the plan touches nothing, so `--dry-run` prints exactly what
-a run would do, and tests/unit/test_loadtest_cloud.py checks it offline.
+a run would do, and tests/unit/tools/test_loadtest_cloud.py checks it offline.
 Each `Step` is a command line (`argv`) run in order; `{fake_url}`,
 `{webhook_url}`, `{out}` and `{root}` are filled in when it runs, from what
 earlier steps print and where the run writes; the run's random `token` only
