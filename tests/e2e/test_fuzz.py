@@ -54,8 +54,8 @@ from shared.push import Rejected, _parse_time_us, parse_push
 from shared.room import Enqueue, Policy, decide, make_delivery_id
 from shared.store import RoomStore
 from tests.conftest import wait_for
-from tools.audit import read_events
-from tools.stack import PROJECT
+from tools.local.audit import read_events
+from tools.local.stack import PROJECT
 
 SECRET = "local-app-secret"
 RUN = uuid.uuid4().hex[:6]

@@ -23,7 +23,7 @@ from shared.store import DEFAULT_INDEX_SHARDS, RoomStore
 from tests.conftest import room_events, wait_for
 from tests.integration.test_functions import post_push
 from tests.integration.test_guarantees import platform_sends, service
-from tools.stack import PROJECT, free_port
+from tools.local.stack import PROJECT, free_port
 
 BATON = Path(sys.executable).parent / "baton"
 SILENT = "15552220000"  # the fake platform never acks this recipient

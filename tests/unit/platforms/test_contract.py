@@ -18,7 +18,7 @@ from shared.providers.meta_messaging import InstagramClient, MessengerClient
 from shared.providers.whatsapp import WhatsAppClient
 from shared.push import Accepted, Rejected, parse_push
 from tests.message_kinds import BROKEN, KINDS, wire_of
-from tools.fake_platform import wire
+from tools.sim.fake_platform import wire
 
 NOW = 1_700_000_000_000_000
 RECIPIENT = "15551234567"

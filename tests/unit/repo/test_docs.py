@@ -246,6 +246,6 @@ def test_config_rejects_a_room_size_limit_over_firestores_1_mib(monkeypatch):
 
 
 def test_the_architecture_page_shows_the_rulebook_as_the_code_has_it():
-    from tools.rulebook import DOC, updated
+    from tools.docs.rulebook import DOC, updated
 
-    assert updated(DOC.read_text()) == DOC.read_text(), "run: python -m tools.rulebook"
+    assert updated(DOC.read_text()) == DOC.read_text(), "run: python -m tools.docs.rulebook"

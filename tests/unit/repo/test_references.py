@@ -5,8 +5,8 @@ and shared/service.py, 12 to a design file beside the checkout).
 What counts as a reference: in every text file git tracks (code, docs,
 Terraform, make files, .ci/run, requirements, HTML), a relative path that
 starts at one of the repository's top-level folders (`shared/room/entry.py`,
-`tools/fake_platform/`, `docs/cost.md`, ...) and a module run or imported
-by its dotted name (`-m tools.stack`, `from tools.sim import ...`).
+`tools/sim/fake_platform/`, `docs/cost.md`, ...) and a module run or imported
+by its dotted name (`-m tools.local.stack`, `from tools.sim import ...`).
 Both must exist in the checkout; the few that need not are in ALLOWED,
 each with why. Anything that walks out of the repository by `../` is
 refused whether it exists on this machine or not.
@@ -39,7 +39,7 @@ GENERATED = ("dist/", "run/", "out/", ".venv", "tests/infra/.cache")
 # backtick, bracket, comma, colon, ...). A trailing dot is a full stop.
 PATH = re.compile(r"(?<![\w./-])(?:" + "|".join(re.escape(t) for t in TOP) + r")/[A-Za-z0-9_./*{}-]*[A-Za-z0-9_/]")
 # A module of the repository's own packages named by its dotted path.
-MODULE = re.compile(r"(?:-m |^\s*from |^\s*import )((?:shared|tools|functions|pipeline|baton_cli|tests)(?:\.\w+)+)",
+MODULE = re.compile(r"(?:-m |\"-m\",\s*\"|^\s*from |^\s*import )((?:shared|tools|functions|pipeline|baton_cli|tests)(?:\.\w+)+)",
                     re.MULTILINE)
 OUTSIDE = re.compile(r"(?<![\w./])\.\./[\w./-]*\w")
 
@@ -110,8 +110,9 @@ def test_nothing_points_outside_the_repository():
 
 def test_the_checks_see_a_missing_path_a_missing_module_and_one_outside():
     """The patterns themselves: each case the repository once had is caught."""
-    text = "see shared/room.py and `tools/nowhere/` (python -m tools.nowhere); ../shared/DESIGN.md says so."
+    text = ("see shared/room.py and `tools/nowhere/` (python -m tools.nowhere); ../shared/DESIGN.md says so.\n"
+            'spawn([py, "-m", "tools.gone"])')
     assert [r for r in PATH.findall(text) if not exists(r)] == ["shared/room.py", "tools/nowhere/"]
-    assert [m for m in MODULE.findall(text) if not module_exists(m)] == ["tools.nowhere"]
+    assert [m for m in MODULE.findall(text) if not module_exists(m)] == ["tools.nowhere", "tools.gone"]
     assert OUTSIDE.findall(text) == ["../shared/DESIGN.md"]
     assert exists("shared/room/entry.py") and exists("tools/") and module_exists("shared.room.entry")

@@ -17,7 +17,7 @@ ROOT = Path(__file__).resolve().parents[3]
 
 
 class LeakyStack:
-    """A stack whose start writes into os.environ, as tools.stack.Stack's
+    """A stack whose start writes into os.environ, as tools.local.stack.Stack's
     provisioning does (its client environment), plus a setting."""
 
     stopped = False

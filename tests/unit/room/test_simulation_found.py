@@ -243,7 +243,7 @@ def test_a_prepared_message_whose_number_was_taken_out_goes_by_link_not_by_a_med
     of WHATSAPP_SENDERS; the message went out from ...001 (`sent_from`)
     naming ...002's media id, which WhatsApp refuses for good: the message
     failed. It goes by its link instead."""
-    from tools.simulation.run import report_failure, run_seed
+    from tools.sim.simulation.run import report_failure, run_seed
 
     result = run_seed(22)
     assert not result.findings, report_failure(result)
@@ -259,7 +259,7 @@ def test_a_message_prepared_while_its_number_was_out_is_not_sent_with_the_other_
     with ...001's media id: refused for good. The room now keeps the number
     that uploaded each media id, and the send uses it only from that number."""
     from shared.prepare import tag_media, untag_media
-    from tools.simulation.run import report_failure, run_seed
+    from tools.sim.simulation.run import report_failure, run_seed
 
     assert untag_media(tag_media("100000000000001", "m-1")) == ("100000000000001", "m-1")
     assert untag_media("m-1") == (None, "m-1")  # kept before the number was recorded

@@ -37,7 +37,7 @@ are fixed scenarios, the shrunk examples of the searches):
     pytest tests/unit/service/test_faults.py -k found    # what the searches found on the new code (xfail until fixed)
 
 The long searches over every fault at once are the deterministic simulation
-now (`make simulate SEEDS=N`, tools/simulation; CI runs a fixed set of its
+now (`make simulate SEEDS=N`, tools/sim/simulation; CI runs a fixed set of its
 seeds in tests/unit/tools/test_simulation.py). `ExploreAllFaultsMachine` and
 `ExploreAmbiguityMachine` stay as the machines the fixed scenarios below
 replay.

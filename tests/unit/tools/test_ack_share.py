@@ -1,9 +1,9 @@
-"""tools/ack_share.py: the acked share among the messages the platform
+"""tools/local/ack_share.py: the acked share among the messages the platform
 delivered and reported within the ack timeout, from a hand-made record."""
 
 from __future__ import annotations
 
-from tools.ack_share import acked_share
+from tools.local.ack_share import acked_share
 
 
 def test_only_messages_delivered_and_reported_in_time_count_and_acked_ones_are_matched_by_room_and_seq():

@@ -5,8 +5,8 @@ platform's stats span every test)."""
 from __future__ import annotations
 
 from shared.room import make_delivery_id
-from tools.audit import summarize
-from tools.publisher import OutboundMessage
+from tools.local.audit import summarize
+from tools.local.publisher import OutboundMessage
 
 
 def send(room: str, seq: int, attempt: int) -> dict:

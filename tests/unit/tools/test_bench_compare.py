@@ -1,4 +1,4 @@
-"""The comparison's figures (tools/bench_compare), fed hand-made fake-platform
+"""The comparison's figures (tools/bench/compare), fed hand-made fake-platform
 records: each definition counts what it says and nothing else."""
 
 from __future__ import annotations
@@ -9,14 +9,14 @@ import random
 import pytest
 
 from shared.room import make_delivery_id
-from tools.bench_compare.metrics import (
+from tools.bench.compare.metrics import (
     compute,
     lognormal_capped_mean,
     mean_limit_msgs_per_s,
     ratio,
     simulated_room_limits,
 )
-from tools.bench_compare.workload import Planned, make_plan
+from tools.bench.compare.workload import Planned, make_plan
 
 T = 1_700_000_000.0  # epoch s
 TIMEOUT_MS = 3000.0
@@ -179,7 +179,7 @@ def test_the_printed_goal_is_the_documented_one():
     import re
     from pathlib import Path
 
-    from tools.bench_compare import run
+    from tools.bench.compare import run
 
     page = (Path(__file__).resolve().parents[3] / "docs" / "compare.md").read_text()
     documented = set(re.findall(r"\|\s*>= (0\.\d+)\s*\|", page))

@@ -1,10 +1,10 @@
-"""bench-core's per-phase figures (tools/bench_core.py, phase_acks), on
+"""bench-core's per-phase figures (tools/bench/core.py, phase_acks), on
 hand-made events: the acked share of one phase's rooms, and how long an ack
 status waited between the webhook and its room."""
 
 from __future__ import annotations
 
-from tools.bench_core import phase_acks
+from tools.bench.core import phase_acks
 
 
 def event(kind: str, room: str, ts: str, seq: int = 1, **kw) -> dict:

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from tools.bench_pipeline import goals
-from tools.bench_pipeline_day import split_hours
+from tools.bench.pipeline import goals
+from tools.bench.pipeline_day import split_hours
 
 
 def day(**kw: object) -> dict:
@@ -73,7 +73,7 @@ def test_nothing_measured_meets_no_goal_and_is_refused():
     would measure nothing is refused at once."""
     import pytest
 
-    from tools.bench_pipeline import main
+    from tools.bench.pipeline import main
 
     assert [met for _, _, met in goals([], None)] == [False]
     with pytest.raises(SystemExit) as refused:

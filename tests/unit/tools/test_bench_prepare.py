@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from tools.bench_prepare import ROOM, figures, message_ids
+from tools.bench.prepare import ROOM, figures, message_ids
 
 T0 = 1_800_000_000.0
 

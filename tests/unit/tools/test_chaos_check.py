@@ -4,7 +4,7 @@ to find makes it fail, and a clean run passes."""
 from __future__ import annotations
 
 from shared.room import make_delivery_id
-from tools.chaos_check import check
+from tools.local.chaos_check import check
 
 INC = 1_700_000_000_000_000
 T = 1_700_000_100.0  # epoch s

@@ -1,4 +1,4 @@
-"""The judge of `make demo-senders` (tools/demo_senders.py) on hand-made
+"""The judge of `make demo-senders` (tools/local/demo_senders.py) on hand-made
 records of the fake platform: it must catch a number over its rate in a
 sliding second and a room sent from two numbers."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from shared.room import make_delivery_id
 from shared.senders import rendezvous_sender
-from tools.demo_senders import judge_overshoot, judge_senders
+from tools.local.demo_senders import judge_overshoot, judge_senders
 
 NUMBERS = ("1001", "1002")
 

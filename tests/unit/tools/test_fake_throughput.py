@@ -4,8 +4,8 @@ sent, per number; the limit of another number is its own."""
 
 from __future__ import annotations
 
-from tools.fake_platform.config import FakeConfig
-from tools.fake_platform.platform import FakeGraphApi
+from tools.sim.fake_platform.config import FakeConfig
+from tools.sim.fake_platform.platform import FakeGraphApi
 
 TOKEN = "t"
 

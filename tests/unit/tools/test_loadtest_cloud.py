@@ -14,13 +14,13 @@ from types import SimpleNamespace
 import pytest
 import requests
 
-from tools.fake_platform.config import FakeConfig
-from tools.fake_platform.platform import FakeGraphApi
-from tools.fake_platform.server import make_handler
-from tools.loadtest_cloud import __main__ as cli
-from tools.loadtest_cloud.plan import REQUIRED_VARS, LoadTest, build
-from tools.loadtest_cloud.publish import published_ids, workload
-from tools.loadtest_cloud.workdir import copy_infra
+from tools.cloud.loadtest import __main__ as cli
+from tools.cloud.loadtest.plan import REQUIRED_VARS, LoadTest, build
+from tools.cloud.loadtest.publish import published_ids, workload
+from tools.cloud.loadtest.workdir import copy_infra
+from tools.sim.fake_platform.config import FakeConfig
+from tools.sim.fake_platform.platform import FakeGraphApi
+from tools.sim.fake_platform.server import make_handler
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -48,7 +48,7 @@ def test_the_plan_publishes_at_the_chosen_rate_and_judges_like_make_chaos():
     assert len(publish) == 1 and "--rate=750" in publish[0].argv and "--rooms=300" in publish[0].argv
     verdict = [s for s in steps if s.phase == "verdict"]
     assert [s.save for s in verdict[:2]] == ["stats.json", "events.json"]
-    assert "tools.loadtest_cloud.verdict" in verdict[2].argv
+    assert "tools.cloud.loadtest.verdict" in verdict[2].argv
     assert {s.phase for s in steps} >= {"monitoring"}
 
 
@@ -86,12 +86,12 @@ def test_a_failed_step_skips_to_the_teardown(monkeypatch, tmp_path):
 
     def fake_run(argv, **kw):
         ran.append(" ".join(argv))
-        failing = "tools.loadtest_cloud.publish" in argv
+        failing = "tools.cloud.loadtest.publish" in argv
         return SimpleNamespace(returncode=1 if failing else 0, stdout="https://fake.example\n")
 
     monkeypatch.setattr(subprocess, "run", fake_run)
     assert cli.run(build(LoadTest("my-project-1")), tmp_path) == 1
-    after = ran[next(i for i, c in enumerate(ran) if "tools.loadtest_cloud.publish" in c) + 1:]
+    after = ran[next(i for i, c in enumerate(ran) if "tools.cloud.loadtest.publish" in c) + 1:]
     assert after and all("destroy" in c or "delete" in c for c in after)
 
 
@@ -116,7 +116,7 @@ def test_every_required_variable_is_passed_and_the_production_tfvars_never_read(
     assert required_variables() == set(REQUIRED_VARS)
     steps = plan(rate=2_000)
     terraform = [s for s in steps if s.argv[0] == "terraform"]
-    copy = next(i for i, s in enumerate(steps) if "tools.loadtest_cloud.workdir" in s.argv)
+    copy = next(i for i, s in enumerate(steps) if "tools.cloud.loadtest.workdir" in s.argv)
     assert copy < steps.index(terraform[0])
     for step in terraform:
         # never infra/ itself, whose terraform.tfvars, *.auto.tfvars and backend.tf Terraform would read
@@ -160,7 +160,7 @@ def test_the_fake_is_public_and_every_call_needs_the_token_baton_sends():
     assert secret.stdin == "token"
     # one instance: the fake's record of sends lives in its memory
     assert "--max-instances=1" in deploy.argv
-    readers = [s for s in steps if "/_fake/stats" in " ".join(s.argv) or "tools.loadtest_cloud.drain" in s.argv]
+    readers = [s for s in steps if "/_fake/stats" in " ".join(s.argv) or "tools.cloud.loadtest.drain" in s.argv]
     assert len(readers) == 2 and all(s.stdin in ("token", "control_header") for s in readers)
     assert not any("identity" in " ".join(s.argv) for s in steps)
 

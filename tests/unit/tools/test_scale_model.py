@@ -1,4 +1,4 @@
-"""The scale model's index accounting (tools/scale_model/meter.py): which
+"""The scale model's index accounting (tools/sim/scale_model/meter.py): which
 index range a room write lands in, read from infra/firestore.tf."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import json
 import re
 from pathlib import Path
 
-from tools.scale_model.meter import IndexLayout, Meter, peak_and_p99
+from tools.sim.scale_model.meter import IndexLayout, Meter, peak_and_p99
 
 ROOT = Path(__file__).resolve().parents[3]
 NOW = 1_795_000_000_000_000
@@ -64,7 +64,7 @@ def test_the_model_passes_on_this_layout_and_fails_on_the_unsharded_one(tmp_path
     the same every run): today's infra/firestore.tf passes; the layout of
     before the shards (wake_at_us with its single-field index, one shard)
     fails on the sequential index range."""
-    from tools.scale_model.__main__ import ROOT, main
+    from tools.sim.scale_model.__main__ import ROOT, main
 
     # Numbers to spare: a sample this small gives each number a few slots of
     # its send window, where waits are not the deployment's (sampled_senders).
@@ -85,7 +85,7 @@ def test_the_model_passes_on_this_layout_and_fails_on_the_unsharded_one(tmp_path
 
 def bench_core_mean_rate(counts: dict) -> float:
     """bench-core's messages/s over its three phases, weighted by their
-    messages (tools/bench_core.py: the capacity burst of 3 per room, 40 s at
+    messages (tools/bench/core.py: the capacity burst of 3 per room, 40 s at
     half capacity, 30 s at the light rate, each in bursts of 3 per room)."""
     phases = [(counts["rooms"] * 3, counts["capacity_msgs_per_s"]),
               (int(counts["half_rate_target_per_s"] * 40 / 3) * 3, counts["half_rate_achieved_per_s"]),
@@ -112,7 +112,7 @@ def test_the_models_firestore_operations_per_message_agree_with_bench_core(capsy
     more. The window's writes depend on how many slots each instance holds:
     one window for all functions, or every message sent by enqueue, doubles
     them."""
-    from tools.scale_model.__main__ import main
+    from tools.sim.scale_model.__main__ import main
 
     bench = json.loads((ROOT / "docs" / "cost-inputs.json").read_text())["modes"]["direct"]["counts"]
     rate = bench_core_mean_rate(bench)
@@ -140,7 +140,7 @@ def test_the_models_firestore_operations_per_message_agree_with_bench_core(capsy
 
 
 def test_a_sampled_number_keeps_its_share_of_the_window():
-    from tools.scale_model.__main__ import sampled_senders
+    from tools.sim.scale_model.__main__ import sampled_senders
 
     assert sampled_senders("1000001:950,1000002", 0.04) == "1000001:38,1000002:3"
     assert sampled_senders("1000001:10", 0.01) == "1000001:1"

@@ -1,4 +1,4 @@
-"""The deterministic simulation (tools/simulation) in `make test`: a fixed set
+"""The deterministic simulation (tools/sim/simulation) in `make test`: a fixed set
 of seeds runs with no finding, a seed replays exactly, and each check fails
 on a record that breaks its invariant (a check that cannot fail proves
 nothing). `make simulate SEEDS=N` runs the long search."""
@@ -14,9 +14,9 @@ from collections import Counter
 
 import pytest
 
-from tools.simulation.checks import check
-from tools.simulation.run import report_failure, run_seed
-from tools.simulation.world import ACK_TIMEOUT_MS
+from tools.sim.simulation.checks import check
+from tools.sim.simulation.run import report_failure, run_seed
+from tools.sim.simulation.world import ACK_TIMEOUT_MS
 
 # Seeds 1-40, and the seeds that found bugs 1, 4 and 5 of issue 43 on the
 # code before their fixes (docs/architecture.md, "The simulation").
@@ -116,7 +116,7 @@ def test_a_failing_seed_prints_its_replay_command_and_trace() -> None:
     platform.calls = [c for c in platform.calls if c.text != calls[0].text]
     result.findings = check(result.world, Counter())
     report = report_failure(result)
-    assert f"python -m tools.simulation --seed {result.seed}" in report
+    assert f"python -m tools.sim.simulation --seed {result.seed}" in report
     assert f"trace of {plan.room_id}" in report
 
 
@@ -142,7 +142,7 @@ def _whatsapp_run():
 
 def test_the_throughput_check_judges_what_reached_the_platform_not_the_slot_stamps() -> None:
     from shared.sender_window import GUARD_US, WINDOW_US
-    from tools.simulation.world import NUMBER_RATE
+    from tools.sim.simulation.world import NUMBER_RATE
 
     result = _whatsapp_run()
     spread = [(k * (WINDOW_US + GUARD_US) // NUMBER_RATE, 0) for k in range(NUMBER_RATE + 1)]
@@ -172,7 +172,7 @@ def test_the_throughput_check_fails_on_a_send_from_another_number_than_its_slot(
 def test_concurrent_sweeps_run_their_rescues_interleaved_on_the_scheduler() -> None:
     """SWEEP_CONCURRENCY > 1: the sweep's pool runs its rescues as child
     invocations of the scheduler (a real thread pool would run outside it)."""
-    from tools.simulation.workload import sweep_settings
+    from tools.sim.simulation.workload import sweep_settings
 
     seed = next(s for s in range(1, 200) if sweep_settings(s).get("sweep_concurrency", 1) > 1)
     result = run_seed(seed)
@@ -182,7 +182,7 @@ def test_concurrent_sweeps_run_their_rescues_interleaved_on_the_scheduler() -> N
 
 def _campaign_run():
     """A finished run whose campaign's promo-1 reached the platform in some room, with no finding."""
-    from tools.simulation.workload import CAMPAIGN_ID, campaign
+    from tools.sim.simulation.workload import CAMPAIGN_ID, campaign
 
     for seed in range(1, 80):
         if campaign(seed) is None:
@@ -196,7 +196,7 @@ def _campaign_run():
 
 
 def test_the_scheduled_checks_fail_on_a_send_before_its_time_and_on_a_cancelled_one_sent() -> None:
-    from tools.simulation.scheduled import Claim
+    from tools.sim.simulation.scheduled import Claim
 
     result, call = _campaign_run()
     world = result.world
@@ -213,7 +213,7 @@ def test_the_scheduled_checks_fail_on_a_send_before_its_time_and_on_a_cancelled_
 def test_a_room_deleted_by_ttl_keeps_its_ends_for_the_checks_and_its_seqs_per_life() -> None:
     """A room deleted by TTL is made again with seqs from 1: the same seq
     ending in two lives is not 'ended twice'; within one life it is."""
-    from tools.simulation.workload import ttl_ms
+    from tools.sim.simulation.workload import ttl_ms
 
     for seed in range(1, 80):
         if ttl_ms(seed) is None:
