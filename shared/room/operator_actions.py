@@ -25,8 +25,6 @@ from shared.room.inputs import (
     Skip,
 )
 from shared.room.state import (
-    PAUSED,
-    RESUMED,
     IgnoreReason,
     Paused,
     Phase,
@@ -117,14 +115,14 @@ def skip(t: Transition, ev: Skip) -> Decision:
 def pause(t: Transition, ev: Pause) -> Decision:
     if t.state.paused is not None:
         return ignore(t, EventType.OPERATOR_IGNORED, IgnoreReason.ALREADY_PAUSED, actor=ev.actor)
-    log(t, PAUSED, None, actor=ev.actor, reason=ev.reason)
+    log(t, EventType.PAUSED, None, actor=ev.actor, reason=ev.reason)
     return done(t, replace(with_incarnation(t), paused=Paused(ev.actor, ev.reason, t.now_us)))
 
 
 def resume(t: Transition, ev: Resume) -> Decision:
     if t.state.paused is None:
         return ignore(t, EventType.OPERATOR_IGNORED, IgnoreReason.NOT_PAUSED, actor=ev.actor)
-    log(t, RESUMED, None, actor=ev.actor, reason=ev.reason)
+    log(t, EventType.RESUMED, None, actor=ev.actor, reason=ev.reason)
     state = replace(t.state, paused=None)
     if state.in_flight is None:
         state = advance(t, state, Trigger.RESUME, ev.idempotency_key)

@@ -10,8 +10,6 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import TYPE_CHECKING
 
-from shared.events import EventType
-
 if TYPE_CHECKING:
     from shared.config import Settings
 
@@ -391,10 +389,6 @@ class Policy:
 
 # The reason a message parked because its preparation was given up starts with this.
 PREPARE_PARK_REASON = "preparation failed"
-
-PAUSED = EventType.PAUSED
-
-RESUMED = EventType.RESUMED
 
 ACK_STATUSES = frozenset({"delivered", "read"})
 
