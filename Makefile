@@ -21,7 +21,7 @@ help:
 	@echo "make operator-day  pause, skip, redrive, pacing and an image on the emulators, then the report's audit of them"
 	@echo "make bench-core, make bench-pipeline, make report, make package"
 	@echo "make bench-prepare  one room of 200 image messages: preparation in parallel vs one after another"
-	@echo "make simulate       the deterministic simulation of the whole deployment (SEEDS=2000 seeds, faults by seed; tools/simulation)"
+	@echo "make simulate       the deterministic simulation of the whole deployment (SEEDS=2000 seeds, faults by seed; tools/sim/simulation)"
 	@echo "make scale-model    25,000 rooms and a 10,000 msg/s burst on the real rules in virtual time, against the documented limits"
 	@echo "make scale-table    docs/scale.md's sizing table rewritten from infra/modules/sizing's outputs (terraform plan, no provider)"
 	@echo "make loadtest-cloud PROJECT=p   the same proof on your own project (LOADTEST_ARGS=--dry-run: the plan only)"
@@ -44,12 +44,12 @@ $(TASKS_VENV)/.installed: requirements-tasks-emulator.txt
 venv: $(VENV)/.installed $(TASKS_VENV)/.installed
 
 up: venv
-	$(PY) -m tools.stack up --run-dir $(RUN_DIR)
+	$(PY) -m tools.local.stack up --run-dir $(RUN_DIR)
 
 down:
-	$(PY) -m tools.stack down --run-dir $(RUN_DIR)
+	$(PY) -m tools.local.stack down --run-dir $(RUN_DIR)
 
-# The fake platform's settings as JSON, e.g. FAKE='{"messenger_mids_prob": 0}' (tools/fake_platform/config.py).
+# The fake platform's settings as JSON, e.g. FAKE='{"messenger_mids_prob": 0}' (tools/sim/fake_platform/config.py).
 FAKE ?= {}
 # DEMO_ARGS=--no-operator-day: the workload only, without the operator day and its report.
 # KEEP=1: leave the demo's stack (run/demo) up; the summary ends with its console address.
@@ -58,12 +58,12 @@ DEMO_ARGS ?=
 # (shared/config.py): make would export `make demo PROVIDERS=messenger` into
 # the stack's functions, which would then refuse WhatsApp. `env -u` keeps it an argument.
 demo: venv
-	env -u PROVIDERS $(PY) -m tools.demo --rooms $(ROOMS) --messages $(MESSAGES) --providers $(PROVIDERS) --fake '$(FAKE)' \
+	env -u PROVIDERS $(PY) -m tools.local.demo --rooms $(ROOMS) --messages $(MESSAGES) --providers $(PROVIDERS) --fake '$(FAKE)' \
 		$(if $(filter 1,$(KEEP)),--keep) $(DEMO_ARGS)
 
-# The operator day alone (tools/operator_day.py): its own stack, then the report in out/operator-day.
+# The operator day alone (tools/local/operator_day.py): its own stack, then the report in out/operator-day.
 operator-day: venv
-	$(PY) -m tools.operator_day
+	$(PY) -m tools.local.operator_day
 
 lint: venv
 	$(VENV)/bin/ruff check .
@@ -85,15 +85,15 @@ test: venv lint console-browser
 	$(MAKE) --no-print-directory test-pipeline
 
 bench-core: venv
-	$(PY) -m tools.bench_core
+	$(PY) -m tools.bench.core
 
 # Preparation in parallel, sending in order (issue 14): PREPARE_AHEAD=8 against 0
-# on one room (tools/bench_prepare.py; e.g. PREPARE_ARGS="--messages 50").
+# on one room (tools/bench/prepare.py; e.g. PREPARE_ARGS="--messages 50").
 PREPARE_ARGS ?=
 bench-prepare: venv
-	$(PY) -m tools.bench_prepare $(PREPARE_ARGS)
+	$(PY) -m tools.bench.prepare $(PREPARE_ARGS)
 
-# Faults injected during a run, invariants checked from outside (tools/chaos.py).
+# Faults injected during a run, invariants checked from outside (tools/local/chaos.py).
 CHAOS_ROOMS ?= 1000
 CHAOS_MESSAGES ?= 10
 CHAOS_SEED ?= 7
@@ -103,7 +103,7 @@ CHAOS_SECONDS ?= 0
 # empty: the configured default (shared/config.py); or direct / queued
 CHAOS_WEBHOOK_MODE ?=
 chaos: venv
-	$(PY) -m tools.chaos --rooms $(CHAOS_ROOMS) --messages $(CHAOS_MESSAGES) --seed $(CHAOS_SEED) \
+	$(PY) -m tools.local.chaos --rooms $(CHAOS_ROOMS) --messages $(CHAOS_MESSAGES) --seed $(CHAOS_SEED) \
 		--fault-rate $(CHAOS_FAULT_RATE) --kill-every-s $(CHAOS_KILL_EVERY_S) --fault-seconds $(CHAOS_SECONDS) \
 		$(if $(CHAOS_WEBHOOK_MODE),--webhook-mode $(CHAOS_WEBHOOK_MODE))
 
@@ -114,15 +114,15 @@ statuses-list: venv
 statuses-replay: venv
 	$(VENV)/bin/baton --stack $(RUN_DIR) statuses replay --yes
 
-# The watchdog's rescue rate: 5,000 rooms made overdue at once (tools/bench_sweep.py;
+# The watchdog's rescue rate: 5,000 rooms made overdue at once (tools/bench/sweep.py;
 # e.g. SWEEP_ARGS="--rooms 1000 --concurrency 8").
 SWEEP_ARGS ?=
 bench-sweep: venv
-	$(PY) -m tools.bench_sweep $(SWEEP_ARGS)
+	$(PY) -m tools.bench.sweep $(SWEEP_ARGS)
 
 # One full room refusing pushes beside 300 cold rooms: does it slow them?
 bench-hot-room: venv
-	$(PY) -m tools.bench_hot_room
+	$(PY) -m tools.bench.hot_room
 
 clean:
 	rm -rf run out dist .pytest_cache

@@ -48,7 +48,7 @@ resource "google_logging_project_exclusion" "delivery_events_from_default" {
 # keep_routine_statuses_in_default_bucket (or all delivery events are out):
 # WhatsApp's `sent` of every message and the statuses after its ack
 # (`status_ignored` with reason `sent_status` or `after_acked`, the reasons
-# tools/cost.py prices) change nothing in a room, and are a third of the
+# tools/bench/cost.py prices) change nothing in a room, and are a third of the
 # delivery events. The sink above still writes them to its bucket for the
 # analytics; Logs Explorer shows every line that changed a room.
 resource "google_logging_project_exclusion" "routine_statuses_from_default" {

@@ -1,6 +1,6 @@
 # Operating baton in Cloud Monitoring: log-based metrics from the delivery
 # event log (shared/events.py), one dashboard, and alert policies
-# (docs/operations.md, "Operating baton"). tests/unit/test_operations_tf.py
+# (docs/operations.md, "Operating baton"). tests/unit/operators/test_operations_tf.py
 # checks every metric filter against event lines the code itself produces.
 #
 # Resources and arguments as documented by the google provider:

@@ -3,7 +3,7 @@
 # watchdog_grace_ms and re-drives them (at most sweep_batch_size a call,
 # oldest first). A room waits on its timer task; this only catches the rare
 # room whose timer could not be armed or was lost. The local stack runs the
-# same sweep in a loop instead (tools/sweeper.py, started by tools/stack.py:
+# same sweep in a loop instead (tools/local/sweeper.py, started by tools/local/stack.py:
 # a POST to `sweep` every 60 s by default).
 resource "google_cloud_scheduler_job" "sweep" {
   name        = "${var.name_prefix}-sweep"

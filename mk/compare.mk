@@ -1,4 +1,4 @@
-# `make bench-compare` (tools/bench_compare, docs/compare.md): baton against
+# `make bench-compare` (tools/bench/compare, docs/compare.md): baton against
 # (a) fire and forget, (b) a fixed delay between sends, (c) asyncio actors in
 # one process, on one workload and one fake platform configuration. Every
 # name here starts with COMPARE_. Defaults finish in about 12 minutes on 2
@@ -22,7 +22,7 @@ COMPARE_ARGS ?=
 .PHONY: bench-compare
 
 bench-compare: venv
-	$(PY) -m tools.bench_compare.run --rooms $(COMPARE_ROOMS) --burst $(COMPARE_BURST) \
+	$(PY) -m tools.bench.compare.run --rooms $(COMPARE_ROOMS) --burst $(COMPARE_BURST) \
 		--window-s $(COMPARE_WINDOW_S) --main-latency $(COMPARE_MAIN_LATENCY_MS) --latencies $(COMPARE_LATENCIES_MS) \
 		--sweep-rooms $(COMPARE_SWEEP_ROOMS) --sweep-window-s $(COMPARE_SWEEP_WINDOW_S) --delay-ms $(COMPARE_DELAY_MS) \
 		--ack-timeout-ms $(COMPARE_ACK_TIMEOUT_MS) --systems $(COMPARE_SYSTEMS) --out $(COMPARE_OUT) \

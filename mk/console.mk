@@ -24,8 +24,8 @@ console-browser:
 console-screenshots: venv console-browser
 	BATON_SCREENSHOTS=docs/console $(PY) -m pytest tests/e2e/test_console.py -q -p no:cacheprovider
 
-# Every page's p95 on the local stack with 10,000 rooms (tools/bench_console.py;
+# Every page's p95 on the local stack with 10,000 rooms (tools/bench/console.py;
 # e.g. BENCH_CONSOLE_ARGS="--rooms 2000 --requests 20").
 BENCH_CONSOLE_ARGS ?=
 bench-console: venv
-	$(PY) -m tools.bench_console $(BENCH_CONSOLE_ARGS)
+	$(PY) -m tools.bench.console $(BENCH_CONSOLE_ARGS)

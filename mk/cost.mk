@@ -9,13 +9,13 @@ COST_ARGS ?=
 .PHONY: cost cost-snapshot cost-docs
 
 cost:
-	$(COST_PYTHON) tools/cost.py $(COST_ARGS)
+	$(COST_PYTHON) tools/bench/cost.py $(COST_ARGS)
 
 # After a `make bench-core` worth keeping: commit its counts as the snapshot,
 # then regenerate the tables of docs/cost.md from them (tests/infra checks
 # that the two agree).
 cost-snapshot:
-	$(COST_PYTHON) tools/cost.py --snapshot docs/cost-inputs.json
+	$(COST_PYTHON) tools/bench/cost.py --snapshot docs/cost-inputs.json
 
 cost-docs:
-	$(COST_PYTHON) tools/cost.py --inputs docs/cost-inputs.json --markdown
+	$(COST_PYTHON) tools/bench/cost.py --inputs docs/cost-inputs.json --markdown

@@ -35,7 +35,7 @@ $(INFRA_STAMP): requirements-infra.txt
 # The functions' source archive Terraform uploads: dist/baton-functions.zip,
 # with its sha256. Standard library only, so the system Python does.
 package:
-	$(INFRA_PYTHON) tools/package.py
+	$(INFRA_PYTHON) tools/cloud/package.py
 
 # terraform fmt runs offline; init, the sizing plans and the variables'
 # validations run in infra-pytest (tests/infra/test_terraform_cli.py,

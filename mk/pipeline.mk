@@ -56,7 +56,7 @@ PIPELINE_ZIP := out/pipeline-src.zip
 SPARK_CDS := $(VENV)/spark-classes.jsa
 spark-cds: $(SPARK_CDS)
 $(SPARK_CDS): $(VENV)/.installed
-	$(PY) -m tools.spark_class_archive --out $@
+	$(PY) -m tools.bench.spark_class_archive --out $@
 
 DAYS_ARGS = $(if $(SINCE),--since $(SINCE)) $(if $(UNTIL),--until $(UNTIL))
 MEMORY_ARGS = $(if $(SPARK_DRIVER_MEMORY),--driver-memory $(SPARK_DRIVER_MEMORY))
@@ -106,7 +106,7 @@ report-cloud: pipeline-zip
 	@echo "report: $(CLOUD_REPORT_DIR)/report.html (gcloud storage cp it to open it)"
 
 bench-pipeline: venv $(SPARK_CDS)
-	$(PY) -m tools.bench_pipeline --sizes '$(BENCH_SIZES)' --rooms $(BENCH_ROOMS) --dir $(BENCH_DIR) $(BENCH_ARGS)
+	$(PY) -m tools.bench.pipeline --sizes '$(BENCH_SIZES)' --rooms $(BENCH_ROOMS) --dir $(BENCH_DIR) $(BENCH_ARGS)
 
 test-pipeline: venv
 	$(PY) -m pytest tests/pipeline -q

@@ -1,4 +1,4 @@
-# The deterministic simulation of the whole deployment (tools/simulation): the
+# The deterministic simulation of the whole deployment (tools/sim/simulation): the
 # real service behind every entry point over in-memory Firestore, Cloud Tasks,
 # Pub/Sub and platforms, one seeded scheduler, faults by seed, invariants
 # judged from the platforms' record. A failing seed prints the one command
@@ -11,4 +11,4 @@ FIRST_SEED ?= 1
 SIMULATE_ARGS ?=
 .PHONY: simulate
 simulate: venv
-	$(PY) -m tools.simulation --seeds $(SEEDS) --first $(FIRST_SEED) $(SIMULATE_ARGS)
+	$(PY) -m tools.sim.simulation --seeds $(SEEDS) --first $(FIRST_SEED) $(SIMULATE_ARGS)

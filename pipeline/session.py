@@ -32,7 +32,7 @@ class LocalSettings:
       the whole job on a 10M-event store peaked at 5.26-5.28 GiB in two runs,
       at 3g at 2.56-2.63 GiB, in the same time (33.0 s; per-room 21.4-22.4 s
       against 21.6-22.0 s; raw JSON 61.9 / 67.4 s against 63.9 / 68.0 s;
-      measured alternated, `tools.bench_pipeline.run_measured`).
+      measured alternated, `tools.bench.pipeline.run_measured`).
     - `shuffle_partitions`: `spark.sql.shuffle.partitions`, the partitions a
       shuffle starts with (Spark's default, 200, is made for clusters); adaptive
       execution (`spark.sql.adaptive.enabled`, on) coalesces small ones
@@ -56,7 +56,7 @@ class LocalSettings:
     - `class_archive`: a JVM class archive (AppCDS, JDK 13+:
       https://docs.oracle.com/en/java/javase/17/vm/class-data-sharing.html)
       of the classes a run of the job loads, which `make spark-cds`
-      (`tools.spark_class_archive`) writes into the virtualenv. When it
+      (`tools.bench.spark_class_archive`) writes into the virtualenv. When it
       exists the driver maps it instead of loading and verifying Spark's
       classes one by one: start-up and the first query take about 3 s less
       (measured: 3.7 s instead of 6.6 s to start a session and run a first

@@ -12,7 +12,7 @@ The message text is never logged, nor the recipient's phone number.
 
 Line shape (`severity` to `room_id` always present; a field that does
 not apply to the event is left out, which every reader takes as null: the
-pipeline's declared schema, the console's timeline, `tools.audit.read_events`)::
+pipeline's declared schema, the console's timeline, `tools.local.audit.read_events`)::
 
     {"severity": "INFO", "message": "acked room-7#3.1",
      "log_type": "baton.delivery", "schema_version": 1,

@@ -294,7 +294,7 @@ class Operators:
 def _kept_status(state: RoomState | None, doc: dict[str, Any], m: Any) -> str:
     if state is None or state.incarnation != doc["incarnation"]:
         return "room gone: publish again"
-    if m.message_id in state.held_ids():
+    if m.message_id in state.message_ids():
         return "redriven: queued or in flight"
     last = next((e.outcome for e in reversed(state.ended) if e.message_id == m.message_id), None)
     if last == "dead_lettered":

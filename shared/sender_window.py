@@ -70,7 +70,7 @@ write and the call's connection. One slot's two sends can therefore arrive
 closer than a second apart when the first was slower to go out than the
 second, and the platform would see R + 1 in a second. So a slot frees only
 `GUARD_US` after its second is over (the largest such difference this
-covers). Measured with `python -m tools.demo_senders --rooms 300 --rate 5`
+covers). Measured with `python -m tools.local.demo_senders --rooms 300 --rate 5`
 (2026-11-25, 2-core machine): 16 x 130429 in 600 sends with the slot stamped
 at the send's decision and no guard, 0 with both. `make demo-senders` on
 2026-11-27 16:36-16:47 UTC, the machine loaded by other sessions (its

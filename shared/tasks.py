@@ -83,7 +83,7 @@ def create_named(client: tasks_v2.CloudTasksClient, parent: str, task: dict[str,
     """
     try:
         # A dict: the client marshals it (proto-plus), and the fakes of the
-        # port (tools/fakes, the simulation) read it as one; the stubs say Task.
+        # port (tools/sim/fakes, the simulation) read it as one; the stubs say Task.
         client.create_task(parent=parent, task=task, timeout=10.0)  # type: ignore[arg-type]
     except gexc.AlreadyExists:
         pass

@@ -1,6 +1,6 @@
 """Fixtures shared by the integration and end-to-end tests.
 
-One local stack per test session (`tools.stack.Stack`): the real Firestore,
+One local stack per test session (`tools.local.stack.Stack`): the real Firestore,
 Pub/Sub and Cloud Tasks emulators, the three functions under
 functions-framework and the fake WhatsApp platform, on free ports, stopped by
 process group at the end. Tests isolate themselves with unique room ids.
@@ -29,7 +29,7 @@ TEST_ENV = {"ACK_TIMEOUT_MS": "1500", "SEND_TIMEOUT_MS": "1000", "SEND_START_DEA
             # The stack's own webhook only logs `sent`, whatever the shell has: the fake platform
             # posts `sent` 5 ms after taking a message, and the tests of a resend after an unknown
             # send outcome need it to change nothing. tests/integration/test_sent_proof.py and
-            # tests/unit/test_sent_proof_service.py test the default, `on`.
+            # tests/unit/service/test_sent_proof_service.py test the default, `on`.
             "WHATSAPP_SENT_PROOF": "off",
             # Pacing that a test can see in seconds, on Messenger rooms only (no other test sends
             # more than 5 messages to one Messenger recipient).
@@ -39,7 +39,7 @@ TEST_ENV = {"ACK_TIMEOUT_MS": "1500", "SEND_TIMEOUT_MS": "1000", "SEND_START_DEA
             "MEDIA_TIMEOUT_MS": "3500", "SEQUENCE_GAP_TIMEOUT_MS": "2000"}
 
 
-# What a client of a stack needs in this process (tools.stack.Stack.client_env):
+# What a client of a stack needs in this process (tools.local.stack.Stack.client_env):
 # where the emulators are. Never a setting: a setting in this process's
 # environment would reach every stack started later in the session (each
 # child starts from os.environ), and those that test the deployed defaults
@@ -99,7 +99,7 @@ def session_stack(start: Callable[[], Any]) -> Iterator[Any]:
 
 @pytest.fixture(scope="session")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    from tools.stack import Stack
+    from tools.local.stack import Stack
 
     run_dir = Path(tmp_path_factory.mktemp("stack"))
     # Deterministic platform: no random losses; tests ask for what they need.
@@ -159,22 +159,22 @@ def wait_for(predicate: Callable[[], Any], timeout_s: float = 20.0, what: str = 
 
 
 def room_events(stack: Any, room: str) -> list[dict[str, Any]]:
-    from tools.audit import read_events
+    from tools.local.audit import read_events
 
     return [e for e in read_events(stack.event_log) if e["room_id"] == room]
 
 
 @contextmanager
 def fake_platform_process(log_dir: Path, access_token: str, config: dict[str, Any]) -> Iterator[int]:
-    """Run the fake platform (tools/fake_platform/) alone on a free port,
+    """Run the fake platform (tools/sim/fake_platform/) alone on a free port,
     its webhooks aimed at a closed port; yields the port. Stopped by its
     process group at the end, and its port checked free."""
-    from tools.stack import ROOT, free_port, port_open
+    from tools.local.stack import ROOT, free_port, port_open
 
     port, nobody = free_port(), free_port()
     with open(log_dir / "fake.log", "wb") as log:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "tools.fake_platform", "--port", str(port), "--webhook-url",
+            [sys.executable, "-m", "tools.sim.fake_platform", "--port", str(port), "--webhook-url",
              f"http://127.0.0.1:{nobody}/", "--access-token", access_token, "--config", json.dumps(config)],
             cwd=ROOT, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         try:

@@ -1,8 +1,8 @@
-"""The in-memory fakes of baton's adapters, re-exported from `tools.fakes`
+"""The in-memory fakes of baton's adapters, re-exported from `tools.sim.fakes`
 (they moved there so that a product tool, the simulation, can import them
 without importing the tests)."""
 
-from tools.fakes import (  # noqa: F401
+from tools.sim.fakes import (  # noqa: F401
     T0_US,
     ArmedTask,
     Crash,

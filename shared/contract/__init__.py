@@ -5,7 +5,7 @@ and the push parser make with it.
 One source: the functions (shared/push.py) and the installable client
 (client/, `baton_client.contract` is this same directory, linked) import this
 module and read this schema file, so a message the client refuses is one
-push.py would reject, with the same reason (tests/unit/test_contract.py).
+push.py would reject, with the same reason (tests/unit/platforms/test_contract.py).
 
 This module imports nothing else of baton: it is shipped inside the client.
 
@@ -111,7 +111,7 @@ def warm() -> None:
 
 def _valid_fast(attributes: Any, data: Any) -> bool:
     """Whether the message keeps the schema (the same verdict as `_explain`,
-    tests/unit/test_contract.py checks it on every kind)."""
+    tests/unit/platforms/test_contract.py checks it on every kind)."""
     if not isinstance(attributes, dict) or not isinstance(data, dict):
         return False
     try:

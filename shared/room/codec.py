@@ -130,8 +130,8 @@ def room_to_doc(state: RoomState) -> dict[str, Any]:
         "awaiting": [{"id": mid, "pub_us": pub} for mid, pub in state.awaiting],
         "counts": dict(state.counts),
         "pace": None if state.pace_tokens is None else {"tokens": state.pace_tokens, "at_us": state.pace_at_us},
-        "next_sequence": state.next_sequence,
-        "held": [message_to_doc(m) for m in state.held],
+        "next_sequence": state.expected_sequence,
+        "held": [message_to_doc(m) for m in state.sequence_held],
         "gap_due_us": state.gap_due_us,
         "accepted": {},  # every transaction folds and clears the blind-written acceptances
         "echoes": {},  # and the blind-written echoes
@@ -222,8 +222,8 @@ def _room_from_fields(room_id: str, d: dict[str, Any]) -> RoomState:
         counts=dict(d.get("counts", {})),
         pace_tokens=None if not d.get("pace") else float(d["pace"]["tokens"]),
         pace_at_us=0 if not d.get("pace") else int(d["pace"]["at_us"]),
-        next_sequence=d.get("next_sequence", 1),
-        held=tuple(message_from_doc(m) for m in d.get("held", [])),
+        expected_sequence=d.get("next_sequence", 1),
+        sequence_held=tuple(message_from_doc(m) for m in d.get("held", [])),
         gap_due_us=d.get("gap_due_us"),
         paused=None if d.get("paused_at_us") is None else Paused(d.get("paused_by") or "", d.get("paused_reason") or "",
                                                                  d["paused_at_us"]),

@@ -40,7 +40,7 @@ def enqueue(t: Transition, ev: Enqueue) -> Decision:
     for i, m in enumerate(t.state.pending):
         if m.message_id == ev.message_id and m.text is None:
             return done(t, fill_placeholder(t, t.state, i, ev))
-    if ev.message_id in t.state.held_ids() or any(e.message_id == ev.message_id for e in t.state.ended):
+    if ev.message_id in t.state.message_ids() or any(e.message_id == ev.message_id for e in t.state.ended):
         rearm_if_replay(t, ev.idempotency_key)
         ask_again_if_replay(t, ev.message_id)
         return ignore(t, EventType.DUPLICATE_IGNORED, IgnoreReason.DUPLICATE_PUSH,
@@ -50,11 +50,11 @@ def enqueue(t: Transition, ev: Enqueue) -> Decision:
                         ev.published_at_us, t.now_us, media_kind=ev.media_kind, media_link=ev.media_link,
                         prepare=ev.prepare, sequence=ev.sequence, sender=sender_for(t, state, ev),
                         payload=ev.payload)
-    ahead = ev.sequence is not None and ev.sequence > state.next_sequence
+    ahead = ev.sequence is not None and ev.sequence > state.expected_sequence
     if ahead:
         # Its producer's earlier messages have not come yet: it waits outside the queue.
         msg = replace(msg, seq=0)
-        candidate = replace(state, held=tuple(sorted((*state.held, msg), key=lambda m: m.sequence or 0)))
+        candidate = replace(state, sequence_held=tuple(sorted((*state.sequence_held, msg), key=lambda m: m.sequence or 0)))
     else:
         candidate = replace(state, next_seq=state.next_seq + 1, pending=(*state.pending, msg))
     full = _full(t, state, candidate)
@@ -62,11 +62,11 @@ def enqueue(t: Transition, ev: Enqueue) -> Decision:
         return refuse(t, state, ev, full)
     if ahead:
         return done(t, _held_for_sequence(t, state, candidate, msg))
-    late = ev.sequence is not None and ev.sequence < state.next_sequence
+    late = ev.sequence is not None and ev.sequence < state.expected_sequence
     log(t, EventType.ENQUEUED, msg, published_at=utc_iso(ev.published_at_us),
         reason=f"producer sequence {ev.sequence} came after its gap was given up" if late else None)
-    if ev.sequence == state.next_sequence:
-        candidate = admit_held(t, replace(candidate, next_sequence=state.next_sequence + 1))
+    if ev.sequence == state.expected_sequence:
+        candidate = admit_sequence_held(t, replace(candidate, expected_sequence=state.expected_sequence + 1))
     if candidate.in_flight is None and candidate.pending and candidate.pending[0] is msg:
         candidate = advance(t, candidate, Trigger.ENQUEUE, ev.idempotency_key)
     return done(t, candidate)
@@ -89,9 +89,9 @@ def _full(t: Transition, state: RoomState, candidate: RoomState) -> str | None:
     """Why the room cannot take one more message (`candidate` is the room
     with it), or None. Placeholders are not counted: they are tiny and
     never refused."""
-    held = sum(m.text is not None for m in state.pending) + (state.in_flight is not None) + len(state.held)
-    if held >= t.policy.max_queued_messages:
-        return f"room holds {held} messages (MAX_QUEUED_MESSAGES={t.policy.max_queued_messages})"
+    kept = sum(m.text is not None for m in state.pending) + (state.in_flight is not None) + len(state.sequence_held)
+    if kept >= t.policy.max_queued_messages:
+        return f"room holds {kept} messages (MAX_QUEUED_MESSAGES={t.policy.max_queued_messages})"
     if room_doc_bytes(candidate) > t.policy.max_room_bytes:
         return f"room document would exceed MAX_ROOM_BYTES={t.policy.max_room_bytes}"
     return None
@@ -102,8 +102,8 @@ def _held_for_sequence(t: Transition, state: RoomState, candidate: RoomState, ms
     numbers (logged); the gap timer starts if none runs."""
     sequence = msg.sequence or 0
     log(t, EventType.SEQUENCE_HELD, msg,
-        reason=f"producer sequence {sequence} waits for {state.next_sequence}"
-               f"{'' if sequence == state.next_sequence + 1 else f'..{sequence - 1}'}")
+        reason=f"producer sequence {sequence} waits for {state.expected_sequence}"
+               f"{'' if sequence == state.expected_sequence + 1 else f'..{sequence - 1}'}")
     return start_gap_timer(t, candidate) if candidate.gap_due_us is None else candidate
 
 
@@ -121,8 +121,8 @@ def sender_for(t: Transition, state: RoomState, ev: Enqueue | Park) -> str | Non
     if ev.sender is not None:
         return ev.sender
     numbers = t.policy.whatsapp_numbers
-    held = (*([state.in_flight.message] if state.in_flight is not None else []), *state.pending, *state.held)
-    for m in reversed(held):
+    messages = (*([state.in_flight.message] if state.in_flight is not None else []), *state.pending, *state.sequence_held)
+    for m in reversed(messages):
         if m.provider == "whatsapp" and m.text is not None:  # a placeholder's number is not known yet
             # One number: every message is its (None); several: the one it goes out from.
             return sent_from(m.sender, numbers) if len(numbers) > 1 else m.sender
@@ -141,16 +141,16 @@ def fill_placeholder(t: Transition, state: RoomState, i: int, ev: Enqueue) -> Ro
     # given up too, and it enters at the tail (simulation seed 39).
     jumps = ev.sequence is not None and any(p.sequence is not None and p.sequence < ev.sequence
                                             for p in state.pending[i + 1:])
-    if ev.sequence is not None and (ev.sequence > state.next_sequence or jumps):
+    if ev.sequence is not None and (ev.sequence > state.expected_sequence or jumps):
         state = _place_given_up(t, state, i, ev, ev.sequence)
     else:
         filled = replace(m, **ev.content, parked=None, sender=sender_for(t, state, ev))
-        late = ev.sequence is not None and ev.sequence < state.next_sequence
+        late = ev.sequence is not None and ev.sequence < state.expected_sequence
         log(t, EventType.ENQUEUED, filled, published_at=utc_iso(ev.published_at_us),
             reason=f"producer sequence {ev.sequence} came after its gap was given up" if late else None)
         state = replace(state, pending=(*state.pending[:i], filled, *state.pending[i + 1:]))
-        if ev.sequence is not None and ev.sequence == state.next_sequence:
-            state = admit_held(t, replace(state, next_sequence=state.next_sequence + 1))
+        if ev.sequence is not None and ev.sequence == state.expected_sequence:
+            state = admit_sequence_held(t, replace(state, expected_sequence=state.expected_sequence + 1))
     if state.in_flight is None and i == 0:
         state = advance(t, state, Trigger.ENQUEUE, ev.idempotency_key)
     return state
@@ -164,21 +164,21 @@ def _place_given_up(t: Transition, state: RoomState, i: int, ev: Enqueue, sequen
     (it enters at the tail, as a push that never had a place)."""
     m = state.pending[i]
     rest = (*state.pending[:i], *state.pending[i + 1:])
-    ahead = sequence > state.next_sequence
+    ahead = sequence > state.expected_sequence
     log(t, EventType.SEQUENCE_HELD, m,
-        reason=f"producer sequence {sequence} " + (f"waits for {state.next_sequence}" if ahead else
+        reason=f"producer sequence {sequence} " + (f"waits for {state.expected_sequence}" if ahead else
                                                    "is behind a lower sequence queued after it")
                + f": its placeholder's place (seq {m.seq}) is given up")
     waiting = replace(m, **ev.content, parked=None, seq=0, sender=sender_for(t, state, ev))
     if ahead:
-        state = replace(state, pending=rest, held=tuple(sorted((*state.held, waiting), key=lambda h: h.sequence or 0)))
+        state = replace(state, pending=rest, sequence_held=tuple(sorted((*state.sequence_held, waiting), key=lambda h: h.sequence or 0)))
         return state if state.gap_due_us is not None else start_gap_timer(t, state)
     entered = replace(waiting, seq=state.next_seq, enqueued_at_us=t.now_us)
-    late = sequence < state.next_sequence
+    late = sequence < state.expected_sequence
     log(t, EventType.ENQUEUED, entered, published_at=utc_iso(ev.published_at_us),
         reason=f"producer sequence {sequence} came after its gap was given up" if late else None)
     state = replace(state, pending=(*rest, entered), next_seq=state.next_seq + 1)
-    return state if late else admit_held(t, replace(state, next_sequence=state.next_sequence + 1))
+    return state if late else admit_sequence_held(t, replace(state, expected_sequence=state.expected_sequence + 1))
 
 
 def start_gap_timer(t: Transition, state: RoomState) -> RoomState:
@@ -189,20 +189,20 @@ def start_gap_timer(t: Transition, state: RoomState) -> RoomState:
     return replace(state, gap_due_us=due)
 
 
-def admit_held(t: Transition, state: RoomState) -> RoomState:
+def admit_sequence_held(t: Transition, state: RoomState) -> RoomState:
     """Held messages whose turn has come (their `sequence` is the next
     expected, or below it) enter the queue in sequence order, with seqs.
     If some still wait, a new gap starts now (its own timer)."""
     admitted = 0
-    while state.held and (state.held[0].sequence or 0) <= state.next_sequence:
+    while state.sequence_held and (state.sequence_held[0].sequence or 0) <= state.expected_sequence:
         admitted += 1
-        m = state.held[0]
+        m = state.sequence_held[0]
         entered = replace(m, seq=state.next_seq, enqueued_at_us=t.now_us)
         log(t, EventType.ENQUEUED, entered, published_at=utc_iso(m.published_at_us))
-        state = replace(state, held=state.held[1:], next_seq=state.next_seq + 1,
-                        next_sequence=max(state.next_sequence, (m.sequence or 0) + 1),
+        state = replace(state, sequence_held=state.sequence_held[1:], next_seq=state.next_seq + 1,
+                        expected_sequence=max(state.expected_sequence, (m.sequence or 0) + 1),
                         pending=(*state.pending, entered))
-    if not state.held:
+    if not state.sequence_held:
         return replace(state, gap_due_us=None)
     # The gap waited on is filled and another remains: it is timed from now.
     return start_gap_timer(t, state) if admitted or state.gap_due_us is None else state
@@ -213,7 +213,7 @@ def gap_timer(t: Transition, ev: TimerFired) -> Decision:
     sequence numbers are given up (logged), the held messages enter the
     queue, and the room moves on."""
     state = t.state
-    if ev.incarnation != state.incarnation or state.gap_due_us is None or not state.held \
+    if ev.incarnation != state.incarnation or state.gap_due_us is None or not state.sequence_held \
             or ev.due_at_us < state.gap_due_us:
         return ignore(t, EventType.TIMEOUT_IGNORED, IgnoreReason.SUPERSEDED_TIMER, seq=0)
     if t.now_us < state.gap_due_us:
@@ -223,11 +223,11 @@ def gap_timer(t: Transition, ev: TimerFired) -> Decision:
 
 
 def give_up_gap(t: Transition, state: RoomState, cause: str) -> RoomState:
-    first = state.held[0].sequence or 0
-    missing = f"{state.next_sequence}" + ("" if first == state.next_sequence + 1 else f"..{first - 1}")
+    first = state.sequence_held[0].sequence or 0
+    missing = f"{state.expected_sequence}" + ("" if first == state.expected_sequence + 1 else f"..{first - 1}")
     log(t, EventType.SEQUENCE_GAP, None, reason=f"producer sequence {missing} missing after "
                                                   f"{t.policy.sequence_gap_timeout_ms} ms: given up")
-    state = admit_held(t, replace(state, next_sequence=first, gap_due_us=None))
+    state = admit_sequence_held(t, replace(state, expected_sequence=first, gap_due_us=None))
     if state.in_flight is None:
         state = advance(t, state, Trigger.ENQUEUE, cause)
     return state
@@ -273,7 +273,7 @@ def park(t: Transition, ev: Park) -> Decision:
             log(t, EventType.PARKED, filled, reason=ev.reason)
             state = replace(state, pending=(*state.pending[:i], filled, *state.pending[i + 1:]))
             return done(t, sequence_came(t, state, ev.sequence))
-    if ev.message_id in state.held_ids() or any(e.message_id == ev.message_id for e in state.ended):
+    if ev.message_id in state.message_ids() or any(e.message_id == ev.message_id for e in state.ended):
         # Pub/Sub dead-letters best-effort, sometimes more than once, and a
         # push may have got in on a late retry.
         return ignore(t, EventType.DUPLICATE_IGNORED, IgnoreReason.DUPLICATE_PUSH,
@@ -314,6 +314,6 @@ def sequence_came(t: Transition, state: RoomState, sequence: int | None) -> Room
     it holds its place): if it is the one the room expects, the next is
     expected and the held ones whose turn has come enter, as for a push
     (no false gap, no wait for the gap timer)."""
-    if sequence is None or sequence != state.next_sequence:
+    if sequence is None or sequence != state.expected_sequence:
         return state
-    return admit_held(t, replace(state, next_sequence=state.next_sequence + 1))
+    return admit_sequence_held(t, replace(state, expected_sequence=state.expected_sequence + 1))

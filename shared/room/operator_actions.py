@@ -25,8 +25,6 @@ from shared.room.inputs import (
     Skip,
 )
 from shared.room.state import (
-    PAUSED,
-    RESUMED,
     IgnoreReason,
     Paused,
     Phase,
@@ -66,8 +64,8 @@ def redrive_dead_letter(t: Transition, ev: Redrive, kept: QueuedMessage) -> Deci
         # The room was deleted (TTL) and made anew: the message's seq and
         # its record are gone. Publishing it again is the way.
         return ignore(t, EventType.OPERATOR_IGNORED, IgnoreReason.STALE_INCARNATION, **ids)
-    if kept.message_id in state.held_ids():
-        return ignore(t, EventType.OPERATOR_IGNORED, IgnoreReason.ALREADY_HELD, **ids)
+    if kept.message_id in state.message_ids():
+        return ignore(t, EventType.OPERATOR_IGNORED, IgnoreReason.ALREADY_IN_ROOM, **ids)
     last = next((e for e in reversed(state.ended) if e.message_id == kept.message_id), None)
     if last is None or last.outcome != EventType.DEAD_LETTERED:
         return ignore(t, EventType.OPERATOR_IGNORED, IgnoreReason.NOT_DEAD_LETTERED, **ids)
@@ -111,20 +109,20 @@ def skip(t: Transition, ev: Skip) -> Decision:
             if state.in_flight is None and i == 0:
                 state = advance(t, state, Trigger.SKIPPED, ev.idempotency_key)
             return done(t, state)
-    return ignore(t, EventType.OPERATOR_IGNORED, IgnoreReason.NOT_HELD, seq=ev.seq, actor=ev.actor)
+    return ignore(t, EventType.OPERATOR_IGNORED, IgnoreReason.NOT_IN_ROOM, seq=ev.seq, actor=ev.actor)
 
 
 def pause(t: Transition, ev: Pause) -> Decision:
     if t.state.paused is not None:
         return ignore(t, EventType.OPERATOR_IGNORED, IgnoreReason.ALREADY_PAUSED, actor=ev.actor)
-    log(t, PAUSED, None, actor=ev.actor, reason=ev.reason)
+    log(t, EventType.PAUSED, None, actor=ev.actor, reason=ev.reason)
     return done(t, replace(with_incarnation(t), paused=Paused(ev.actor, ev.reason, t.now_us)))
 
 
 def resume(t: Transition, ev: Resume) -> Decision:
     if t.state.paused is None:
         return ignore(t, EventType.OPERATOR_IGNORED, IgnoreReason.NOT_PAUSED, actor=ev.actor)
-    log(t, RESUMED, None, actor=ev.actor, reason=ev.reason)
+    log(t, EventType.RESUMED, None, actor=ev.actor, reason=ev.reason)
     state = replace(t.state, paused=None)
     if state.in_flight is None:
         state = advance(t, state, Trigger.RESUME, ev.idempotency_key)

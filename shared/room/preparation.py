@@ -40,7 +40,7 @@ def prepared(t: Transition, ev: Prepared) -> Decision:
     ids = {"seq": ev.seq, "attempt": ev.attempt}
     found = t.state.message(ev.seq) if ev.incarnation == t.state.incarnation else None
     if found is None:
-        return ignore(t, EventType.PREPARE_IGNORED, IgnoreReason.NOT_HELD, **ids)
+        return ignore(t, EventType.PREPARE_IGNORED, IgnoreReason.NOT_IN_ROOM, **ids)
     msg, index = found
     if msg.prepared is not None or msg.prepare is None:
         return ignore(t, EventType.PREPARE_IGNORED, IgnoreReason.ALREADY_PREPARED, **ids)
@@ -72,16 +72,16 @@ def prepare_failed(t: Transition, ev: PrepareFailed) -> Decision:
     ids = {"seq": ev.seq, "attempt": ev.attempt}
     found = t.state.message(ev.seq) if ev.incarnation == t.state.incarnation else None
     if found is None:
-        return ignore(t, EventType.PREPARE_IGNORED, IgnoreReason.NOT_HELD, **ids)
+        return ignore(t, EventType.PREPARE_IGNORED, IgnoreReason.NOT_IN_ROOM, **ids)
     msg, index = found
     if not msg.needs_preparation or msg.prep_failed is not None:
         return ignore(t, EventType.PREPARE_IGNORED, IgnoreReason.ALREADY_PREPARED, **ids)
     if ev.attempt != msg.prep_attempt:
         return ignore(t, EventType.PREPARE_IGNORED, IgnoreReason.STALE_PREPARE_ATTEMPT, **ids)
-    return done(t, preparation_failed(t, msg, index, ev.error, ev.permanent, ev.idempotency_key))
+    return done(t, fail_preparation(t, msg, index, ev.error, ev.permanent, ev.idempotency_key))
 
 
-def preparation_failed(t: Transition, msg: QueuedMessage, index: int | None, error: str, permanent: bool,
+def fail_preparation(t: Transition, msg: QueuedMessage, index: int | None, error: str, permanent: bool,
                        cause: str) -> RoomState:
     """Attempt `msg.prep_attempt` of `msg`'s preparation failed (or never
     answered): ask again after a backoff, or give the preparation up."""

@@ -10,8 +10,6 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import TYPE_CHECKING
 
-from shared.events import EventType
-
 if TYPE_CHECKING:
     from shared.config import Settings
 
@@ -65,12 +63,12 @@ class IgnoreReason(StrEnum):
     NOT_OVERDUE = "not_overdue"
     NOT_PARKED = "not_parked"
     NO_BODY = "no_body_yet"
-    NOT_HELD = "not_held"
+    NOT_IN_ROOM = "not_held"  # no message of that seq or id in the room (the logged value keeps its old name)
     ACKED_WHILE_RESENDING = "acked_while_resending"
     ALREADY_PAUSED = "already_paused"
     NOT_PAUSED = "not_paused"
     ALREADY_ENDED = "already_ended"  # skipped, or acked while its resend is being sent
-    ALREADY_HELD = "already_held"  # a dead letter redriven already: the room holds it again
+    ALREADY_IN_ROOM = "already_held"  # a dead letter redriven already: the room holds it again (logged value unchanged)
     NOT_DEAD_LETTERED = "not_dead_lettered"  # the room remembers no dead-lettered end of that message
     BELOW_ACK_LEVEL = "below_ack_level"  # e.g. `delivered` where the provider's ack level is `read`
     RECEIPT_COVERS_NOTHING = "receipt_covers_nothing_in_flight"  # a watermark or mids that prove nothing here
@@ -240,10 +238,12 @@ class RoomState:
     - `paused`: set while an operator holds the room: nothing new starts.
     - `pace_tokens`, `pace_at_us`: the room's token bucket for the
       provider's pair rate (`Policy.pacing`), as of `pace_at_us`.
-    - `next_sequence`: the producer `sequence` the room expects next (from 1);
-      `held`: messages whose `sequence` is beyond it, in sequence order,
-      waiting outside the queue (seq 0 until they enter); `gap_due_us`:
-      when the room stops waiting for the missing ones (its gap timer).
+    - `expected_sequence`: the producer `sequence` the room expects next (from 1);
+      `sequence_held`: messages whose `sequence` is beyond it, in sequence order,
+      waiting outside the queue (seq 0 until they enter; logged
+      `sequence_held`); `gap_due_us`: when the room stops waiting for the
+      missing ones (its gap timer). The document stores the two as
+      `next_sequence` and `held` (room/codec.py).
     """
 
     room_id: str
@@ -257,8 +257,8 @@ class RoomState:
     paused: Paused | None = None
     pace_tokens: float | None = None  # the pair-rate bucket: None = full (a new room)
     pace_at_us: int = 0  # when `pace_tokens` was last brought up to date (epoch us)
-    next_sequence: int = 1
-    held: tuple[QueuedMessage, ...] = ()
+    expected_sequence: int = 1
+    sequence_held: tuple[QueuedMessage, ...] = ()
     gap_due_us: int | None = None
 
     @property
@@ -266,7 +266,7 @@ class RoomState:
         """When the room must be woken (its in-flight timer's or its gap
         timer's due time, the earlier), or None."""
         due = [t for t in (self.in_flight.due_at_us if self.in_flight is not None else None,
-                           self.gap_due_us if self.held else None) if t is not None]
+                           self.gap_due_us if self.sequence_held else None) if t is not None]
         return min(due) if due else None
 
     @property
@@ -288,10 +288,12 @@ class RoomState:
 
     @property
     def holds_messages(self) -> bool:
-        return self.in_flight is not None or bool(self.pending) or bool(self.awaiting) or bool(self.held)
+        return self.in_flight is not None or bool(self.pending) or bool(self.awaiting) or bool(self.sequence_held)
 
-    def held_ids(self) -> set[str]:
-        ids = {m.message_id for m in self.pending} | {m.message_id for m in self.held}
+    def message_ids(self) -> set[str]:
+        """The ids of every message in the room: in flight, queued
+        (placeholders included) and sequence-held."""
+        ids = {m.message_id for m in self.pending} | {m.message_id for m in self.sequence_held}
         if self.in_flight is not None:
             ids.add(self.in_flight.message.message_id)
         return ids
@@ -387,10 +389,6 @@ class Policy:
 
 # The reason a message parked because its preparation was given up starts with this.
 PREPARE_PARK_REASON = "preparation failed"
-
-PAUSED = EventType.PAUSED
-
-RESUMED = EventType.RESUMED
 
 ACK_STATUSES = frozenset({"delivered", "read"})
 

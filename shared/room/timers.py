@@ -23,7 +23,7 @@ from shared.room.inputs import (
     TimerFired,
     WatchdogSweep,
 )
-from shared.room.preparation import preparation_failed
+from shared.room.preparation import fail_preparation
 from shared.room.state import (
     IgnoreReason,
     InFlight,
@@ -95,7 +95,7 @@ def wake_preparing(t: Transition, flight: InFlight, cause: str) -> RoomState:
     came (the task was lost or is stuck): the preparation failed."""
     if t.now_us < flight.due_at_us:
         return wait_until(t, t.state, flight, flight.due_at_us)
-    return preparation_failed(t, flight.message, None,
+    return fail_preparation(t, flight.message, None,
                               f"no preparation result within {t.policy.prepare_timeout_ms} ms", False, cause)
 
 
@@ -199,7 +199,7 @@ def sweep(t: Transition, ev: WatchdogSweep) -> Decision:
     gap_due = t.state.gap_due_us
     # The reason says how late the room's own wake-up was (the report's
     # "how overdue the rooms were"): "{phase}, overdue {ms} ms".
-    if t.state.held and gap_due is not None and gap_due + grace_us <= t.now_us:
+    if t.state.sequence_held and gap_due is not None and gap_due + grace_us <= t.now_us:
         log(t, EventType.WATCHDOG_RESCUED, None, reason=f"sequence gap, overdue {overdue_ms(t, gap_due)} ms")
         state = give_up_gap(t, t.state, ev.idempotency_key)
         if flight is None or state.in_flight is not flight or flight.due_at_us + grace_us > t.now_us:

@@ -10,7 +10,7 @@ import argparse
 import pytest
 from rich.console import Console
 
-from tools.chaos import run
+from tools.local.chaos import run
 
 
 @pytest.mark.parametrize("webhook_mode", ["direct", "queued"])

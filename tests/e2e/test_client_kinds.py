@@ -17,8 +17,8 @@ from baton_client import Message, Publisher, Template, Text
 
 from tests.conftest import room_events, wait_for
 from tests.message_kinds import KINDS, wire_of
-from tools.demo import fake_stats
-from tools.stack import PROJECT, TOPIC
+from tools.local.demo import fake_stats
+from tools.local.stack import PROJECT, TOPIC
 
 ENDS = ("acked", "failed", "timed_out", "dead_lettered")
 _numbers = itertools.count(1)

@@ -24,8 +24,8 @@ import requests
 
 from shared.admin.identity import local_token
 from tests.conftest import room_events, wait_for
-from tools.publisher import OutboundMessage, Publisher
-from tools.stack import PROJECT, TOPIC
+from tools.local.publisher import OutboundMessage, Publisher
+from tools.local.stack import PROJECT, TOPIC
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",

@@ -15,10 +15,10 @@ from google.cloud import pubsub_v1
 
 from shared.room import parse_delivery_id
 from tests.conftest import room_events, wait_for
-from tools.audit import epoch_s, make_workload, read_events, summarize
-from tools.demo import deliver, fake_stats
-from tools.publisher import OutboundMessage, Publisher
-from tools.stack import PROJECT, TOPIC
+from tools.local.audit import epoch_s, make_workload, read_events, summarize
+from tools.local.demo import deliver, fake_stats
+from tools.local.publisher import OutboundMessage, Publisher
+from tools.local.stack import PROJECT, TOPIC
 
 
 def msg(room: str, k: int, recipient: str) -> OutboundMessage:

@@ -54,8 +54,8 @@ from shared.push import Rejected, _parse_time_us, parse_push
 from shared.room import Enqueue, Policy, decide, make_delivery_id
 from shared.store import RoomStore
 from tests.conftest import wait_for
-from tools.audit import read_events
-from tools.stack import PROJECT
+from tools.local.audit import read_events
+from tools.local.stack import PROJECT
 
 SECRET = "local-app-secret"
 RUN = uuid.uuid4().hex[:6]
@@ -828,7 +828,7 @@ def test_deadletter_fuzz_never_5xx_invalid_rejected_and_valid_ones_parked(stack,
     assert tried >= MIN_TRIED and len(taken) >= 20, (tried, len(taken))
     # Each dead-letter copy taken is held, parked, in its room.
     rooms_now = {room: store.load_room(room) for room in {room for room, _ in taken}}
-    held = {room: state.held_ids() if state is not None else set() for room, state in rooms_now.items()}
+    held = {room: state.message_ids() if state is not None else set() for room, state in rooms_now.items()}
     assert sorted(key for key in taken if key[1] not in held[key[0]]) == []
 
 

@@ -1,14 +1,14 @@
 """The operator day (issue 32): an on-call engineer's actions on the
 emulators, then the delivery report of that log. Its own stack, started
-and stopped here (tools/operator_day.py's settings: timeouts of seconds,
+and stopped here (tools/local/operator_day.py's settings: timeouts of seconds,
 a pacing bucket a burst of 8 runs through, 3 send attempts)."""
 
 from __future__ import annotations
 
 import duckdb
 
-from tools import operator_day
-from tools.stack import Stack
+from tools.local import operator_day
+from tools.local.stack import Stack
 
 
 def test_an_operator_day_gives_a_clean_audit_and_shows_every_action_in_the_report(tmp_path):

@@ -10,7 +10,7 @@ the rate as the platform counts it (before the window's guard, this test saw
 
 from __future__ import annotations
 
-from tools import demo_senders
+from tools.local import demo_senders
 
 
 def test_each_room_goes_from_its_number_within_the_rate_and_every_ack_counts(tmp_path):

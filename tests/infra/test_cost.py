@@ -1,4 +1,4 @@
-"""The cost model (tools/cost.py, docs/cost.md): pure arithmetic on the
+"""The cost model (tools/bench/cost.py, docs/cost.md): pure arithmetic on the
 committed bench snapshot, so unit tests of its logic, and the check that the
 docs quote what it computes."""
 
@@ -22,7 +22,7 @@ SNAPSHOT = ROOT / "docs" / "cost-inputs.json"
 
 @pytest.fixture(scope="module")
 def cost():
-    spec = importlib.util.spec_from_file_location("cost", ROOT / "tools" / "cost.py")
+    spec = importlib.util.spec_from_file_location("cost", ROOT / "tools" / "bench" / "cost.py")
     module = importlib.util.module_from_spec(spec)
     sys.modules["cost"] = module  # dataclasses look their module up there
     spec.loader.exec_module(module)

@@ -40,7 +40,7 @@ def full_room() -> dict[str, Any]:
         pending=(QueuedMessage(3, "m3", "whatsapp", "15550001", "next", T - 3000, T - 2000),),
         ended=(Ended(1, "m1", "acked"),), awaiting=(("m9", T - 100),), counts={"acked": 1},
         paused=Paused("ops", "maintenance", T + 10), pace_tokens=3.0, pace_at_us=T,
-        next_sequence=3, held=(QueuedMessage(0, "m5", "whatsapp", "15550001", "later", T, T, sequence=5),),
+        expected_sequence=3, sequence_held=(QueuedMessage(0, "m5", "whatsapp", "15550001", "later", T, T, sequence=5),),
         gap_due_us=T + 30_000_000)
     # RoomStore.apply adds these (shared/store.py): write_id, shard, expire_at (a
     # timestamp, a TTL field whose index infra/firestore.tf turns off).

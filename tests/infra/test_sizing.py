@@ -15,8 +15,8 @@ import pytest
 
 from tests.infra.terraform_cli import INFRA, ROOT, plan
 from tests.infra.test_terraform import parse
-from tools.scale_model import sizing_table
-from tools.scale_model.sizing_table import CASES, senders
+from tools.sim.scale_model import sizing_table
+from tools.sim.scale_model.sizing_table import CASES, senders
 
 EXAMPLE = INFRA / "examples" / "terraform.tfvars.example"
 QUEUE_DISPATCH_LIMIT = 500  # Cloud Tasks, per queue
@@ -163,9 +163,9 @@ def test_the_scale_page_shows_what_the_module_derives(sizing_dir):
 
 
 def test_the_scale_model_sizes_as_the_module_does():
-    """tools/scale_model judges instances and queues with the module's own
+    """tools/sim/scale_model judges instances and queues with the module's own
     seconds per request, utilisation and queue share."""
-    tree = ast.parse((ROOT / "tools" / "scale_model" / "__main__.py").read_text())
+    tree = ast.parse((ROOT / "tools" / "sim" / "scale_model" / "__main__.py").read_text())
     model = {t.id: ast.literal_eval(node.value) for node in tree.body if isinstance(node, ast.Assign)
              for t in node.targets if isinstance(t, ast.Name)
              and t.id in ("SECONDS_PER_REQUEST", "INSTANCE_UTILISATION", "QUEUE_LIMIT_SHARE", "SENDER_LIMIT_SHARE")}
@@ -174,7 +174,7 @@ def test_the_scale_model_sizes_as_the_module_does():
     assert {f: float(seconds[f]) for f in model["SECONDS_PER_REQUEST"]} == model["SECONDS_PER_REQUEST"]
     assert float(module["instance_util"]) == model["INSTANCE_UTILISATION"]
     assert float(module["limit_share"]) == model["QUEUE_LIMIT_SHARE"]
-    plan_py = ast.parse((ROOT / "tools" / "loadtest_cloud" / "plan.py").read_text())
+    plan_py = ast.parse((ROOT / "tools" / "cloud" / "loadtest" / "plan.py").read_text())
     loadtest = {t.id: ast.literal_eval(node.value) for node in plan_py.body if isinstance(node, ast.Assign)
                 for t in node.targets if isinstance(t, ast.Name) and t.id == "SENDER_LIMIT_SHARE"}
     assert float(module["sender_limit_share"]) == model["SENDER_LIMIT_SHARE"] == loadtest["SENDER_LIMIT_SHARE"]

@@ -809,7 +809,7 @@ def test_every_checkov_skip_gives_a_reason(tf_text):
 
 
 def load_package_tool():
-    spec = importlib.util.spec_from_file_location("package", ROOT / "tools" / "package.py")
+    spec = importlib.util.spec_from_file_location("package", ROOT / "tools" / "cloud" / "package.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module

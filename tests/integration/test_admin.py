@@ -25,7 +25,7 @@ from tests.conftest import room_events, wait_for
 from tests.integration.test_cli import SILENT, baton, sent_seqs
 from tests.integration.test_functions import SECRET, post_push, push_body, status_body
 from tests.integration.test_guarantees import platform_sends, service
-from tools.stack import PROJECT
+from tools.local.stack import PROJECT
 
 
 @pytest.fixture(scope="module")

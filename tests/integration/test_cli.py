@@ -23,7 +23,7 @@ from shared.store import DEFAULT_INDEX_SHARDS, RoomStore
 from tests.conftest import room_events, wait_for
 from tests.integration.test_functions import post_push
 from tests.integration.test_guarantees import platform_sends, service
-from tools.stack import PROJECT, free_port
+from tools.local.stack import PROJECT, free_port
 
 BATON = Path(sys.executable).parent / "baton"
 SILENT = "15552220000"  # the fake platform never acks this recipient
@@ -96,7 +96,7 @@ def test_skip_ends_the_in_flight_message_once_and_the_room_moves_on(stack, room_
         assert post_push(stack, room_id, mid, silent).status_code == 200
     wait_for(lambda: sent_seqs(stack, room_id) == [1], what="m1 sent")
     # Past m1's send window (SEND_START_DEADLINE_MS + SEND_TIMEOUT_MS = 2 s here) the baton passes at once;
-    # inside it the rulebook waits for the window (tests/unit/test_room.py).
+    # inside it the rulebook waits for the window (tests/unit/room/test_room.py).
     [skipped] = baton(stack, "rooms", "skip", room_id, "--seq", "1", "--reason", "wrong text")
     assert skipped["changed"] and skipped["outcome"] == "skipped"
     assert skipped["events"][0]["actor"] == "tester"

@@ -129,7 +129,7 @@ def test_transient_firestore_failure_answers_503(stack, monkeypatch):
     from shared.room import policy_from_settings
     from shared.service import DeliveryService
     from shared.tasks import TimerScheduler, make_client
-    from tools.stack import free_port
+    from tools.local.stack import free_port
 
     monkeypatch.setenv("FIRESTORE_EMULATOR_HOST", f"127.0.0.1:{free_port()}")  # nobody listens there
     settings = stack_settings()

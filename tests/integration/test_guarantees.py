@@ -22,7 +22,7 @@ from shared.store import RoomStore
 from shared.tasks import TimerScheduler, make_client
 from tests.conftest import room_events, stack_settings, wait_for
 from tests.integration.test_functions import push_body, status_body
-from tools.stack import DEAD_LETTER_TOPIC, PROJECT, free_port
+from tools.local.stack import DEAD_LETTER_TOPIC, PROJECT, free_port
 
 SECRET = "local-app-secret"
 

@@ -39,7 +39,7 @@ from shared.store import RoomStore
 from shared.tasks import TimerScheduler, make_client
 from tests.conftest import stack_settings, wait_for
 from tests.integration.test_functions import push_body, status_body
-from tools.stack import (
+from tools.local.stack import (
     INBOUND_SUBSCRIPTION,
     INBOUND_TOPIC,
     OUTCOMES_SUBSCRIPTION,

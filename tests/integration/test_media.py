@@ -1,6 +1,6 @@
 """Media preparation and image sends: the WhatsApp adapter against the fake platform.
 
-The fake platform (tools/fake_platform/) runs as a subprocess on a free
+The fake platform (tools/sim/fake_platform/) runs as a subprocess on a free
 port, in its own process group, stopped by its pid; its webhook URL has no
 listener (its webhooks fail and are retried in the background). It serves the
 files to fetch too (`/assets/...`). Each test uses its own recipients and
@@ -27,7 +27,7 @@ import requests
 from shared.providers import Media, SendOutcome
 from shared.providers.whatsapp import WhatsAppClient
 from tests.conftest import fake_platform_process
-from tools.stack import free_port
+from tools.local.stack import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 TOKEN = "test-access-token"

@@ -12,7 +12,7 @@ import requests
 from google.cloud import pubsub_v1
 
 from tests.conftest import room_events, wait_for
-from tools.stack import PROJECT, TOPIC
+from tools.local.stack import PROJECT, TOPIC
 
 RECIPIENT = "15557770002"
 

@@ -13,7 +13,7 @@ from google.cloud import pubsub_v1
 
 from tests.conftest import room_events, stack_settings, wait_for
 from tests.integration.test_cli import baton
-from tools.stack import PROJECT, TOPIC
+from tools.local.stack import PROJECT, TOPIC
 
 
 def publish(room: str, mid: str, **attrs: str) -> float:

@@ -1,6 +1,6 @@
 """The WhatsApp adapter's send outcomes against the fake platform's faults.
 
-The fake platform (tools/fake_platform/) runs as a subprocess on a free
+The fake platform (tools/sim/fake_platform/) runs as a subprocess on a free
 port, in its own process group, with a webhook URL nobody listens on (its
 webhooks fail and are retried in the background; nothing here reads them).
 Each test uses its own recipients, so per-recipient faults never leak.
@@ -26,7 +26,7 @@ from urllib3.exceptions import MaxRetryError, NewConnectionError, ProtocolError
 from shared.providers import SendOutcome, SendResult
 from shared.providers.whatsapp import WhatsAppClient
 from tests.conftest import fake_platform_process
-from tools.stack import free_port
+from tools.local.stack import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 TOKEN = "test-access-token"

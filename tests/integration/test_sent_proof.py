@@ -16,7 +16,7 @@ from shared.store import RoomStore
 from tests.conftest import room_events, wait_for
 from tests.integration.test_functions import push_body, status_body
 from tests.integration.test_guarantees import SECRET, platform_sends, service
-from tools.stack import PROJECT
+from tools.local.stack import PROJECT
 
 
 @pytest.fixture(scope="module")

@@ -20,7 +20,7 @@ from shared.room import Enqueue, Policy, decide, make_delivery_id
 from shared.store import RoomStore
 from tests.conftest import room_events, wait_for
 from tests.integration.test_cli import baton
-from tools.stack import PROJECT, STATUS_TOPIC
+from tools.local.stack import PROJECT, STATUS_TOPIC
 
 SECRET = "local-app-secret"
 # The rooms below are made through the store alone, with an ack deadline far
@@ -216,7 +216,7 @@ def test_receipts_by_recipient_moved_to_the_error_queue_are_replayed_and_ack_the
     recipient, and the room they prove delivered is acked (issue 28, item 8)."""
     from shared.room import RecipientReceipt, SendOutcome, SendReturned, recipient_key
     from shared.status_queue import KIND_RECIPIENT_RECEIPTS, RecipientReceipts, StatusQueue
-    from tools.stack import STATUS_ERROR_TOPIC
+    from tools.local.stack import STATUS_ERROR_TOPIC
 
     recipient = str(int(time.time() * 1000))[-12:]  # a recipient of this test's room only
     now = time.time_ns() // 1000

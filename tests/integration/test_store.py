@@ -58,7 +58,7 @@ def test_a_room_round_trips_through_its_document(store, room_id):
     room = store.load_room(room_id)
     assert room.in_flight.message.message_id == "m1"
     assert [m.message_id for m in room.pending] == ["m2"]
-    assert room.next_seq == 3 and room.held_ids() == {"m1", "m2"}
+    assert room.next_seq == 3 and room.message_ids() == {"m1", "m2"}
     raw = store.room_ref(room_id).get().to_dict()
     # A room that holds messages is never deleted by TTL: no expiry time.
     assert raw["expire_at"] is None and raw["wake_at_us"] == room.in_flight.due_at_us

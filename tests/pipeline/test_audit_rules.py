@@ -123,7 +123,7 @@ def refused_then_dead(room: str, seq: int) -> list[dict]:
 
 @pytest.mark.parametrize(("redriven_first", "ok"), [(True, True), (False, False)])
 def test_a_dead_letter_never_sent_and_redriven_after_later_messages_is_not_out_of_order(spark, redriven_first, ok):
-    """Found by the operator day (tools/operator_day.py) on the emulators: the
+    """Found by the operator day (tools/local/operator_day.py) on the emulators: the
     platform refused message 1 three times, message 2 went, then an operator
     redrove 1. Its first send is in its second life, so it is not a first
     send; without the redrive the same late send is out of order."""

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from pipeline import transforms as tf
 from pipeline.extract import read_lines
-from tools.duckdb_reference import compare_rooms, compute_rooms
-from tools.synth_log import generate
+from tools.bench.duckdb_reference import compare_rooms, compute_rooms
+from tools.bench.synth_log import generate
 
 
 def test_spark_and_duckdb_agree_on_a_generated_log(spark, tmp_path):

@@ -1,0 +1,1 @@
+"""What operators use: the console, the admin function's parts, the statuses replay, the metrics infra/operations.tf derives from event lines."""

@@ -1,0 +1,1 @@
+"""The platforms' side: parsing their payloads, signatures, media bodies, the push contract, the webhook's choice of platform."""

@@ -1,0 +1,1 @@
+"""tools/ without a stack: the benchmarks' arithmetic, the simulation, the fake platform, the cloud load test's plan, `make demo`'s arguments."""

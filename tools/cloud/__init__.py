@@ -1,0 +1,1 @@
+"""What users run against their own Google Cloud project: the functions' source archive Terraform uploads, and the cloud load test."""
