@@ -21,6 +21,23 @@ from shared.shards import SHARD_FIELD, SHARDED_FIELDS, ShardCursor, merge_by_val
 
 # Shards one sharded query asks at a time (threads of one call).
 SHARD_QUERY_CONCURRENCY = 16
+# Firestore's cap on the disjunctions of one query, so on the values of an
+# `in` filter: https://firebase.google.com/docs/firestore/query-data/queries#limits_on_or_queries
+MAX_DISJUNCTIONS = 30
+
+
+def shard_groups(shards: int) -> list[list[int]]:
+    """The index shards 0 .. `shards` - 1 in as few groups as one query each
+    can ask (`shard in [...]`, at most MAX_DISJUNCTIONS values), of even
+    sizes: 16 -> one group of 16; 40 -> two of 20.
+
+    Raises:
+        ValueError: `shards` is below 1.
+    """
+    if shards < 1:
+        raise ValueError(f"INDEX_SHARDS must be at least 1, not {shards}")
+    n = -(-shards // MAX_DISJUNCTIONS)
+    return [list(range(shards))[k::n] for k in range(n)]
 
 
 class RoomQueries:
@@ -103,38 +120,74 @@ class RoomQueries:
         (exactly what one unsharded index would give), ordered by `name` and
         document id, resuming after `after` ((value, room id)) if given.
 
-        Reads at most `limit` + one page: each shard is asked for a chunk of
-        `limit // INDEX_SHARDS` rows (at least 1) in parallel; then, while
-        fewer than `limit` rows are known to come first (those up to the
-        watermark: the lowest last row of the shards not yet exhausted), the
-        shard at the watermark alone is asked for its next chunk. Every row a
-        shard returned before its last chunk is in the answer, so what is
-        read and not shown is at most one chunk per shard: max(`limit`,
-        INDEX_SHARDS) rows (a page, with no more shards than rows on a page).
-        A shard asked and empty is still billed one read (counted).
-        Returns [(room_id, document)] in that order."""
-        shards = list(range(self._shards))
-        chunk = max(1, limit // len(shards))
-        rows = self._shard_pages(name, narrow, chunk, dict.fromkeys(shards, after) if after is not None else {},
-                                 shards)
+        The shards are asked in groups of at most MAX_DISJUNCTIONS
+        (`shard_groups`), each group by one query (`shard in [...]`, a range
+        on `name`, ordered by it: Firestore merges the group's index ranges
+        of the composite index (shard, `name`) itself). Up to
+        MAX_DISJUNCTIONS shards (the default 16) that is one query of `limit`
+        rows per page, reading exactly what the page shows.
 
-        def last(shard: int) -> tuple[Any, str]:
-            room_id, doc = rows[shard][-1]
+        With more groups, each is asked for a chunk of `limit // groups` rows
+        (at least 1) in parallel; then, while fewer than `limit` rows are
+        known to come first (those up to the watermark: the lowest last row
+        of the groups not yet exhausted), the group at the watermark alone is
+        asked for its next chunk. Every row a group returned before its last
+        chunk is in the answer, so what is read and not shown is at most one
+        chunk per group: max(`limit`, groups) rows (a page, with no more
+        groups than rows on a page). A query that finds nothing is still
+        billed one read (counted). Returns [(room_id, document)] in that order."""
+        groups = dict(enumerate(shard_groups(self._shards)))
+        chunk = max(1, limit // len(groups))
+        rows = self._group_pages(name, narrow, chunk, dict.fromkeys(groups, after) if after is not None else {},
+                                 groups)
+
+        def last(group: int) -> tuple[Any, str]:
+            room_id, doc = rows[group][-1]
             return doc[name], room_id
 
-        more = {shard for shard, page in rows.items() if len(page) == chunk}
+        more = {group for group, page in rows.items() if len(page) == chunk}
         while more:
             low = min(more, key=last)
             mark = last(low)
             if sum(1 for page in rows.values() for room_id, doc in page if (doc[name], room_id) <= mark) >= limit:
                 break
-            page = self._shard_pages(name, narrow, chunk, {low: mark}, [low])[low]
+            page = self._group_pages(name, narrow, chunk, {low: mark}, {low: groups[low]})[low]
             rows[low].extend(page)
             if len(page) < chunk:
                 more.discard(low)
         docs = {room_id: doc for page in rows.values() for room_id, doc in page}
         order = merge_by_value([[(doc[name], room_id) for room_id, doc in page] for page in rows.values()], limit)
         return [(room_id, docs[room_id]) for _, room_id in order]
+
+    def _group_pages(self, name: str, narrow: Callable[[Any], Any], per_group: int,
+                     after: dict[int, tuple[int, str] | None], groups: dict[int, list[int]]
+                     ) -> dict[int, list[tuple[str, dict[str, Any]]]]:
+        """The first `per_group` rooms by (`name`, room id) of each group of
+        shards (`groups`: key -> shard numbers), one query per group
+        (`shard == s` for a group of one, else `shard in [...]`), each
+        narrowed by `narrow` (a range on `name`), asked in parallel, resuming
+        after `after[key]` ((value, room id)) where given.
+        Returns {key: [(room_id, document)]} in that order; counts the reads."""
+        col = self._db.collection(ROOMS)
+
+        def ask(key: int) -> list[tuple[str, dict[str, Any]]]:
+            shards = groups[key]
+            flt = FieldFilter(SHARD_FIELD, "==", shards[0]) if len(shards) == 1 else \
+                FieldFilter(SHARD_FIELD, "in", shards)
+            query = narrow(col.where(filter=flt)).order_by(name).order_by("__name__")
+            start = after.get(key)
+            if start is not None:
+                query = query.start_after({name: start[0], "__name__": self.room_ref(start[1])})
+            return [(snap.id, snap.to_dict() or {}) for snap in query.limit(per_group).stream(**self._call)]
+
+        keys = list(groups)
+        if len(keys) == 1:
+            pages = {keys[0]: ask(keys[0])}
+        else:
+            with ThreadPoolExecutor(max_workers=min(len(keys), SHARD_QUERY_CONCURRENCY)) as pool:
+                pages = dict(zip(keys, pool.map(ask, keys), strict=True))
+        op_counts().firestore_reads += sum(max(1, len(page)) for page in pages.values())
+        return pages
 
     def rooms_sending_to(self, recipient_key: str) -> list[str]:
         """Ids of every room whose in-flight message goes to `recipient_key`
