@@ -117,25 +117,17 @@ class RoomQueries:
     def _ask_shards(self, name: str, narrow: Callable[[Any], Any], limit: int,
                     after: tuple[int, str] | None) -> list[tuple[str, dict[str, Any]]]:
         """The first `limit` rooms by (`name`, room id) over every index shard
-        (exactly what one unsharded index would give), ordered by `name` and
-        document id, resuming after `after` ((value, room id)) if given.
-
-        The shards are asked in groups of at most MAX_DISJUNCTIONS
-        (`shard_groups`), each group by one query (`shard in [...]`, a range
-        on `name`, ordered by it: Firestore merges the group's index ranges
-        of the composite index (shard, `name`) itself). Up to
-        MAX_DISJUNCTIONS shards (the default 16) that is one query of `limit`
-        rows per page, reading exactly what the page shows.
-
-        With more groups, each is asked for a chunk of `limit // groups` rows
-        (at least 1) in parallel; then, while fewer than `limit` rows are
-        known to come first (those up to the watermark: the lowest last row
-        of the groups not yet exhausted), the group at the watermark alone is
-        asked for its next chunk. Every row a group returned before its last
-        chunk is in the answer, so what is read and not shown is at most one
-        chunk per group: max(`limit`, groups) rows (a page, with no more
-        groups than rows on a page). A query that finds nothing is still
-        billed one read (counted). Returns [(room_id, document)] in that order."""
+        (what one unsharded index would give), resuming after `after` ((value,
+        room id)) if given. Each group of shards (`shard_groups`) is one query
+        (`shard in [...]`: Firestore merges the composite index's ranges), so
+        up to MAX_DISJUNCTIONS shards a page is one query reading what it shows.
+        With more groups, each is asked for `limit // groups` rows (at least 1)
+        in parallel, then, while fewer than `limit` rows are known to come
+        first (up to the watermark: the lowest last row of the groups not yet
+        exhausted), the group at the watermark alone for its next chunk: at
+        most one chunk per group read and not shown, max(`limit`, groups)
+        rows. An empty answer is still billed one read (counted).
+        Returns [(room_id, document)] in that order."""
         groups = dict(enumerate(shard_groups(self._shards)))
         chunk = max(1, limit // len(groups))
         rows = self._group_pages(name, narrow, chunk, dict.fromkeys(groups, after) if after is not None else {},

@@ -29,6 +29,7 @@ from typing import Any
 
 from shared.admin.incident import IncidentSwitch
 from shared.admin.outcomes import outcomes_list, outcomes_replay
+from shared.admin.overview import activity_ended, activity_recent
 from shared.events import utc_iso
 from shared.operators import Operators, parse_dead_letter_id
 
@@ -376,6 +377,8 @@ def scheduled_cancel(admin: Admin, args: Args, actor: str) -> dict[str, Any]:
 ACTIONS: dict[str, Callable[[Admin, Args, str], Any]] = {
     "settings": settings,
     "status": status,
+    "activity.recent": activity_recent,
+    "activity.ended": activity_ended,
     "pause.all": pause_all,
     "resume.all": resume_all,
     "rooms.show": rooms_show,

@@ -58,3 +58,36 @@ def overview(admin: Any, with_error_queue: bool = True, now_us: int | None = Non
         out["status_error_queue"] = _capped(len(admin.error_queue_factory().list(None, ERROR_QUEUE_CAP)),
                                             ERROR_QUEUE_CAP)
     return out
+
+
+def activity_recent(admin: Any, args: Any, actor: str) -> dict[str, Any]:
+    """`activity.recent`: the last hour's outcomes, acked share and hand-over
+    latency, in buckets and per provider (shared/admin/recent.py), from the
+    delivery event log; `available` False when the deployment has no event
+    reader (then nothing else)."""
+    source = admin.operators.event_source
+    if source is None or not hasattr(source, "recent"):
+        return {"available": False}
+    return {"available": True, **source.recent(time.time_ns() // 1000)}
+
+
+def activity_ended(admin: Any, args: Any, actor: str) -> dict[str, Any]:
+    """`activity.ended`: the last hour's newest messages that ended with
+    `outcome` (one of shared/admin/recent.py's OUTCOMES), of `provider` if
+    given, newest first, from the delivery event log.
+
+    Raises:
+        BadRequest: an unknown outcome.
+    """
+    from shared.admin.actions import BadRequest
+    from shared.admin.recent import OUTCOMES
+
+    outcome = args.text("outcome", required=True) or ""
+    if outcome not in OUTCOMES:
+        raise BadRequest(f"`outcome` must be one of {', '.join(OUTCOMES)}")
+    source = admin.operators.event_source
+    if source is None or not hasattr(source, "ended"):
+        return {"available": False, "outcome": outcome, "messages": []}
+    provider = args.text("provider")
+    return {"available": True, "outcome": outcome, "provider": provider,
+            "messages": source.ended(outcome, time.time_ns() // 1000, provider)}

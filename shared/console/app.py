@@ -8,10 +8,13 @@ the console is a face of the admin API, never a second path to the data.
 
 Routes (all under `PREFIX`; GET unless said):
 
-- `/console/`: the overview (`status`, kept OVERVIEW_TTL_S), each count linking to its list;
+- `/console/`: the overview (`status` and the last hour, `activity.recent`,
+  with its chart; kept OVERVIEW_TTL_S), each count linking to its list;
 - `/console/rooms?q=ID`: a room by its id, else the rooms whose events name
   message id ID (`rooms.find`); `?kind=stuck|lag|paused|parked&cursor=C`:
   one page of a listing (`rooms.list`, PAGE rooms), with a link to the next;
+- `/console/ended?outcome=O&provider=P`: the last hour's newest messages
+  that ended with outcome O (of provider P) (`activity.ended`);
 - `/console/room?id=ROOM`: the room's state (`rooms.show`), its timeline
   (`rooms.timeline`), its dead letters, and the action forms;
 - `/console/list/NAME`: dead letters, scheduled messages, the status error
@@ -29,6 +32,8 @@ log has none); URLs carry only room ids, message ids and listing cursors.
 
 from __future__ import annotations
 
+import json
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,14 +43,18 @@ from urllib.parse import urlencode
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 
 from shared.admin.identity import Caller, Forbidden, Unauthenticated
+from shared.console.chart import activity_chart
 from shared.console.csrf import FIELD, Csrf, CsrfRefused
 
 PREFIX = "/console"
 PAGE = 50
 # The overview's counts are Firestore count aggregations over every index
-# shard (shared/admin/overview.py): kept this long (s) per instance, so
-# operators reloading it do not ask them again; `?fresh=1` (the page's
-# "count again" link) and the page after an action ask anew.
+# shard (shared/admin/overview.py), and its last hour is read from the event
+# log: kept this long (s) per instance, so operators reloading it do not ask
+# them again. Older, the page shows them with their time while one thread
+# counts again in the background (stale while revalidating: the page never
+# waits for the counts but on an instance's first request); `?fresh=1` (the
+# page's "count again" link) and the page after an action wait for new ones.
 OVERVIEW_TTL_S = 10.0
 TIMELINE_EVENTS = 200
 LISTS = {"kind": ("stuck", "lag", "paused", "parked")}
@@ -96,8 +105,11 @@ class Console:
     def __init__(self, admin: Any, csrf: Csrf | None = None) -> None:
         self.admin = admin
         self.csrf = csrf or Csrf()
-        # The overview's counts (monotonic s when asked, the answer, its UTC time) per error-queue choice.
+        # The overview's counts (monotonic s when asked, the answer, its UTC time) per error-queue choice,
+        # and the choices being counted again in the background.
         self._overviews: dict[bool, tuple[float, Any, str]] = {}
+        self._recounting: set[bool] = set()
+        self._overview_lock = threading.Lock()
         self.templates = Environment(loader=FileSystemLoader(Path(__file__).with_name("templates")),
                                      autoescape=select_autoescape(default=True), trim_blocks=True,
                                      lstrip_blocks=True)
@@ -132,6 +144,8 @@ class Console:
             return self._rooms(caller, query)
         if route == "room":
             return self._room(caller, query)
+        if route == "ended":
+            return self._ended(caller, query)
         if route is not None and route.startswith("list/") and route[5:] in OTHER_LISTS:
             return self._list(caller, route[5:])
         return self._error(404, "No such page", f"no console page {path!r}")
@@ -157,15 +171,54 @@ class Console:
 
     def _overview(self, caller: Caller, query: dict[str, str]) -> Page:
         with_queue = query.get("error_queue") == "1"
-        now = time.monotonic()
         cached = self._overviews.get(with_queue)
-        if cached is None or now - cached[0] > OVERVIEW_TTL_S or query.get("fresh") == "1" or query.get("done"):
-            status, overview = self._call(caller, "status", skip_error_queue=not with_queue)
+        if cached is None or query.get("fresh") == "1" or query.get("done"):
+            status, counted = self._count(caller, with_queue)
             if status != 200:
-                return self._error(status, "Overview unavailable", str(overview))
-            cached = self._overviews[with_queue] = (now, overview, time.strftime("%H:%M:%S", time.gmtime()))
-        return self._render(caller, "overview.html", o=cached[1], done=query.get("done"), as_of=cached[2],
-                            ttl_s=OVERVIEW_TTL_S, with_error_queue=with_queue)
+                return self._error(status, "Overview unavailable", str(counted))
+            cached = counted
+        elif time.monotonic() - cached[0] > OVERVIEW_TTL_S:
+            self._recount_in_background(caller, with_queue)
+        o, recent = cached[1]
+        return self._render(caller, "overview.html", o=o, recent=recent, chart=activity_chart(recent),
+                            done=query.get("done"), as_of=cached[2], ttl_s=OVERVIEW_TTL_S,
+                            recounting=with_queue in self._recounting, with_error_queue=with_queue)
+
+    def _count(self, caller: Caller, with_queue: bool) -> tuple[int, Any]:
+        """Ask the overview's counts and the last hour (`status`, `activity.recent`)
+        and keep them. Returns (200, the kept entry) or (status, the error)."""
+        asked = time.monotonic()
+        status, overview = self._call(caller, "status", skip_error_queue=not with_queue)
+        if status != 200:
+            return status, overview
+        status, recent = self._call(caller, "activity.recent")
+        if status != 200:
+            return status, recent
+        entry = (asked, (overview, recent), time.strftime("%H:%M:%S", time.gmtime()))
+        with self._overview_lock:
+            if with_queue not in self._overviews or self._overviews[with_queue][0] <= asked:
+                self._overviews[with_queue] = entry
+        return 200, entry
+
+    def _recount_in_background(self, caller: Caller, with_queue: bool) -> None:
+        """Count the overview again in one thread (none if one is counting);
+        a failure leaves the kept counts, and the next stale view tries again."""
+        with self._overview_lock:
+            if with_queue in self._recounting:
+                return
+            self._recounting.add(with_queue)
+
+        def recount() -> None:
+            try:
+                self._count(caller, with_queue)
+            except Exception as exc:  # noqa: BLE001 - a transient failure: the page keeps its older counts
+                print(json.dumps({"severity": "WARNING", "message": f"console: overview recount failed: {exc!r}"}),
+                      flush=True)
+            finally:
+                with self._overview_lock:
+                    self._recounting.discard(with_queue)
+
+        threading.Thread(target=recount, name="console-overview", daemon=True).start()
 
     def _rooms(self, caller: Caller, query: dict[str, str]) -> Page:
         q = (query.get("q") or "").strip()
@@ -200,6 +253,13 @@ class Console:
         _, dead = self._call(caller, "dead_letters.list", room=room, limit=100)
         return self._render(caller, "room.html", room=room, r=info, tl=tl, dead=dead if isinstance(dead, list) else [],
                             done=query.get("done"))
+
+    def _ended(self, caller: Caller, query: dict[str, str]) -> Page:
+        status, found = self._call(caller, "activity.ended", outcome=query.get("outcome") or "",
+                                   provider=query.get("provider") or None)
+        if status != 200:
+            return self._error(status, "List unavailable", str(found))
+        return self._render(caller, "ended.html", found=found)
 
     def _list(self, caller: Caller, name: str) -> Page:
         action, title = OTHER_LISTS[name]

@@ -185,3 +185,132 @@ def test_a_room_actions_dry_run_says_what_it_would_touch_and_changes_nothing():
     ops.info = None
     with pytest.raises(NotFound):
         rooms_pause(admin, Args({"room": "r", "reason": "x", "dry_run": True}), "alice")
+
+
+# ---------------------------------------------------------------- the overview's last hour
+
+
+def _ts(epoch_s: float) -> str:
+    import time
+
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(epoch_s)) + f".{int(epoch_s % 1 * 1e6):06d}Z"
+
+
+def test_the_last_hour_counts_outcomes_per_bucket_and_provider_and_forgets_what_is_older():
+    from shared.admin.recent import RecentActivity
+
+    now = 1_800_000_000  # epoch s, on a 5-minute boundary
+    recent = RecentActivity(window_s=3600, bucket_s=300)
+    events = [{"event": "acked", "ts": _ts(now - 10), "provider": "whatsapp", "room_id": "a", "seq": 1},
+              {"event": "acked", "ts": _ts(now - 20), "provider": "whatsapp", "room_id": "b", "seq": 1},
+              {"event": "timed_out", "ts": _ts(now - 400), "provider": "messenger", "room_id": "c", "seq": 2},
+              {"event": "failed", "ts": _ts(now - 3 * 3600), "provider": "whatsapp", "room_id": "old", "seq": 1},
+              {"event": "sent", "ts": _ts(now - 30), "trigger_to_send_ms": 12.0},
+              {"event": "sent", "ts": _ts(now - 30), "trigger_to_send_ms": 900.0},
+              {"event": "sent", "ts": _ts(now - 30)},  # no hand-over latency: not counted
+              {"event": "enqueued", "ts": _ts(now - 5)},  # neither an ending nor a hand-over
+              {"event": "acked", "ts": "not a time"}]
+    for e in events:
+        recent.add(e)
+    s = recent.summary(now * 1_000_000 - 1)  # the last bucket: the 5 minutes before `now`
+    assert len(s["buckets"]) == 12
+    t = s["totals"]
+    assert (t["ended"], t["acked"], t["timed_out"], t["failed"]) == (3, 2, 1, 0)  # three hours ago: outside
+    assert t["acked_share"] == pytest.approx(2 / 3) and t["handovers"] == 2
+    assert 12.0 <= t["handover_p50_ms"] <= 12.0 * 1.5 and 900.0 <= t["handover_p95_ms"] <= 900.0 * 1.5
+    assert s["by_provider"]["messenger"]["timed_out"] == 1 and s["by_provider"]["whatsapp"]["acked"] == 2
+    assert [b["acked"] for b in s["buckets"]][-1] == 2 and [b["timed_out"] for b in s["buckets"]][-2] == 1
+    assert [m["room_id"] for m in recent.latest("acked", now * 1_000_000 + 1)] == ["b", "a"]  # newest added last
+    assert recent.latest("acked", now * 1_000_000, provider="messenger") == []
+    recent.add({"event": "acked", "ts": _ts(now + 2 * 3600), "provider": "whatsapp"})  # two hours on
+    assert recent.summary((now + 2 * 3600) * 1_000_000)["totals"]["ended"] == 1  # the older buckets dropped
+    assert RecentActivity().summary(now * 1_000_000)["totals"]["acked_share"] is None  # nothing ended
+
+
+def test_the_local_event_log_answers_the_last_hour_from_its_index(tmp_path):
+    import time
+
+    path = tmp_path / "events.jsonl"
+    now = time.time()
+    lines = [{"room_id": "a", "event": "acked", "seq": 1, "message_id": "m1", "ts": _ts(now - 60),
+              "provider": "whatsapp"},
+             {"room_id": "b", "event": "failed", "seq": 1, "message_id": "m2", "ts": _ts(now - 30),
+              "provider": "whatsapp", "reason": "send_refused"}]
+    path.write_text("".join(json.dumps(e) + "\n" for e in lines))
+    log = LocalEventLog(path)
+    assert log.recent(time.time_ns() // 1000)["totals"]["ended"] == 2
+    assert [m["room_id"] for m in log.ended("failed", time.time_ns() // 1000)] == ["b"]
+    with path.open("a") as fh:
+        fh.write(json.dumps({**lines[0], "room_id": "c", "ts": _ts(now - 1)}) + "\n")
+    assert log.recent(time.time_ns() // 1000)["totals"]["acked"] == 2  # the new line indexed
+
+
+class OverviewAdmin(FakeAdmin):
+    """A FakeAdmin whose `status` counts `self.counts` up each call and can be held by `self.hold`."""
+
+    def __init__(self) -> None:
+        import threading
+
+        super().__init__()
+        self.counted = 0
+        self.hold = threading.Event()
+        self.hold.set()
+
+    def run(self, action: str, args: dict[str, Any], caller: Caller) -> Reply:
+        if action == "status":
+            self.hold.wait(10)
+            self.counted += 1
+            return Reply(200, {"result": {"rooms": {"holding": self.counted, "in_flight": 0, "paused": 0,
+                                                    "with_parked": 0, "overdue": 0},
+                                          "in_flight_by_provider": {"whatsapp": 0}, "dead_letters_kept": 0,
+                                          "rejected_pushes_kept": 0, "scheduled": {"count": 0, "at_least": False},
+                                          "incident": {"on": False},
+                                          "deployment": {"project": "p", "index_shards": 16,
+                                                         "providers": ["whatsapp"], "webhook_mode": "direct",
+                                                         "watchdog_grace_ms": 1}}})
+        if action == "activity.recent":
+            from shared.admin.recent import RecentActivity
+
+            recent = RecentActivity()
+            import time
+
+            recent.add({"event": "acked", "ts": _ts(time.time() - 5), "provider": "whatsapp"})
+            recent.add({"event": "sent", "ts": _ts(time.time() - 5), "trigger_to_send_ms": 30.0})
+            return Reply(200, {"result": {"available": True, **recent.summary(time.time_ns() // 1000),
+                                          "sampled": False}})
+        return super().run(action, args, caller)
+
+
+def test_the_overview_charts_the_last_hour_and_links_each_count_to_its_list():
+    console = Console(OverviewAdmin())
+    body = page(console, "GET", "/console/").body
+    assert '<svg id="chart"' in body and "<rect " in body and "<polyline " in body and "<script" not in body
+    assert 'id="acked-share">100.0 %' in body
+    assert 'href="/console/ended?outcome=timed_out"' in body
+    assert 'href="/console/ended?outcome=acked&amp;provider=whatsapp"' in body
+
+
+def test_a_stale_overview_answers_at_once_and_counts_again_in_the_background(monkeypatch):
+    import time
+
+    import shared.console.app as app
+
+    admin = OverviewAdmin()
+    console = Console(admin)
+    assert page(console, "GET", "/console/").status == 200 and admin.counted == 1  # the first view waits
+    page(console, "GET", "/console/")
+    assert admin.counted == 1  # kept
+    monkeypatch.setattr(app, "OVERVIEW_TTL_S", 0.0)
+    admin.hold.clear()  # counting now takes until released
+    started = time.monotonic()
+    stale = page(console, "GET", "/console/")
+    assert time.monotonic() - started < 5 and stale.status == 200 and "counting again in the background" in stale.body
+    page(console, "GET", "/console/")  # one recount at a time
+    admin.hold.set()
+    deadline = time.monotonic() + 10
+    while admin.counted < 2 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    time.sleep(0.05)
+    assert admin.counted == 2
+    page(console, "GET", "/console/", {"fresh": "1"})
+    assert admin.counted == 3  # "count again" waits for new counts
