@@ -21,7 +21,16 @@ Routes (all under `PREFIX`; GET unless said):
   queue, rejected pushes (their `*.list` actions);
 - POST `/console/act`: fields `action`, `reason`, `step` (`preview`: the
   action's dry run and a confirm form; `confirm`: the action itself, then
-  303 to the room or the overview) and `csrf` (shared/console/csrf.py).
+  303 to the room or the overview) and `csrf` (shared/console/csrf.py);
+- POST `/console/bulk`: one action on many rooms (`rooms.bulk`): fields
+  `bulk_action` (pause, resume, skip, redrive), the rooms ticked on a list
+  (`pick.N`, each a room id) or pasted (`rooms`, one id a line) or a whole
+  listing (`kind`, first `limit` rooms), `reason`, `step` and `csrf` as for
+  `act`; the confirm page shows each room's dry run, the result each
+  room's outcome (shared/console/bulk.py);
+- POST `/console/find`: field `recipient` (and `provider`): the rooms with a
+  message in flight to it (`rooms.to`); a POST, so the recipient, a phone
+  number or a platform's user id, stays out of URLs and access logs.
 
 Answers: 200 HTML; 303 after an action; 400 a bad form or action; 401/403
 no or a refused identity, or a POST without a valid CSRF token; 404 no such
@@ -32,9 +41,6 @@ log has none); URLs carry only room ids, message ids and listing cursors.
 
 from __future__ import annotations
 
-import json
-import threading
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -43,19 +49,22 @@ from urllib.parse import urlencode
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 
 from shared.admin.identity import Caller, Forbidden, Unauthenticated
+from shared.console.bulk import bulk_hidden, bulk_request
 from shared.console.chart import activity_chart
 from shared.console.csrf import FIELD, Csrf, CsrfRefused
+from shared.console.kept import KeptAnswers
 
 PREFIX = "/console"
 PAGE = 50
 # The overview's counts are Firestore count aggregations over every index
 # shard (shared/admin/overview.py), and its last hour is read from the event
-# log: kept this long (s) per instance, so operators reloading it do not ask
-# them again. Older, the page shows them with their time while one thread
-# counts again in the background (stale while revalidating: the page never
-# waits for the counts but on an instance's first request); `?fresh=1` (the
-# page's "count again" link) and the page after an action wait for new ones.
+# log: kept this long (s) per instance, then served stale while one thread
+# counts again (shared/console/kept.py); `?fresh=1` (the page's "count
+# again" link) and the page after an action wait for new ones.
 OVERVIEW_TTL_S = 10.0
+# A room list's page is kept as long, the same way (shared/console/kept.py;
+# `?fresh=1` asks anew, and each action's page after it links there).
+LIST_TTL_S = 10.0
 TIMELINE_EVENTS = 200
 LISTS = {"kind": ("stuck", "lag", "paused", "parked")}
 LIST_TITLES = {"stuck": "Overdue rooms (stuck)", "lag": "Rooms holding messages (lagging: oldest head of line first)",
@@ -105,11 +114,9 @@ class Console:
     def __init__(self, admin: Any, csrf: Csrf | None = None) -> None:
         self.admin = admin
         self.csrf = csrf or Csrf()
-        # The overview's counts (monotonic s when asked, the answer, its UTC time) per error-queue choice,
-        # and the choices being counted again in the background.
-        self._overviews: dict[bool, tuple[float, Any, str]] = {}
-        self._recounting: set[bool] = set()
-        self._overview_lock = threading.Lock()
+        # The overview's counts per error-queue choice, and the room lists' pages per (kind, cursor).
+        self._overviews = KeptAnswers(OVERVIEW_TTL_S)
+        self._lists = KeptAnswers(LIST_TTL_S)
         self.templates = Environment(loader=FileSystemLoader(Path(__file__).with_name("templates")),
                                      autoescape=select_autoescape(default=True), trim_blocks=True,
                                      lstrip_blocks=True)
@@ -129,13 +136,15 @@ class Console:
             return self._error(403, "Not an operator", f"forbidden: {exc}")
         route = path[len(PREFIX):].strip("/") if path.startswith(PREFIX) else None
         if method == "POST":
-            if route != "act":
-                return self._error(405, "Not here", "only /console/act takes a POST")
+            if route not in ("act", "bulk", "find"):
+                return self._error(405, "Not here", "only /console/act, /console/bulk and /console/find take a POST")
             try:
                 self.csrf.check(form.get(FIELD), caller.identity)
             except CsrfRefused as exc:
                 return self._error(403, "Refused", str(exc))
-            return self._act(caller, form)
+            if route == "find":
+                return self._find_recipient(caller, form)
+            return self._bulk(caller, form) if route == "bulk" else self._act(caller, form)
         if method != "GET":
             return self._error(405, "Not here", f"{method} is not a console method")
         if route == "":
@@ -171,54 +180,21 @@ class Console:
 
     def _overview(self, caller: Caller, query: dict[str, str]) -> Page:
         with_queue = query.get("error_queue") == "1"
-        cached = self._overviews.get(with_queue)
-        if cached is None or query.get("fresh") == "1" or query.get("done"):
-            status, counted = self._count(caller, with_queue)
+
+        def ask() -> tuple[int, Any]:
+            status, overview = self._call(caller, "status", skip_error_queue=not with_queue)
             if status != 200:
-                return self._error(status, "Overview unavailable", str(counted))
-            cached = counted
-        elif time.monotonic() - cached[0] > OVERVIEW_TTL_S:
-            self._recount_in_background(caller, with_queue)
-        o, recent = cached[1]
+                return status, overview
+            status, recent = self._call(caller, "activity.recent")
+            return (200, (overview, recent)) if status == 200 else (status, recent)
+
+        status, kept = self._overviews.get(with_queue, ask, fresh=query.get("fresh") == "1" or bool(query.get("done")))
+        if status != 200:
+            return self._error(status, "Overview unavailable", str(kept))
+        o, recent = kept.answer
         return self._render(caller, "overview.html", o=o, recent=recent, chart=activity_chart(recent),
-                            done=query.get("done"), as_of=cached[2], ttl_s=OVERVIEW_TTL_S,
-                            recounting=with_queue in self._recounting, with_error_queue=with_queue)
-
-    def _count(self, caller: Caller, with_queue: bool) -> tuple[int, Any]:
-        """Ask the overview's counts and the last hour (`status`, `activity.recent`)
-        and keep them. Returns (200, the kept entry) or (status, the error)."""
-        asked = time.monotonic()
-        status, overview = self._call(caller, "status", skip_error_queue=not with_queue)
-        if status != 200:
-            return status, overview
-        status, recent = self._call(caller, "activity.recent")
-        if status != 200:
-            return status, recent
-        entry = (asked, (overview, recent), time.strftime("%H:%M:%S", time.gmtime()))
-        with self._overview_lock:
-            if with_queue not in self._overviews or self._overviews[with_queue][0] <= asked:
-                self._overviews[with_queue] = entry
-        return 200, entry
-
-    def _recount_in_background(self, caller: Caller, with_queue: bool) -> None:
-        """Count the overview again in one thread (none if one is counting);
-        a failure leaves the kept counts, and the next stale view tries again."""
-        with self._overview_lock:
-            if with_queue in self._recounting:
-                return
-            self._recounting.add(with_queue)
-
-        def recount() -> None:
-            try:
-                self._count(caller, with_queue)
-            except Exception as exc:  # noqa: BLE001 - a transient failure: the page keeps its older counts
-                print(json.dumps({"severity": "WARNING", "message": f"console: overview recount failed: {exc!r}"}),
-                      flush=True)
-            finally:
-                with self._overview_lock:
-                    self._recounting.discard(with_queue)
-
-        threading.Thread(target=recount, name="console-overview", daemon=True).start()
+                            done=query.get("done"), as_of=kept.as_of, ttl_s=self._overviews.ttl_s,
+                            recounting=self._overviews.asking(with_queue), with_error_queue=with_queue)
 
     def _rooms(self, caller: Caller, query: dict[str, str]) -> Page:
         q = (query.get("q") or "").strip()
@@ -235,12 +211,18 @@ class Console:
         kind = query.get("kind") or "lag"
         if kind not in LISTS["kind"]:
             return self._error(400, "No such list", f"kind must be one of {', '.join(LISTS['kind'])}")
-        status, page = self._call(caller, "rooms.list", kind=kind, limit=PAGE, cursor=query.get("cursor") or None)
+        cursor = query.get("cursor") or None
+        status, kept = self._lists.get((kind, cursor), lambda: self._call(caller, "rooms.list", kind=kind, limit=PAGE,
+                                                                          cursor=cursor),
+                                       fresh=query.get("fresh") == "1")
         if status != 200:
-            return self._error(status, "List unavailable", str(page))
+            return self._error(status, "List unavailable", str(kept))
+        page = kept.answer
         next_url = f"{PREFIX}/rooms?{urlencode({'kind': kind, 'cursor': page['next']})}" if page["next"] else None
         return self._render(caller, "rooms.html", q=None, found=None, kind=kind, title=LIST_TITLES[kind],
-                            rows=page["rooms"], next_url=next_url, kinds=LIST_TITLES)
+                            rows=page["rooms"], next_url=next_url, kinds=LIST_TITLES, as_of=kept.as_of,
+                            ttl_s=self._lists.ttl_s, again=self._lists.asking((kind, cursor)),
+                            fresh_url=f"{PREFIX}/rooms?{urlencode({'kind': kind, **({'cursor': cursor} if cursor else {}), 'fresh': '1'})}")
 
     def _room(self, caller: Caller, query: dict[str, str]) -> Page:
         room = (query.get("id") or "").strip()
@@ -269,6 +251,29 @@ class Console:
         rows = [{k: v for k, v in r.items() if k not in HIDDEN_FIELDS} for r in rows]
         columns = list(rows[0]) if rows else []
         return self._render(caller, "list.html", title=title, rows=rows, columns=columns)
+
+    def _find_recipient(self, caller: Caller, form: dict[str, str]) -> Page:
+        recipient = (form.get("recipient") or "").strip()
+        if not recipient:
+            return self._error(400, "No recipient", "give the recipient to look for")
+        status, found = self._call(caller, "rooms.to", recipient=recipient, provider=form.get("provider") or None)
+        if status != 200:
+            return self._error(status, "Search failed", str(found))
+        if len(found["rooms"]) == 1:
+            return Page(303, "", {"Location": f"{PREFIX}/room?{urlencode({'id': found['rooms'][0]})}"})
+        return self._render(caller, "rooms.html", q=None, recipient_search=True, found=found["rooms"], kind=None,
+                            rows=None)
+
+    def _bulk(self, caller: Caller, form: dict[str, str]) -> Page:
+        request = bulk_request(form)
+        if isinstance(request, str):
+            return self._error(400, "Cannot run that", request)
+        confirm = form.get("step") == "confirm"
+        reply = self.admin.run("rooms.bulk", {"dry_run": not confirm, **request}, caller)
+        status, result = reply.status, reply.body.get("result") if reply.status == 200 else reply.body.get("error")
+        if status != 200:
+            return self._error(status, "The action failed" if confirm else "Cannot preview", str(result))
+        return self._render(caller, "bulk.html", r=result, hidden=bulk_hidden(request, result), done=confirm)
 
     # ------------------------------------------------------------ actions
 

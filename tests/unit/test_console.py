@@ -290,17 +290,15 @@ def test_the_overview_charts_the_last_hour_and_links_each_count_to_its_list():
     assert 'href="/console/ended?outcome=acked&amp;provider=whatsapp"' in body
 
 
-def test_a_stale_overview_answers_at_once_and_counts_again_in_the_background(monkeypatch):
+def test_a_stale_overview_answers_at_once_and_counts_again_in_the_background():
     import time
-
-    import shared.console.app as app
 
     admin = OverviewAdmin()
     console = Console(admin)
     assert page(console, "GET", "/console/").status == 200 and admin.counted == 1  # the first view waits
     page(console, "GET", "/console/")
     assert admin.counted == 1  # kept
-    monkeypatch.setattr(app, "OVERVIEW_TTL_S", 0.0)
+    console._overviews.ttl_s = 0.0  # noqa: SLF001 - every view is stale from now on
     admin.hold.clear()  # counting now takes until released
     started = time.monotonic()
     stale = page(console, "GET", "/console/")
@@ -314,3 +312,81 @@ def test_a_stale_overview_answers_at_once_and_counts_again_in_the_background(mon
     assert admin.counted == 2
     page(console, "GET", "/console/", {"fresh": "1"})
     assert admin.counted == 3  # "count again" waits for new counts
+
+
+def test_a_room_list_page_is_kept_and_asked_again_on_request():
+    admin = FakeAdmin()
+    console = Console(admin)
+    for _ in range(3):
+        assert "As of " in page(console, "GET", "/console/rooms", {"kind": "paused"}).body
+    assert [a for a, _, _ in admin.calls].count("rooms.list") == 1
+    page(console, "GET", "/console/rooms", {"kind": "paused", "cursor": "5:r<1>"})  # another page: its own
+    page(console, "GET", "/console/rooms", {"kind": "paused", "fresh": "1"})
+    assert [a for a, _, _ in admin.calls].count("rooms.list") == 3
+
+
+class BulkAdmin(FakeAdmin):
+    """A FakeAdmin that answers `rooms.bulk` (the skip of each room's seq 7) and `rooms.to`."""
+
+    def run(self, action: str, args: dict[str, Any], caller: Caller) -> Reply:
+        if action == "rooms.bulk":
+            self.calls.append((action, args, caller.identity))
+            rooms = args.get("rooms") or ["k1", "k2"]
+            rows = [{"room_id": r, "changes": True, "messages": 1, "seq": 7} for r in rooms]
+            return Reply(200, {"result": {"dry_run": args.get("dry_run", False), "action": args["action"],
+                                          "rooms": len(rows), "messages": len(rows), "per_room": rows,
+                                          "actor": caller.identity}})
+        if action == "rooms.to":
+            self.calls.append((action, args, caller.identity))
+            return Reply(200, {"result": {"rooms": ["r<1>"] if args["recipient"] == "15550001" else []}})
+        return super().run(action, args, caller)
+
+
+def test_a_bulk_action_previews_each_room_then_runs_on_what_the_preview_showed():
+    import html
+
+    admin = BulkAdmin()
+    console = Console(admin)
+    listing = page(console, "GET", "/console/rooms", {"kind": "lag"})
+    assert 'name="pick.1" value="r&lt;1&gt;"' in listing.body
+    form = {"csrf": csrf_of(listing.body), "bulk_action": "skip", "reason": "stuck", "step": "preview",
+            "pick.1": "r<1>", "rooms": "r2\n\nr<1>\n"}
+    preview = page(console, "POST", "/console/bulk", form=form)
+    assert preview.status == 200 and "2 message(s) in 2 room(s)" in preview.body
+    assert admin.calls[-1][1] == {"dry_run": True, "action": "skip", "reason": "stuck", "rooms": ["r<1>", "r2"]}
+    confirm_form = {"csrf": csrf_of(preview.body), "bulk_action": "skip", "reason": "stuck", "step": "confirm",
+                    "rooms": html.unescape(preview.body.split('name="rooms" hidden>', 1)[1].split("</textarea>")[0]),
+                    "seqs": html.unescape(preview.body.split('name="seqs" hidden>', 1)[1].split("</textarea>")[0])}
+    done = page(console, "POST", "/console/bulk", form=confirm_form)
+    assert done.status == 200 and "as <strong>alice@example.com</strong>" in done.body
+    assert admin.calls[-1] == ("rooms.bulk", {"dry_run": False, "action": "skip", "reason": "stuck",
+                                              "rooms": ["r<1>", "r2"], "seqs": {"r<1>": 7, "r2": 7}},
+                               "alice@example.com")
+    whole = page(console, "POST", "/console/bulk", form={"csrf": form["csrf"], "bulk_action": "pause", "reason": "x",
+                                                          "kind": "lag", "limit": "30", "step": "preview"})
+    assert whole.status == 200 and admin.calls[-1][1]["kind"] == "lag" and admin.calls[-1][1]["limit"] == 30
+
+
+def test_a_bulk_form_without_csrf_a_reason_or_rooms_is_refused_before_the_api():
+    admin = BulkAdmin()
+    console = Console(admin)
+    token = csrf_of(page(console, "GET", "/console/rooms", {"kind": "lag"}).body)
+    before = len(admin.calls)
+    good = {"csrf": token, "bulk_action": "pause", "reason": "r", "rooms": "a", "step": "confirm"}
+    assert page(console, "POST", "/console/bulk", form={**good, "csrf": "forged"}).status == 403
+    for bad in ({"reason": " "}, {"rooms": ""}, {"bulk_action": "delete"}, {"kind": "lag"}, {"rooms": "", "kind": "x"},
+                {"rooms": "", "kind": "lag", "limit": "9999"}):
+        assert page(console, "POST", "/console/bulk", form={**good, **bad}).status == 400, bad
+    assert len(admin.calls) == before
+
+
+def test_a_room_is_found_by_its_recipient_by_a_post_that_keeps_the_number_out_of_urls():
+    admin = BulkAdmin()
+    console = Console(admin)
+    token = csrf_of(page(console, "GET", "/console/rooms", {"kind": "lag"}).body)
+    assert page(console, "POST", "/console/find", form={"recipient": "15550001"}).status == 403  # no CSRF token
+    found = page(console, "POST", "/console/find", form={"csrf": token, "recipient": " 15550001 "})
+    assert found.status == 303 and found.headers["Location"] == "/console/room?id=r%3C1%3E"
+    none = page(console, "POST", "/console/find", form={"csrf": token, "recipient": "999"})
+    assert none.status == 200 and "No room has a message in flight to that recipient" in none.body
+    assert "999" not in none.body
