@@ -2,8 +2,10 @@
 
 A mixin of `shared.store.RoomStore` (whose Firestore client `_db`, call
 options `_call`, index shard count `_shards` and `room_ref` it uses). The
-time-valued fields are asked shard by shard (shared/shards.py); each query
-counts the reads Firestore bills (one at least, one per document found).
+time-valued fields are indexed behind the room's shard (shared/shards.py):
+the watchdog asks shard by shard, the operators' listings every shard in
+one query (`shard in [...]`, `shard_groups`); each query counts the reads
+Firestore bills (one at least, one per document found).
 """
 
 from __future__ import annotations
@@ -254,8 +256,9 @@ class RoomQueries:
     def count_rooms(self, kind: str, before_us: int | None = None) -> int:
         """How many rooms a `list_rooms` listing would page through, by
         Firestore's count aggregation (one read per 1,000 index entries
-        counted, https://cloud.google.com/firestore/pricing#aggregation_queries),
-        every shard asked for a sharded field.
+        counted, https://cloud.google.com/firestore/pricing#aggregation_queries);
+        a sharded field by one aggregation per group of shards
+        (`shard in [...]`, `shard_groups`: one up to 30 shards).
 
         Raises:
             ValueError: unknown `kind`, or `stuck` without `before_us`.
@@ -268,9 +271,12 @@ class RoomQueries:
         col = self._db.collection(ROOMS)
         if name not in SHARDED_FIELDS:
             return self._count(col.where(filter=flt))
-        with ThreadPoolExecutor(max_workers=min(self._shards, SHARD_QUERY_CONCURRENCY)) as pool:
-            return sum(pool.map(lambda i: self._count(col.where(filter=FieldFilter(SHARD_FIELD, "==", i))
-                                                      .where(filter=flt)), range(self._shards)))
+        groups = shard_groups(self._shards)
+        if len(groups) == 1:
+            return self._count(col.where(filter=FieldFilter(SHARD_FIELD, "in", groups[0])).where(filter=flt))
+        with ThreadPoolExecutor(max_workers=min(len(groups), SHARD_QUERY_CONCURRENCY)) as pool:
+            return sum(pool.map(lambda g: self._count(col.where(filter=FieldFilter(SHARD_FIELD, "in", g))
+                                                      .where(filter=flt)), groups))
 
     def count_in_flight(self, provider: str) -> int:
         """Rooms with a message in flight to `provider` (`in_flight_to` starts

@@ -83,6 +83,8 @@ ACTIONS: dict[str, tuple[str, tuple[str, ...], bool]] = {
     "redrive": ("dead_letters.redrive", ("room",), True),
     "cancel-scheduled": ("scheduled.cancel", ("room_id", "message_id"), True),
     "replay-statuses": ("statuses.replay", ("room",), True),
+    "replay-all-statuses": ("statuses.replay", (), False),
+    "replay-reject": ("rejects.replay", ("id",), False),
     "incident-on": ("pause.all", (), False),
     "incident-off": ("resume.all", (), False),
 }
@@ -250,7 +252,7 @@ class Console:
             return self._error(status, "List unavailable", str(rows))
         rows = [{k: v for k, v in r.items() if k not in HIDDEN_FIELDS} for r in rows]
         columns = list(rows[0]) if rows else []
-        return self._render(caller, "list.html", title=title, rows=rows, columns=columns)
+        return self._render(caller, "list.html", title=title, rows=rows, columns=columns, name=name)
 
     def _find_recipient(self, caller: Caller, form: dict[str, str]) -> Page:
         recipient = (form.get("recipient") or "").strip()

@@ -46,4 +46,5 @@ def test_each_page_of_the_room_list_reads_at_most_what_it_shows_plus_one_page_an
         if cursor is None:
             break
     assert listed == expected  # every room once, oldest head of line first, across pages
+    assert store.count_rooms("lag") == len(rooms)  # one aggregation per group of shards
     assert pages == -(-len(rooms) // PAGE)

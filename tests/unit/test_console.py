@@ -390,3 +390,29 @@ def test_a_room_is_found_by_its_recipient_by_a_post_that_keeps_the_number_out_of
     none = page(console, "POST", "/console/find", form={"csrf": token, "recipient": "999"})
     assert none.status == 200 and "No room has a message in flight to that recipient" in none.body
     assert "999" not in none.body
+
+
+def test_a_kept_answer_outlives_a_failed_background_ask_and_a_failed_first_ask_is_not_kept(capsys):
+    import time
+
+    from shared.console.kept import KeptAnswers
+
+    kept = KeptAnswers(ttl_s=0.0, size=2)
+    answers = iter([(200, "first"), RuntimeError("firestore down"), (503, "busy"), (200, "second")])
+
+    def ask() -> tuple[int, Any]:
+        answer = next(answers)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    assert kept.get("k", ask)[1].answer == "first"
+    assert kept.get("k", ask)[1].answer == "first"  # stale: served, asked again in the background, which fails
+    deadline = time.monotonic() + 5
+    while kept.asking("k") and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert "asking 'k' again failed" in capsys.readouterr().out
+    assert kept.get("other", ask) == (503, "busy")  # an error is answered, never kept
+    assert kept.get("other", ask)[1].answer == "second"
+    kept.get("third", lambda: (200, "x"))
+    assert not kept.asking("k") and len(kept._kept) == 2  # noqa: SLF001 - the oldest dropped past `size`
