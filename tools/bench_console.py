@@ -14,8 +14,11 @@ Printed: per page, p50, p95 and max in ms, the median Firestore documents
 read per request (the admin function's own count, METRICS_LOG_PATH; a room
 list page shows PAGE = 50 rooms), and whether p95 < GOAL_MS.
 Exit 1 if a page misses it. The overview keeps its counts OVERVIEW_TTL_S
-(shared/console/app.py); its cost when counted again is printed beside it. Measured on this machine's emulators: it shows
-the console's own cost, not Firestore's production latency.
+and a room list its pages LIST_TTL_S (shared/console/app.py, served stale
+while asked again in the background); their cost when asked anew
+(`?fresh=1`) is printed beside them, not held to the goal: on the emulator
+every query scans all the rooms. Measured on this machine's emulators: it
+shows the console's own cost, not Firestore's production latency.
 
     python -m tools.bench_console --rooms 10000 --requests 40
 """
@@ -42,6 +45,7 @@ GOAL_MS = 300.0
 # The overview's counts asked anew each time (its cache bypassed): printed, not held to
 # GOAL_MS; the emulator counts by scanning every room, Firestore by its index.
 INFORMATIONAL = "overview, counted again (?fresh=1)"
+LIST_AGAIN = "rooms: lagging, asked again (?fresh=1)"
 FRESH_REQUESTS = 5
 PAUSED_EVERY = 20
 EVENTS_PER_ROOM = 5
@@ -186,6 +190,12 @@ def run(stack: Any, rooms: int, n: int, console: Console
     refused[INFORMATIONAL] = failed[0]
     counted, line = reads_since(metrics, line)
     reads[INFORMATIONAL] = statistics.median(counted) if counted else float("nan")
+    failed = []
+    timings[LIST_AGAIN] = measure(session, "GET", base + "rooms?kind=lag&fresh=1", FRESH_REQUESTS, warmup=0,
+                                  failed=failed)
+    refused[LIST_AGAIN] = failed[0]
+    counted, line = reads_since(metrics, line)
+    reads[LIST_AGAIN] = statistics.median(counted) if counted else float("nan")
     return timings, refused, reads
 
 
@@ -219,10 +229,11 @@ def main() -> int:
     missed = []
     for name, values in timings.items():
         ok = p95(values) < GOAL_MS and not refused[name]
-        missed += [] if ok or name == INFORMATIONAL else [name]
+        informational = name in (INFORMATIONAL, LIST_AGAIN)
+        missed += [] if ok or informational else [name]
         table.add_row(name, f"{statistics.median(values):.0f}", f"{p95(values):.0f}", f"{max(values):.0f}",
                       str(refused[name]), f"{reads[name]:.0f}",
-                      "yes" if ok else "not held to it" if name == INFORMATIONAL else "[red]no[/]")
+                      "yes" if ok else "not held to it" if informational else "[red]no[/]")
     console.print(table)
     if missed:
         console.print(f"[red]missed the goal[/]: {', '.join(missed)}")

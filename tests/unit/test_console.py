@@ -416,3 +416,28 @@ def test_a_kept_answer_outlives_a_failed_background_ask_and_a_failed_first_ask_i
     assert kept.get("other", ask)[1].answer == "second"
     kept.get("third", lambda: (200, "x"))
     assert not kept.asking("k") and len(kept._kept) == 2  # noqa: SLF001 - the oldest dropped past `size`
+
+
+def test_a_rejected_push_and_the_status_error_queue_are_replayed_from_their_lists_after_a_dry_run():
+    class ReplayAdmin(FakeAdmin):
+        def run(self, action: str, args: dict[str, Any], caller: Caller) -> Reply:
+            if action in ("rejects.list", "statuses.list"):
+                return Reply(200, {"result": [{"id": "rj-1", "reason": "no room_id", "data": "c2VjcmV0"}]})
+            if action in ("rejects.replay", "statuses.replay"):
+                self.calls.append((action, args, caller.identity))
+                return Reply(200, {"result": {"dry_run": True, "rooms": 1, "messages": 1}})
+            return super().run(action, args, caller)
+
+    admin = ReplayAdmin()
+    console = Console(admin)
+    rejects = page(console, "GET", "/console/list/rejects")
+    assert 'value="replay-reject"' in rejects.body and "c2VjcmV0" not in rejects.body  # the payload stays hidden
+    preview = page(console, "POST", "/console/act", form={"csrf": csrf_of(rejects.body), "action": "replay-reject",
+                                                           "id": "rj-1", "reason": "fixed", "step": "preview"})
+    assert preview.status == 200 and admin.calls[-1] == ("rejects.replay", {"dry_run": True, "reason": "fixed",
+                                                                            "id": "rj-1"}, "alice@example.com")
+    queue = page(console, "GET", "/console/list/error-queue")
+    assert 'id="act-replay-all-statuses"' in queue.body
+    page(console, "POST", "/console/act", form={"csrf": csrf_of(queue.body), "action": "replay-all-statuses",
+                                                 "reason": "fixed", "step": "preview"})
+    assert admin.calls[-1] == ("statuses.replay", {"dry_run": True, "reason": "fixed"}, "alice@example.com")
