@@ -254,11 +254,10 @@ class RoomQueries:
     # -- the overview's counts (`baton status`, shared/admin/overview.py)
 
     def count_rooms(self, kind: str, before_us: int | None = None) -> int:
-        """How many rooms a `list_rooms` listing would page through, by
-        Firestore's count aggregation (one read per 1,000 index entries
-        counted, https://cloud.google.com/firestore/pricing#aggregation_queries);
-        a sharded field by one aggregation per group of shards
-        (`shard in [...]`, `shard_groups`: one up to 30 shards).
+        """How many rooms a `list_rooms` listing would page through: a count
+        aggregation (one read per 1,000 index entries counted,
+        https://cloud.google.com/firestore/pricing#aggregation_queries) per
+        group of shards for a sharded field (`shard in [...]`, `shard_groups`).
 
         Raises:
             ValueError: unknown `kind`, or `stuck` without `before_us`.
