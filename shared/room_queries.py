@@ -23,6 +23,11 @@ from shared.shards import SHARD_FIELD, SHARDED_FIELDS, ShardCursor, merge_by_val
 
 # Shards one sharded query asks at a time (threads of one call).
 SHARD_QUERY_CONCURRENCY = 16
+# How long one count aggregation may take (s): Firestore ends one that cannot
+# finish in 60 s (https://firebase.google.com/docs/firestore/query-data/aggregation-queries#limitations);
+# the store's 10 s deadline is for a room's reads and writes. On the emulator a
+# count scans every room (about 2.5 s a sharded field at 10,000 rooms).
+COUNT_DEADLINE_S = 60.0
 # Firestore's cap on the disjunctions of one query, so on the values of an
 # `in` filter: https://firebase.google.com/docs/firestore/query-data/queries#limits_on_or_queries
 MAX_DISJUNCTIONS = 30
@@ -289,7 +294,7 @@ class RoomQueries:
         return self._count(self._db.collection(name))
 
     def _count(self, query: Any) -> int:
-        result = query.count(alias="n").get(**self._call)
+        result = query.count(alias="n").get(**{**self._call, "timeout": COUNT_DEADLINE_S})
         op_counts().firestore_reads += 1
         return int(result[0][0].value)
 

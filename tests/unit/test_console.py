@@ -441,3 +441,24 @@ def test_a_rejected_push_and_the_status_error_queue_are_replayed_from_their_list
     page(console, "POST", "/console/act", form={"csrf": csrf_of(queue.body), "action": "replay-all-statuses",
                                                  "reason": "fixed", "step": "preview"})
     assert admin.calls[-1] == ("statuses.replay", {"dry_run": True, "reason": "fixed"}, "alice@example.com")
+
+
+def test_a_count_aggregation_gets_firestores_own_60_s_not_the_stores_10_s_deadline():
+    from types import SimpleNamespace
+
+    from shared.room_queries import COUNT_DEADLINE_S, RoomQueries
+
+    asked: dict[str, Any] = {}
+
+    class Query:
+        def count(self, alias: str) -> Query:
+            return self
+
+        def get(self, **options: Any) -> list[list[Any]]:
+            asked.update(options)
+            return [[SimpleNamespace(value=3)]]
+
+    queries = RoomQueries.__new__(RoomQueries)
+    queries._call = {"retry": "the store's", "timeout": 10.0}  # noqa: SLF001 - as RoomStore sets it
+    assert queries._count(Query()) == 3  # noqa: SLF001
+    assert asked == {"retry": "the store's", "timeout": COUNT_DEADLINE_S} and COUNT_DEADLINE_S == 60.0
