@@ -2,8 +2,10 @@
 
 A mixin of `shared.store.RoomStore` (whose Firestore client `_db`, call
 options `_call`, index shard count `_shards` and `room_ref` it uses). The
-time-valued fields are asked shard by shard (shared/shards.py); each query
-counts the reads Firestore bills (one at least, one per document found).
+time-valued fields are indexed behind the room's shard (shared/shards.py):
+the watchdog asks shard by shard, the operators' listings every shard in
+one query (`shard in [...]`, `shard_groups`); each query counts the reads
+Firestore bills (one at least, one per document found).
 """
 
 from __future__ import annotations
@@ -21,6 +23,28 @@ from shared.shards import SHARD_FIELD, SHARDED_FIELDS, ShardCursor, merge_by_val
 
 # Shards one sharded query asks at a time (threads of one call).
 SHARD_QUERY_CONCURRENCY = 16
+# How long one count aggregation may take (s): Firestore ends one that cannot
+# finish in 60 s (https://firebase.google.com/docs/firestore/query-data/aggregation-queries#limitations);
+# the store's 10 s deadline is for a room's reads and writes. On the emulator a
+# count scans every room (about 2.5 s a sharded field at 10,000 rooms).
+COUNT_DEADLINE_S = 60.0
+# Firestore's cap on the disjunctions of one query, so on the values of an
+# `in` filter: https://firebase.google.com/docs/firestore/query-data/queries#limits_on_or_queries
+MAX_DISJUNCTIONS = 30
+
+
+def shard_groups(shards: int) -> list[list[int]]:
+    """The index shards 0 .. `shards` - 1 in as few groups as one query each
+    can ask (`shard in [...]`, at most MAX_DISJUNCTIONS values), of even
+    sizes: 16 -> one group of 16; 40 -> two of 20.
+
+    Raises:
+        ValueError: `shards` is below 1.
+    """
+    if shards < 1:
+        raise ValueError(f"INDEX_SHARDS must be at least 1, not {shards}")
+    n = -(-shards // MAX_DISJUNCTIONS)
+    return [list(range(shards))[k::n] for k in range(n)]
 
 
 class RoomQueries:
@@ -100,41 +124,69 @@ class RoomQueries:
     def _ask_shards(self, name: str, narrow: Callable[[Any], Any], limit: int,
                     after: tuple[int, str] | None) -> list[tuple[str, dict[str, Any]]]:
         """The first `limit` rooms by (`name`, room id) over every index shard
-        (exactly what one unsharded index would give), ordered by `name` and
-        document id, resuming after `after` ((value, room id)) if given.
-
-        Reads at most `limit` + one page: each shard is asked for a chunk of
-        `limit // INDEX_SHARDS` rows (at least 1) in parallel; then, while
-        fewer than `limit` rows are known to come first (those up to the
-        watermark: the lowest last row of the shards not yet exhausted), the
-        shard at the watermark alone is asked for its next chunk. Every row a
-        shard returned before its last chunk is in the answer, so what is
-        read and not shown is at most one chunk per shard: max(`limit`,
-        INDEX_SHARDS) rows (a page, with no more shards than rows on a page).
-        A shard asked and empty is still billed one read (counted).
+        (what one unsharded index would give), resuming after `after` ((value,
+        room id)) if given. Each group of shards (`shard_groups`) is one query
+        (`shard in [...]`: Firestore merges the composite index's ranges), so
+        up to MAX_DISJUNCTIONS shards a page is one query reading what it shows.
+        With more groups, each is asked for `limit // groups` rows (at least 1)
+        in parallel, then, while fewer than `limit` rows are known to come
+        first (up to the watermark: the lowest last row of the groups not yet
+        exhausted), the group at the watermark alone for its next chunk: at
+        most one chunk per group read and not shown, max(`limit`, groups)
+        rows. An empty answer is still billed one read (counted).
         Returns [(room_id, document)] in that order."""
-        shards = list(range(self._shards))
-        chunk = max(1, limit // len(shards))
-        rows = self._shard_pages(name, narrow, chunk, dict.fromkeys(shards, after) if after is not None else {},
-                                 shards)
+        groups = dict(enumerate(shard_groups(self._shards)))
+        chunk = max(1, limit // len(groups))
+        rows = self._group_pages(name, narrow, chunk, dict.fromkeys(groups, after) if after is not None else {},
+                                 groups)
 
-        def last(shard: int) -> tuple[Any, str]:
-            room_id, doc = rows[shard][-1]
+        def last(group: int) -> tuple[Any, str]:
+            room_id, doc = rows[group][-1]
             return doc[name], room_id
 
-        more = {shard for shard, page in rows.items() if len(page) == chunk}
+        more = {group for group, page in rows.items() if len(page) == chunk}
         while more:
             low = min(more, key=last)
             mark = last(low)
             if sum(1 for page in rows.values() for room_id, doc in page if (doc[name], room_id) <= mark) >= limit:
                 break
-            page = self._shard_pages(name, narrow, chunk, {low: mark}, [low])[low]
+            page = self._group_pages(name, narrow, chunk, {low: mark}, {low: groups[low]})[low]
             rows[low].extend(page)
             if len(page) < chunk:
                 more.discard(low)
         docs = {room_id: doc for page in rows.values() for room_id, doc in page}
         order = merge_by_value([[(doc[name], room_id) for room_id, doc in page] for page in rows.values()], limit)
         return [(room_id, docs[room_id]) for _, room_id in order]
+
+    def _group_pages(self, name: str, narrow: Callable[[Any], Any], per_group: int,
+                     after: dict[int, tuple[int, str] | None], groups: dict[int, list[int]]
+                     ) -> dict[int, list[tuple[str, dict[str, Any]]]]:
+        """The first `per_group` rooms by (`name`, room id) of each group of
+        shards (`groups`: key -> shard numbers), one query per group
+        (`shard == s` for a group of one, else `shard in [...]`), each
+        narrowed by `narrow` (a range on `name`), asked in parallel, resuming
+        after `after[key]` ((value, room id)) where given.
+        Returns {key: [(room_id, document)]} in that order; counts the reads."""
+        col = self._db.collection(ROOMS)
+
+        def ask(key: int) -> list[tuple[str, dict[str, Any]]]:
+            shards = groups[key]
+            flt = FieldFilter(SHARD_FIELD, "==", shards[0]) if len(shards) == 1 else \
+                FieldFilter(SHARD_FIELD, "in", shards)
+            query = narrow(col.where(filter=flt)).order_by(name).order_by("__name__")
+            start = after.get(key)
+            if start is not None:
+                query = query.start_after({name: start[0], "__name__": self.room_ref(start[1])})
+            return [(snap.id, snap.to_dict() or {}) for snap in query.limit(per_group).stream(**self._call)]
+
+        keys = list(groups)
+        if len(keys) == 1:
+            pages = {keys[0]: ask(keys[0])}
+        else:
+            with ThreadPoolExecutor(max_workers=min(len(keys), SHARD_QUERY_CONCURRENCY)) as pool:
+                pages = dict(zip(keys, pool.map(ask, keys), strict=True))
+        op_counts().firestore_reads += sum(max(1, len(page)) for page in pages.values())
+        return pages
 
     def rooms_sending_to(self, recipient_key: str) -> list[str]:
         """Ids of every room whose in-flight message goes to `recipient_key`
@@ -207,10 +259,10 @@ class RoomQueries:
     # -- the overview's counts (`baton status`, shared/admin/overview.py)
 
     def count_rooms(self, kind: str, before_us: int | None = None) -> int:
-        """How many rooms a `list_rooms` listing would page through, by
-        Firestore's count aggregation (one read per 1,000 index entries
-        counted, https://cloud.google.com/firestore/pricing#aggregation_queries),
-        every shard asked for a sharded field.
+        """How many rooms a `list_rooms` listing would page through: a count
+        aggregation (one read per 1,000 index entries counted,
+        https://cloud.google.com/firestore/pricing#aggregation_queries) per
+        group of shards for a sharded field (`shard in [...]`, `shard_groups`).
 
         Raises:
             ValueError: unknown `kind`, or `stuck` without `before_us`.
@@ -223,9 +275,12 @@ class RoomQueries:
         col = self._db.collection(ROOMS)
         if name not in SHARDED_FIELDS:
             return self._count(col.where(filter=flt))
-        with ThreadPoolExecutor(max_workers=min(self._shards, SHARD_QUERY_CONCURRENCY)) as pool:
-            return sum(pool.map(lambda i: self._count(col.where(filter=FieldFilter(SHARD_FIELD, "==", i))
-                                                      .where(filter=flt)), range(self._shards)))
+        groups = shard_groups(self._shards)
+        if len(groups) == 1:
+            return self._count(col.where(filter=FieldFilter(SHARD_FIELD, "in", groups[0])).where(filter=flt))
+        with ThreadPoolExecutor(max_workers=min(len(groups), SHARD_QUERY_CONCURRENCY)) as pool:
+            return sum(pool.map(lambda g: self._count(col.where(filter=FieldFilter(SHARD_FIELD, "in", g))
+                                                      .where(filter=flt)), groups))
 
     def count_in_flight(self, provider: str) -> int:
         """Rooms with a message in flight to `provider` (`in_flight_to` starts
@@ -239,7 +294,7 @@ class RoomQueries:
         return self._count(self._db.collection(name))
 
     def _count(self, query: Any) -> int:
-        result = query.count(alias="n").get(**self._call)
+        result = query.count(alias="n").get(**{**self._call, "timeout": COUNT_DEADLINE_S})
         op_counts().firestore_reads += 1
         return int(result[0][0].value)
 

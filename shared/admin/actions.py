@@ -29,6 +29,7 @@ from typing import Any
 
 from shared.admin.incident import IncidentSwitch
 from shared.admin.outcomes import outcomes_list, outcomes_replay
+from shared.admin.overview import activity_ended, activity_recent
 from shared.events import utc_iso
 from shared.operators import Operators, parse_dead_letter_id
 
@@ -373,15 +374,33 @@ def scheduled_cancel(admin: Admin, args: Args, actor: str) -> dict[str, Any]:
             "task_deleted": deleted, "actor": actor}
 
 
+def rooms_bulk(admin: Admin, args: Args, actor: str) -> Any:
+    """`rooms.bulk`: one room action on many rooms (shared/admin/bulk.py, which builds on this module)."""
+    from shared.admin.bulk import rooms_bulk as run
+
+    return run(admin, args, actor)
+
+
+def rooms_to(admin: Admin, args: Args, actor: str) -> Any:
+    """`rooms.to`: the rooms with a message in flight to a recipient (shared/admin/bulk.py)."""
+    from shared.admin.bulk import rooms_to as run
+
+    return run(admin, args, actor)
+
+
 ACTIONS: dict[str, Callable[[Admin, Args, str], Any]] = {
     "settings": settings,
     "status": status,
+    "activity.recent": activity_recent,
+    "activity.ended": activity_ended,
     "pause.all": pause_all,
     "resume.all": resume_all,
     "rooms.show": rooms_show,
     "rooms.list": rooms_list,
     "rooms.find": rooms_find,
     "rooms.timeline": rooms_timeline,
+    "rooms.to": rooms_to,
+    "rooms.bulk": rooms_bulk,
     "rooms.pause": rooms_pause,
     "rooms.resume": rooms_resume,
     "rooms.skip": rooms_skip,
@@ -397,5 +416,5 @@ ACTIONS: dict[str, Callable[[Admin, Args, str], Any]] = {
     "outcomes.replay": outcomes_replay,
 }
 # Actions that change something: their audit line is written at the warning level.
-CHANGING = frozenset({"pause.all", "resume.all", "rooms.pause", "rooms.resume", "rooms.skip", "dead_letters.redrive",
-                      "rejects.replay", "statuses.replay", "scheduled.cancel", "outcomes.replay"})
+CHANGING = frozenset({"pause.all", "resume.all", "rooms.pause", "rooms.resume", "rooms.skip", "rooms.bulk",
+                      "dead_letters.redrive", "rejects.replay", "statuses.replay", "scheduled.cancel", "outcomes.replay"})

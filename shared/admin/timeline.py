@@ -22,13 +22,17 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from shared.admin.recent import LATEST, OUTCOMES, WINDOW_S, RecentActivity
 from shared.operators import LOGGING_LIST_URL
 
 DELIVERY_LOG_TYPE = "baton.delivery"
+# The cloud reader's last hour: at most this many entries.list pages of 1,000 lines.
+RECENT_PAGES = 5
 
 
 class EventLogReader(Protocol):
@@ -41,6 +45,15 @@ class EventLogReader(Protocol):
     def rooms_with_message(self, message_id: str, n: int) -> list[str]:
         """Ids of at most `n` rooms whose events name `message_id` (a
         message id is unique per room only), most recent first."""
+        ...
+
+    def recent(self, now_us: int) -> dict[str, Any]:
+        """The last hour before `now_us` (epoch us): outcomes and hand-over
+        latency per bucket (`RecentActivity.summary`), with `sampled`."""
+        ...
+
+    def ended(self, outcome: str, now_us: int, provider: str | None = None) -> list[dict[str, Any]]:
+        """The last hour's newest endings with `outcome`, newest first (`RecentActivity.latest`)."""
         ...
 
 
@@ -57,6 +70,7 @@ class LocalEventLog:
     _offset: int = 0
     _by_room: dict[str, list[int]] = field(default_factory=dict, repr=False)
     _by_message: dict[str, list[str]] = field(default_factory=dict, repr=False)
+    _recent: RecentActivity = field(default_factory=RecentActivity, repr=False)
 
     def _catch_up(self) -> None:
         try:
@@ -64,7 +78,7 @@ class LocalEventLog:
         except FileNotFoundError:
             size = 0
         if size < self._offset:
-            self._offset, self._by_room, self._by_message = 0, {}, {}
+            self._offset, self._by_room, self._by_message, self._recent = 0, {}, {}, RecentActivity()
         if size == self._offset:
             return
         with self.path.open("rb") as fh:
@@ -82,6 +96,7 @@ class LocalEventLog:
                 if not isinstance(room, str):
                     continue
                 self._by_room.setdefault(room, []).append(start)
+                self._recent.add(event)
                 message = event.get("message_id")
                 if isinstance(message, str):
                     rooms = self._by_message.setdefault(message, [])
@@ -111,6 +126,18 @@ class LocalEventLog:
             self._catch_up()
             return list(reversed(self._by_message.get(message_id, [])))[:n]
 
+    def recent(self, now_us: int) -> dict[str, Any]:
+        """The last hour's outcomes and hand-over latency (shared/admin/recent.py), every line counted."""
+        with self._lock:
+            self._catch_up()
+            return {**self._recent.summary(now_us), "sampled": False}
+
+    def ended(self, outcome: str, now_us: int, provider: str | None = None) -> list[dict[str, Any]]:
+        """The last hour's newest endings with `outcome` (`RecentActivity.latest`)."""
+        with self._lock:
+            self._catch_up()
+            return self._recent.latest(outcome, now_us, provider)
+
 
 @dataclass
 class CloudLoggingEventLog:
@@ -123,7 +150,10 @@ class CloudLoggingEventLog:
     project: str
     _session: Any = field(default=None, repr=False)
 
-    def _entries(self, flt: str, n: int) -> list[dict[str, Any]]:
+    def _entries(self, flt: str, n: int, page_token: str | None = None) -> list[dict[str, Any]]:
+        return self._page(flt, n, page_token)[0]
+
+    def _page(self, flt: str, n: int, page_token: str | None = None) -> tuple[list[dict[str, Any]], str | None]:
         if self._session is None:
             import google.auth
             from google.auth.transport.requests import AuthorizedSession
@@ -131,10 +161,12 @@ class CloudLoggingEventLog:
             credentials, _ = google.auth.default(scopes=["https://www.googleapis.com/auth/logging.read"])
             self._session = AuthorizedSession(credentials)
         body = {"resourceNames": [f"projects/{self.project}"], "orderBy": "timestamp desc", "pageSize": n,
-                "filter": f'jsonPayload.log_type="{DELIVERY_LOG_TYPE}" AND {flt}'}
+                "filter": f'jsonPayload.log_type="{DELIVERY_LOG_TYPE}" AND {flt}',
+                **({"pageToken": page_token} if page_token else {})}
         r = self._session.post(LOGGING_LIST_URL, json=body, timeout=30)
         r.raise_for_status()
-        return [e["jsonPayload"] for e in r.json().get("entries", []) if "jsonPayload" in e]
+        answer = r.json()
+        return [e["jsonPayload"] for e in answer.get("entries", []) if "jsonPayload" in e], answer.get("nextPageToken")
 
     def last_events(self, room_id: str, n: int) -> list[dict[str, Any]]:
         if n <= 0:
@@ -148,6 +180,36 @@ class CloudLoggingEventLog:
             if isinstance(room, str) and room not in rooms:
                 rooms.append(room)
         return rooms[:n]
+
+    def recent(self, now_us: int) -> dict[str, Any]:
+        """The last hour's outcomes and hand-over latency (shared/admin/recent.py)
+        from the newest RECENT_CAP terminal and hand-over lines (RECENT_PAGES
+        requests of 1,000); `sampled` when there were more (then the older
+        buckets are short)."""
+        since = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now_us / 1e6 - WINDOW_S))
+        outcomes = " OR ".join(f'"{o}"' for o in OUTCOMES)
+        flt = (f'timestamp>="{since}" AND (jsonPayload.event=({outcomes}) OR '
+               f'(jsonPayload.event="sent" AND jsonPayload.trigger_to_send_ms>=0))')
+        activity, token, pages = RecentActivity(), None, 0
+        while pages < RECENT_PAGES:
+            entries, token = self._page(flt, 1000, token)
+            pages += 1
+            for e in entries:
+                activity.add(e)
+            if not token:
+                break
+        return {**activity.summary(now_us), "sampled": bool(token)}
+
+    def ended(self, outcome: str, now_us: int, provider: str | None = None) -> list[dict[str, Any]]:
+        """The last hour's newest endings with `outcome` (at most LATEST), of `provider` if given."""
+        since = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now_us / 1e6 - WINDOW_S))
+        flt = f'timestamp>="{since}" AND jsonPayload.event={json.dumps(outcome)}'
+        if provider is not None:
+            flt += f" AND jsonPayload.provider={json.dumps(provider)}"
+        activity = RecentActivity()
+        for e in reversed(self._entries(flt, LATEST)):
+            activity.add(e)
+        return activity.latest(outcome, now_us, provider)
 
 
 # ---------------------------------------------------------------- the timeline

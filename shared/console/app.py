@@ -8,17 +8,29 @@ the console is a face of the admin API, never a second path to the data.
 
 Routes (all under `PREFIX`; GET unless said):
 
-- `/console/`: the overview (`status`, kept OVERVIEW_TTL_S), each count linking to its list;
+- `/console/`: the overview (`status` and the last hour, `activity.recent`,
+  with its chart; kept OVERVIEW_TTL_S), each count linking to its list;
 - `/console/rooms?q=ID`: a room by its id, else the rooms whose events name
   message id ID (`rooms.find`); `?kind=stuck|lag|paused|parked&cursor=C`:
   one page of a listing (`rooms.list`, PAGE rooms), with a link to the next;
+- `/console/ended?outcome=O&provider=P`: the last hour's newest messages
+  that ended with outcome O (of provider P) (`activity.ended`);
 - `/console/room?id=ROOM`: the room's state (`rooms.show`), its timeline
   (`rooms.timeline`), its dead letters, and the action forms;
 - `/console/list/NAME`: dead letters, scheduled messages, the status error
   queue, rejected pushes (their `*.list` actions);
 - POST `/console/act`: fields `action`, `reason`, `step` (`preview`: the
   action's dry run and a confirm form; `confirm`: the action itself, then
-  303 to the room or the overview) and `csrf` (shared/console/csrf.py).
+  303 to the room or the overview) and `csrf` (shared/console/csrf.py);
+- POST `/console/bulk`: one action on many rooms (`rooms.bulk`): fields
+  `bulk_action` (pause, resume, skip, redrive), the rooms ticked on a list
+  (`pick.N`, each a room id) or pasted (`rooms`, one id a line) or a whole
+  listing (`kind`, first `limit` rooms), `reason`, `step` and `csrf` as for
+  `act`; the confirm page shows each room's dry run, the result each
+  room's outcome (shared/console/bulk.py);
+- POST `/console/find`: field `recipient` (and `provider`): the rooms with a
+  message in flight to it (`rooms.to`); a POST, so the recipient, a phone
+  number or a platform's user id, stays out of URLs and access logs.
 
 Answers: 200 HTML; 303 after an action; 400 a bad form or action; 401/403
 no or a refused identity, or a POST without a valid CSRF token; 404 no such
@@ -29,7 +41,6 @@ log has none); URLs carry only room ids, message ids and listing cursors.
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -38,15 +49,22 @@ from urllib.parse import urlencode
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 
 from shared.admin.identity import Caller, Forbidden, Unauthenticated
+from shared.console.bulk import bulk_hidden, bulk_request
+from shared.console.chart import activity_chart
 from shared.console.csrf import FIELD, Csrf, CsrfRefused
+from shared.console.kept import KeptAnswers
 
 PREFIX = "/console"
 PAGE = 50
 # The overview's counts are Firestore count aggregations over every index
-# shard (shared/admin/overview.py): kept this long (s) per instance, so
-# operators reloading it do not ask them again; `?fresh=1` (the page's
-# "count again" link) and the page after an action ask anew.
+# shard (shared/admin/overview.py), and its last hour is read from the event
+# log: kept this long (s) per instance, then served stale while one thread
+# counts again (shared/console/kept.py); `?fresh=1` (the page's "count
+# again" link) and the page after an action wait for new ones.
 OVERVIEW_TTL_S = 10.0
+# A room list's page is kept as long, the same way (shared/console/kept.py;
+# `?fresh=1` asks anew, and each action's page after it links there).
+LIST_TTL_S = 10.0
 TIMELINE_EVENTS = 200
 LISTS = {"kind": ("stuck", "lag", "paused", "parked")}
 LIST_TITLES = {"stuck": "Overdue rooms (stuck)", "lag": "Rooms holding messages (lagging: oldest head of line first)",
@@ -65,6 +83,8 @@ ACTIONS: dict[str, tuple[str, tuple[str, ...], bool]] = {
     "redrive": ("dead_letters.redrive", ("room",), True),
     "cancel-scheduled": ("scheduled.cancel", ("room_id", "message_id"), True),
     "replay-statuses": ("statuses.replay", ("room",), True),
+    "replay-all-statuses": ("statuses.replay", (), False),
+    "replay-reject": ("rejects.replay", ("id",), False),
     "incident-on": ("pause.all", (), False),
     "incident-off": ("resume.all", (), False),
 }
@@ -96,8 +116,9 @@ class Console:
     def __init__(self, admin: Any, csrf: Csrf | None = None) -> None:
         self.admin = admin
         self.csrf = csrf or Csrf()
-        # The overview's counts (monotonic s when asked, the answer, its UTC time) per error-queue choice.
-        self._overviews: dict[bool, tuple[float, Any, str]] = {}
+        # The overview's counts per error-queue choice, and the room lists' pages per (kind, cursor).
+        self._overviews = KeptAnswers(OVERVIEW_TTL_S)
+        self._lists = KeptAnswers(LIST_TTL_S)
         self.templates = Environment(loader=FileSystemLoader(Path(__file__).with_name("templates")),
                                      autoescape=select_autoescape(default=True), trim_blocks=True,
                                      lstrip_blocks=True)
@@ -117,13 +138,15 @@ class Console:
             return self._error(403, "Not an operator", f"forbidden: {exc}")
         route = path[len(PREFIX):].strip("/") if path.startswith(PREFIX) else None
         if method == "POST":
-            if route != "act":
-                return self._error(405, "Not here", "only /console/act takes a POST")
+            if route not in ("act", "bulk", "find"):
+                return self._error(405, "Not here", "only /console/act, /console/bulk and /console/find take a POST")
             try:
                 self.csrf.check(form.get(FIELD), caller.identity)
             except CsrfRefused as exc:
                 return self._error(403, "Refused", str(exc))
-            return self._act(caller, form)
+            if route == "find":
+                return self._find_recipient(caller, form)
+            return self._bulk(caller, form) if route == "bulk" else self._act(caller, form)
         if method != "GET":
             return self._error(405, "Not here", f"{method} is not a console method")
         if route == "":
@@ -132,6 +155,8 @@ class Console:
             return self._rooms(caller, query)
         if route == "room":
             return self._room(caller, query)
+        if route == "ended":
+            return self._ended(caller, query)
         if route is not None and route.startswith("list/") and route[5:] in OTHER_LISTS:
             return self._list(caller, route[5:])
         return self._error(404, "No such page", f"no console page {path!r}")
@@ -157,15 +182,21 @@ class Console:
 
     def _overview(self, caller: Caller, query: dict[str, str]) -> Page:
         with_queue = query.get("error_queue") == "1"
-        now = time.monotonic()
-        cached = self._overviews.get(with_queue)
-        if cached is None or now - cached[0] > OVERVIEW_TTL_S or query.get("fresh") == "1" or query.get("done"):
+
+        def ask() -> tuple[int, Any]:
             status, overview = self._call(caller, "status", skip_error_queue=not with_queue)
             if status != 200:
-                return self._error(status, "Overview unavailable", str(overview))
-            cached = self._overviews[with_queue] = (now, overview, time.strftime("%H:%M:%S", time.gmtime()))
-        return self._render(caller, "overview.html", o=cached[1], done=query.get("done"), as_of=cached[2],
-                            ttl_s=OVERVIEW_TTL_S, with_error_queue=with_queue)
+                return status, overview
+            status, recent = self._call(caller, "activity.recent")
+            return (200, (overview, recent)) if status == 200 else (status, recent)
+
+        status, kept = self._overviews.get(with_queue, ask, fresh=query.get("fresh") == "1" or bool(query.get("done")))
+        if status != 200:
+            return self._error(status, "Overview unavailable", str(kept))
+        o, recent = kept.answer
+        return self._render(caller, "overview.html", o=o, recent=recent, chart=activity_chart(recent),
+                            done=query.get("done"), as_of=kept.as_of, ttl_s=self._overviews.ttl_s,
+                            recounting=self._overviews.asking(with_queue), with_error_queue=with_queue)
 
     def _rooms(self, caller: Caller, query: dict[str, str]) -> Page:
         q = (query.get("q") or "").strip()
@@ -182,12 +213,18 @@ class Console:
         kind = query.get("kind") or "lag"
         if kind not in LISTS["kind"]:
             return self._error(400, "No such list", f"kind must be one of {', '.join(LISTS['kind'])}")
-        status, page = self._call(caller, "rooms.list", kind=kind, limit=PAGE, cursor=query.get("cursor") or None)
+        cursor = query.get("cursor") or None
+        status, kept = self._lists.get((kind, cursor), lambda: self._call(caller, "rooms.list", kind=kind, limit=PAGE,
+                                                                          cursor=cursor),
+                                       fresh=query.get("fresh") == "1")
         if status != 200:
-            return self._error(status, "List unavailable", str(page))
+            return self._error(status, "List unavailable", str(kept))
+        page = kept.answer
         next_url = f"{PREFIX}/rooms?{urlencode({'kind': kind, 'cursor': page['next']})}" if page["next"] else None
         return self._render(caller, "rooms.html", q=None, found=None, kind=kind, title=LIST_TITLES[kind],
-                            rows=page["rooms"], next_url=next_url, kinds=LIST_TITLES)
+                            rows=page["rooms"], next_url=next_url, kinds=LIST_TITLES, as_of=kept.as_of,
+                            ttl_s=self._lists.ttl_s, again=self._lists.asking((kind, cursor)),
+                            fresh_url=f"{PREFIX}/rooms?{urlencode({'kind': kind, **({'cursor': cursor} if cursor else {}), 'fresh': '1'})}")
 
     def _room(self, caller: Caller, query: dict[str, str]) -> Page:
         room = (query.get("id") or "").strip()
@@ -201,6 +238,13 @@ class Console:
         return self._render(caller, "room.html", room=room, r=info, tl=tl, dead=dead if isinstance(dead, list) else [],
                             done=query.get("done"))
 
+    def _ended(self, caller: Caller, query: dict[str, str]) -> Page:
+        status, found = self._call(caller, "activity.ended", outcome=query.get("outcome") or "",
+                                   provider=query.get("provider") or None)
+        if status != 200:
+            return self._error(status, "List unavailable", str(found))
+        return self._render(caller, "ended.html", found=found)
+
     def _list(self, caller: Caller, name: str) -> Page:
         action, title = OTHER_LISTS[name]
         status, rows = self._call(caller, action, limit=PAGE)
@@ -208,7 +252,30 @@ class Console:
             return self._error(status, "List unavailable", str(rows))
         rows = [{k: v for k, v in r.items() if k not in HIDDEN_FIELDS} for r in rows]
         columns = list(rows[0]) if rows else []
-        return self._render(caller, "list.html", title=title, rows=rows, columns=columns)
+        return self._render(caller, "list.html", title=title, rows=rows, columns=columns, name=name)
+
+    def _find_recipient(self, caller: Caller, form: dict[str, str]) -> Page:
+        recipient = (form.get("recipient") or "").strip()
+        if not recipient:
+            return self._error(400, "No recipient", "give the recipient to look for")
+        status, found = self._call(caller, "rooms.to", recipient=recipient, provider=form.get("provider") or None)
+        if status != 200:
+            return self._error(status, "Search failed", str(found))
+        if len(found["rooms"]) == 1:
+            return Page(303, "", {"Location": f"{PREFIX}/room?{urlencode({'id': found['rooms'][0]})}"})
+        return self._render(caller, "rooms.html", q=None, recipient_search=True, found=found["rooms"], kind=None,
+                            rows=None)
+
+    def _bulk(self, caller: Caller, form: dict[str, str]) -> Page:
+        request = bulk_request(form)
+        if isinstance(request, str):
+            return self._error(400, "Cannot run that", request)
+        confirm = form.get("step") == "confirm"
+        reply = self.admin.run("rooms.bulk", {"dry_run": not confirm, **request}, caller)
+        status, result = reply.status, reply.body.get("result") if reply.status == 200 else reply.body.get("error")
+        if status != 200:
+            return self._error(status, "The action failed" if confirm else "Cannot preview", str(result))
+        return self._render(caller, "bulk.html", r=result, hidden=bulk_hidden(request, result), done=confirm)
 
     # ------------------------------------------------------------ actions
 

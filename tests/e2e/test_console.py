@@ -91,7 +91,13 @@ def test_an_operator_finds_a_room_by_message_id_pauses_it_and_resumes_it_in_the_
     page.goto(stack.console_url)
     assert page.inner_text("h1").startswith("Overview")
     assert page.locator("#counts a[href*='kind=paused']").count() == 1
+    # The last hour: the first message's ack is counted, charted, and listed behind its link.
+    assert page.locator("#chart rect").count() >= 1 and page.inner_text("#acked-share").endswith("%")
     page.screenshot(path=str(shots / "overview.png"), full_page=True)
+    page.click("#hour a[href$='outcome=acked']")
+    page.wait_for_selector("#ended")
+    assert page.locator("#ended a", has_text=room).count() >= 1
+    page.goto(stack.console_url)
     operator = page.inner_text("#actor")
 
     # Find the room by its message id, from the search box on every page.
@@ -158,3 +164,44 @@ def test_a_request_without_a_valid_identity_or_a_post_without_the_csrf_token_is_
                       allow_redirects=False)
     assert r.status_code == 403
     assert not any(e["event"] == "paused" for e in room_events(stack, room_id))
+
+
+def test_an_operator_pauses_and_resumes_several_rooms_at_once_each_timeline_naming_them(stack, browser, shots):
+    rooms = [f"bulk-{uuid.uuid4().hex[:8]}" for _ in range(2)]
+    for room in rooms:
+        publish(room, f"{room}-m1")
+    for room in rooms:
+        wait_for(lambda room=room: ended(stack, room, f"{room}-m1") == "acked", 60, "each room's message acked")
+
+    page = browser.new_page()
+    page.goto(stack.console_url + "rooms?kind=paused&fresh=1")
+    operator = page.inner_text("#actor")
+    form = page.locator("form#bulk")
+    form.locator("textarea[name=rooms]").fill("\n".join(rooms))
+    form.locator("select[name=bulk_action]").select_option("pause")
+    form.locator("input[name=reason]").fill("console test: hold both")
+    page.click("#bulk-preview")
+    page.wait_for_selector("#confirm")
+    assert page.inner_text("#touch") == "0 message(s) in 2 room(s)"  # idle rooms: nothing held, both paused
+    page.screenshot(path=str(shots / "bulk-confirm.png"), full_page=True)
+    page.click("#confirm")
+    page.wait_for_selector("#bulk")
+    assert operator in page.inner_text("#touch")
+
+    # Both are on the paused list now; tick them there and resume them.
+    page.goto(stack.console_url + "rooms?kind=paused&fresh=1")
+    for room in rooms:
+        page.locator("#rooms tr", has_text=room).locator("input[type=checkbox]").check()
+    form = page.locator("form#bulk")
+    form.locator("select[name=bulk_action]").select_option("resume")
+    form.locator("input[name=reason]").fill("console test: release both")
+    page.click("#bulk-preview")
+    page.wait_for_selector("#confirm")
+    assert page.inner_text("#touch") == "0 message(s) in 2 room(s)"
+    page.click("#confirm")
+    page.wait_for_selector("#bulk")
+    for room in rooms:  # each room's timeline has both actions, with the operator's identity and reason
+        kinds = {e["event"]: e for e in room_events(stack, room) if e.get("actor")}
+        assert kinds["paused"]["actor"] == operator and kinds["paused"]["reason"] == "console test: hold both"
+        assert kinds["resumed"]["actor"] == operator
+    page.close()

@@ -198,3 +198,112 @@ def test_the_admin_settings_refuse_an_unknown_auth_mode_and_a_local_mode_without
     monkeypatch.setenv("ADMIN_LOCAL_KEY", "k")
     monkeypatch.setenv("ADMIN_OPERATORS", " a@x.org, domain:y.org ,")
     assert load_admin() == AdminSettings("local", ("a@x.org", "domain:y.org"), (), "k")
+
+
+# ---------------------------------------------------------------- bulk actions, recipients
+
+
+class BulkOperators:
+    """`Operators` as the bulk actions use it: rooms' `describe` rows, and each action recorded with its actor."""
+
+    def __init__(self) -> None:
+        base = {"queued": 1, "in_flight": None, "state": "holding", "next_ids": ["4 m-4"]}
+        self.rooms: dict[str, dict[str, Any]] = {
+            "a": {**base, "paused": None, "in_flight_detail": {"seq": 3}},
+            "b": {**base, "paused": "by bob: x", "in_flight_detail": None},
+        }
+        self.done: list[tuple[Any, ...]] = []
+        self.store = self
+
+    def describe(self, room_id: str, n_events: int = 10) -> dict[str, Any] | None:
+        return self.rooms.get(room_id)
+
+    def _result(self, *call: Any) -> Any:
+        from types import SimpleNamespace
+
+        self.done.append(call)
+        return SimpleNamespace(changed=True)
+
+    def pause(self, room: str, actor: str, reason: str) -> Any:
+        return self._result("pause", room, actor, reason)
+
+    def resume(self, room: str, actor: str, reason: str) -> Any:
+        return self._result("resume", room, actor, reason)
+
+    def skip(self, room: str, seq: int, actor: str, reason: str) -> Any:
+        return self._result("skip", room, seq, actor, reason)
+
+    def dead_letters(self, room: str, limit: int) -> list[Any]:
+        from types import SimpleNamespace
+
+        return [SimpleNamespace(status="waiting", room_id=room, id=f"{room}:1:2")] if room == "b" else []
+
+    def redrive_many(self, items: list[Any], actor: str, reason: str) -> list[Any]:
+        return [self._result("redrive", d.id, actor, reason) for d in items]
+
+    def list_rooms(self, kind: str, limit: int, cursor: str | None, older_than_ms: int) -> tuple[list[Any], Any]:
+        names = sorted(self.rooms)
+        start = int(cursor or 0)
+        return [{"room_id": r} for r in names[start:start + limit]], (
+            str(start + limit) if start + limit < len(names) else None)
+
+    def rooms_sending_to(self, key: str) -> list[str]:
+        return ["a"] if key == "whatsapp:15550001" else []
+
+
+def _bulk_admin() -> Any:
+    from types import SimpleNamespace
+
+    ops = BulkOperators()
+    return ops, SimpleNamespace(operators=ops, settings=SimpleNamespace(enabled_providers={"whatsapp", "messenger"}))
+
+
+def test_a_bulk_dry_run_says_what_each_room_would_see_and_changes_nothing():
+    from shared.admin.actions import ACTIONS, Args
+
+    ops, admin = _bulk_admin()
+    preview = ACTIONS["rooms.bulk"](admin, Args({"action": "pause", "rooms": ["a", "b", "gone"], "reason": "deploy",
+                                                 "dry_run": True}), "alice")
+    assert (preview["rooms"], preview["messages"]) == (1, 2)  # a: its queued message and the one in flight
+    rows = {r["room_id"]: r for r in preview["per_room"]}
+    assert rows["a"]["changes"] and not rows["b"]["changes"]  # b is paused already
+    assert "no document" in rows["gone"]["error"] and ops.done == []
+    skip = ACTIONS["rooms.bulk"](admin, Args({"action": "skip", "kind": "lag", "reason": "r", "dry_run": True}), "a")
+    assert [(r["room_id"], r["seq"]) for r in skip["per_room"]] == [("a", 3), ("b", 4)] and ops.done == []
+
+
+def test_a_bulk_action_acts_room_by_room_as_the_caller_and_skips_the_seqs_the_operator_saw():
+    from shared.admin.actions import ACTIONS, CHANGING, Args
+
+    ops, admin = _bulk_admin()
+    assert "rooms.bulk" in CHANGING
+    done = ACTIONS["rooms.bulk"](admin, Args({"action": "pause", "rooms": ["a", "b"], "reason": "deploy"}), "alice")
+    assert done["rooms"] == 1 and done["actor"] == "alice" and ops.done == [("pause", "a", "alice", "deploy")]
+    ops.done.clear()
+    ACTIONS["rooms.bulk"](admin, Args({"action": "skip", "rooms": ["a"], "reason": "stuck", "seqs": {"a": 4}}), "al")
+    assert ops.done == [("skip", "a", 4, "al", "stuck")]  # not the head now (3): what the preview showed
+    ops.done.clear()
+    redriven = ACTIONS["rooms.bulk"](admin, Args({"action": "redrive", "rooms": ["a", "b"], "reason": "fixed"}), "al")
+    assert (redriven["rooms"], redriven["messages"]) == (1, 1) and ops.done == [("redrive", "b:1:2", "al", "fixed")]
+
+
+def test_a_bulk_action_refuses_what_it_cannot_do():
+    from shared.admin.actions import ACTIONS, Args, BadRequest
+    from shared.admin.bulk import BULK_MAX
+
+    _, admin = _bulk_admin()
+    for args in ({"action": "delete", "rooms": ["a"], "reason": "r"}, {"action": "pause", "rooms": ["a"]},
+                 {"action": "pause", "reason": "r"}, {"action": "pause", "reason": "r", "rooms": ["a"], "kind": "lag"},
+                 {"action": "pause", "reason": "r", "rooms": ["x"] * (BULK_MAX + 1)},
+                 {"action": "skip", "reason": "r", "rooms": ["a"], "seqs": {"a": "3"}}):
+        with pytest.raises(BadRequest):
+            ACTIONS["rooms.bulk"](admin, Args(args), "alice")
+
+
+def test_rooms_are_found_by_the_recipient_of_their_message_in_flight_on_every_provider():
+    from shared.admin.actions import ACTIONS, Args
+
+    _, admin = _bulk_admin()
+    assert ACTIONS["rooms.to"](admin, Args({"recipient": " 15550001 "}), "a") == {
+        "rooms": ["a"], "by_provider": {"whatsapp": ["a"]}}
+    assert ACTIONS["rooms.to"](admin, Args({"recipient": "15550001", "provider": "messenger"}), "a")["rooms"] == []
