@@ -8,6 +8,7 @@ shared/store.py's.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -38,20 +39,27 @@ def scheduled_key(room_id: str, message_id: str) -> str:
 class KeptRecords:
     """What the store keeps beside the rooms: dead letters, rejected pushes,
     cancelled scheduled messages, and the replays of rejected pushes.
-    A mixin of `shared.store.RoomStore`, whose Firestore client (`_db`), call
-    options (`_call`) and TTL (`_expire_at`) it uses."""
+    `shared.store.RoomStore` holds one as its `records`.
 
-    _db: firestore.Client
-    _call: dict[str, Any]
+    Args:
+        client: the `google.cloud.firestore.Client` the store writes with.
+        call: the retry and timeout of each Firestore call (the store's).
+        expire_at: when a record written now may be deleted by TTL (the
+            store's retention from now).
+    """
 
-    def _expire_at(self) -> datetime:
-        raise NotImplementedError
+    def __init__(self, client: firestore.Client, call: dict[str, Any], expire_at: Callable[[], datetime]) -> None:
+        self._db = client
+        self._call = call
+        self._expire_at = expire_at
 
-    def _dead_letter_ref(self, effect: KeepDeadLetter) -> firestore.DocumentReference:
+    def dead_letter_ref(self, effect: KeepDeadLetter) -> firestore.DocumentReference:
+        """Where the dead letter of `effect` is kept (written in the room's own transaction)."""
         return self._db.collection(DEAD_LETTERS).document(f"{effect.room_id}:{effect.incarnation}:{effect.message.seq}")
 
     @staticmethod
-    def _dead_letter_doc(effect: KeepDeadLetter, expire_at: datetime) -> dict[str, Any]:
+    def dead_letter_doc(effect: KeepDeadLetter, expire_at: datetime) -> dict[str, Any]:
+        """The kept dead letter of `effect`, deleted by TTL after `expire_at`."""
         return {
             "room_id": effect.room_id,
             "incarnation": effect.incarnation,

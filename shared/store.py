@@ -69,8 +69,16 @@ class ContentionError(RuntimeError):
 # ---------------------------------------------------------------- the store
 
 
-class RoomStore(KeptRecords, RoomQueries):
-    """Rooms and their records in Firestore.
+class RoomStore:
+    """Rooms and their records in Firestore: the room transaction and the
+    blind writes here; what is kept beside the rooms in `records`
+    (shared/records.py), the queries over the rooms in `queries`
+    (shared/room_queries.py), both on the same client and call options.
+
+    The methods of `records` and `queries` that shared/service/,
+    shared/admin/ and shared/operators.py call on the store are forwarded
+    (bound to the parts' methods in `__init__`) until those callers use the
+    parts themselves.
 
     Args:
         client: a `google.cloud.firestore.Client` (FIRESTORE_EMULATOR_HOST
@@ -91,9 +99,31 @@ class RoomStore(KeptRecords, RoomQueries):
         self._shards = index_shards
         self._retention = timedelta(hours=retention_hours)
         self._max_attempts = max_attempts
-        self._call = {"retry": Retry(initial=0.05, maximum=1.0, multiplier=2.0, timeout=deadline_s,
-                                     predicate=if_transient_error),
-                      "timeout": deadline_s}
+        self._call: dict[str, Any] = {
+            "retry": Retry(initial=0.05, maximum=1.0, multiplier=2.0, timeout=deadline_s, predicate=if_transient_error),
+            "timeout": deadline_s}
+        self.records = KeptRecords(client, self._call, self._expire_at)
+        self.queries = RoomQueries(client, self._call, index_shards)
+        # Forwarded to the parts (the class docstring): thin delegations.
+        records, queries = self.records, self.queries
+        self.keep_rejected = records.keep_rejected
+        self.record_scheduled = records.record_scheduled
+        self.cancel_scheduled = records.cancel_scheduled
+        self.claim_cancelled_end = records.claim_cancelled_end
+        self.dead_letters = records.dead_letters
+        self.dead_letter = records.dead_letter
+        self.rejected = records.rejected
+        self.rejected_one = records.rejected_one
+        self.claim_replay = records.claim_replay
+        self.finish_replay = records.finish_replay
+        self.overdue_rooms = queries.overdue_rooms
+        self.rooms_sending_to = queries.rooms_sending_to
+        self.room_doc = queries.room_doc
+        self.room_docs = queries.room_docs
+        self.list_rooms = queries.list_rooms
+        self.count_rooms = queries.count_rooms
+        self.count_in_flight = queries.count_in_flight
+        self.count_collection = queries.count_collection
 
     def _call_within(self, deadline_s: float | None) -> dict[str, Any]:
         """The retry and timeout of one call: the store's, or one try of
@@ -158,7 +188,7 @@ class RoomStore(KeptRecords, RoomQueries):
                 batch.create(ref, doc)
             for effect in decision.dead_letters:
                 # Data, not a side effect: committed atomically with the room.
-                batch.set(self._dead_letter_ref(effect), self._dead_letter_doc(effect, expire_at))
+                batch.set(self.records.dead_letter_ref(effect), self.records.dead_letter_doc(effect, expire_at))
             try:
                 batch.commit(**self._call)
             except (gexc.FailedPrecondition, gexc.AlreadyExists, gexc.Aborted):
@@ -247,12 +277,6 @@ class RoomStore(KeptRecords, RoomQueries):
         snap = self.room_ref(room_id).get(**self._call_within(deadline_s))
         op_counts().firestore_reads += 1
         return room_from_doc(room_id, snap.to_dict()) if snap.exists else None
-
-    # -- kept records
-
-
-    # -- scheduled messages cancelled before their time
-
 
     # -- reading (tests, tools)
 
