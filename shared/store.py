@@ -38,8 +38,11 @@ from google.api_core import exceptions as gexc
 from google.api_core.retry import Retry, if_transient_error
 from google.cloud import firestore
 
+from shared.clock import SYSTEM_CLOCK
 from shared.config import ENV_VARS
+from shared.firestore_calls import FirestoreCalls
 from shared.opcounts import OpCounts, begin_request, op_counts
+from shared.ports import Clock
 from shared.records import DEAD_LETTERS, REJECTED, SCHEDULED_CANCELS, KeptRecords
 from shared.room import (
     ROOMS,
@@ -90,10 +93,12 @@ class RoomStore:
         index_shards: INDEX_SHARDS, the shards of the rooms' time-valued
             indexes (shared/shards.py): every room write stores its `shard`,
             and the watchdog's and the operators' queries ask every shard.
+        clock: the time of `expire_at` and of the records' stamps.
     """
 
     def __init__(self, client: firestore.Client, retention_hours: int, max_attempts: int = 10,
-                 deadline_s: float = 10.0, index_shards: int = DEFAULT_INDEX_SHARDS) -> None:
+                 deadline_s: float = 10.0, index_shards: int = DEFAULT_INDEX_SHARDS,
+                 clock: Clock = SYSTEM_CLOCK) -> None:
         index_shard("", index_shards)  # raises ValueError below 1
         self._db = client
         self._shards = index_shards
@@ -102,7 +107,9 @@ class RoomStore:
         self._call: dict[str, Any] = {
             "retry": Retry(initial=0.05, maximum=1.0, multiplier=2.0, timeout=deadline_s, predicate=if_transient_error),
             "timeout": deadline_s}
-        self.records = KeptRecords(client, self._call, self._expire_at)
+        self._clock = clock
+        self._fs = FirestoreCalls(client, self._call)  # counted calls (shared/firestore_calls.py)
+        self.records = KeptRecords(self._fs, self._expire_at, clock)
         self.queries = RoomQueries(client, self._call, index_shards)
         # Forwarded to the parts (the class docstring): thin delegations.
         records, queries = self.records, self.queries
@@ -131,7 +138,7 @@ class RoomStore:
         return self._call if deadline_s is None else {"retry": None, "timeout": deadline_s}
 
     def _expire_at(self) -> datetime:
-        return datetime.now(UTC) + self._retention
+        return datetime.fromtimestamp(self._clock.now_us() / 1_000_000, UTC) + self._retention
 
     def room_ref(self, room_id: str) -> firestore.DocumentReference:
         return self._db.collection(ROOMS).document(room_id)
@@ -258,10 +265,9 @@ class RoomStore:
         if number is not None:
             entry["num"] = number
         try:
-            self.room_ref(room_id).update({f"echoes.{key}": entry}, **self._call_within(deadline_s))
+            self._fs.update(self.room_ref(room_id), {f"echoes.{key}": entry}, call=self._call_within(deadline_s))
         except gexc.NotFound:
             return  # no such room: nothing waits for this send
-        op_counts().firestore_writes += 1
 
     def read_room(self, room_id: str, deadline_s: float | None = None) -> RoomState | None:
         """The stored room as a transaction would see it (blind-written
@@ -274,8 +280,7 @@ class RoomStore:
             google.api_core.exceptions.GoogleAPICallError: Firestore refused or
                 was unreachable.
         """
-        snap = self.room_ref(room_id).get(**self._call_within(deadline_s))
-        op_counts().firestore_reads += 1
+        snap = self._fs.get(self.room_ref(room_id), self._call_within(deadline_s))
         return room_from_doc(room_id, snap.to_dict()) if snap.exists else None
 
     # -- reading (tests, tools)

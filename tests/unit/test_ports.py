@@ -1,13 +1,16 @@
 """The ports (shared/ports.py) and what sits at their boundary (issue 45 item
-5): the store is composed of its parts, not assembled from mixins; the Cloud
-Tasks adapters' billable calls are counted once, by the counting client they
-all call through; the wall clock gives epoch microseconds."""
+5): the store is composed of its parts, not assembled from mixins; the
+store's and the Cloud Tasks adapters' billable calls are counted once, by the
+counting calls or client they go through; the store's records take their
+time from the clock it is given; the wall clock gives epoch microseconds."""
 
 from __future__ import annotations
 
 import dataclasses
 import inspect
 import time
+from datetime import UTC, datetime, timedelta
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -15,6 +18,7 @@ from google.api_core import exceptions as gexc
 
 from shared import config
 from shared.clock import SYSTEM_CLOCK
+from shared.firestore_calls import FirestoreCalls
 from shared.opcounts import begin_request
 from shared.prepare import PrepareScheduler
 from shared.records import KeptRecords
@@ -23,6 +27,7 @@ from shared.room_queries import RoomQueries
 from shared.scheduled import ScheduledHold
 from shared.store import RoomStore
 from shared.tasks import CountedTasks, TimerScheduler, counted
+from tools.fakes import SimClock
 
 SETTINGS = dataclasses.replace(config.load(), project="p")
 
@@ -43,7 +48,7 @@ def test_the_store_holds_its_records_and_queries_on_its_own_client_and_call_opti
     store = RoomStore(client, retention_hours=1, index_shards=4)
     assert isinstance(store.records, KeptRecords) and isinstance(store.queries, RoomQueries)
     assert store.records._db is client and store.queries._db is client  # noqa: SLF001
-    assert store.records._call is store._call and store.queries._call is store._call  # noqa: SLF001
+    assert store.records._fs is store._fs and store.queries._call is store._call  # noqa: SLF001
     assert store.queries._shards == 4  # noqa: SLF001
 
 
@@ -56,6 +61,81 @@ def test_what_the_store_forwards_is_its_parts_own_methods_and_nothing_else():
         assert name not in own
         assert method.__self__ in (store.records, store.queries), name
         assert method.__func__ is getattr(type(method.__self__), name), name
+
+
+class Doc:
+    """A Firestore document as the store's calls use it; `refuse` the next
+    write with that exception."""
+
+    def __init__(self, path: str, docs: dict[str, dict[str, Any]]) -> None:
+        self.path, self._docs = path, docs
+        self.refuse: Exception | None = None
+
+    def _write(self, fields: dict[str, Any]) -> None:
+        refuse, self.refuse = self.refuse, None
+        if refuse is not None:
+            raise refuse
+        self._docs[self.path] = {**self._docs.get(self.path, {}), **fields}
+
+    def set(self, fields: dict[str, Any], merge: bool = False, **call: Any) -> None:
+        self._write(fields)
+
+    def create(self, fields: dict[str, Any], **call: Any) -> None:
+        self._write(fields)
+
+    def update(self, fields: dict[str, Any], option: Any = None, **call: Any) -> None:
+        self._write(fields)
+
+    def get(self, **call: Any) -> Any:
+        doc = self._docs.get(self.path)
+        return SimpleNamespace(exists=doc is not None, to_dict=lambda: doc, update_time=None, id=self.path)
+
+
+class Documents:
+    """Firestore's client, as far as the store's counted calls go."""
+
+    def __init__(self) -> None:
+        self.docs: dict[str, dict[str, Any]] = {}
+        self.refs: dict[str, Doc] = {}
+
+    def collection(self, name: str) -> Any:
+        return SimpleNamespace(document=lambda key: self.refs.setdefault(f"{name}/{key}", Doc(f"{name}/{key}",
+                                                                                               self.docs)))
+
+    def write_option(self, **precondition: Any) -> Any:
+        return precondition
+
+
+def test_each_counted_firestore_call_counts_what_firestore_bills_and_a_refused_write_nothing():
+    db = Documents()
+    calls = FirestoreCalls(db, {})  # type: ignore[arg-type]
+    ref = db.collection("c").document("d")
+    counts = begin_request()
+    calls.get(ref)
+    calls.set(ref, {"a": 1})
+    ref.refuse = gexc.AlreadyExists("exists")
+    with pytest.raises(gexc.AlreadyExists):
+        calls.create(ref, {"a": 2})
+    ref.refuse = gexc.FailedPrecondition("changed since the read")
+    with pytest.raises(gexc.FailedPrecondition):
+        calls.update(ref, {"a": 3}, since=calls.get(ref))
+    calls.update(ref, {"a": 4})
+    assert calls.stream(SimpleNamespace(stream=lambda **call: iter(()))) == []
+    assert calls.stream(SimpleNamespace(stream=lambda **call: iter("xyz"))) == list("xyz")
+    assert (counts.firestore_reads, counts.firestore_writes) == (2 + 1 + 3, 2)
+
+
+def test_the_store_s_records_are_stamped_and_expire_by_the_clock_it_is_given():
+    clock = SimClock()
+    store = RoomStore(Documents(), retention_hours=2, clock=clock)  # type: ignore[arg-type]
+    at = datetime.fromtimestamp(clock.now_us() / 1_000_000, UTC)
+    store.keep_rejected("k1", "unparsable", {"raw": "x"})
+    kept = store.records.rejected_one("k1")
+    assert kept is not None and kept["rejected_at"] == at and kept["expire_at"] == at + timedelta(hours=2)
+    clock.advance_ms(60_000)
+    assert store.claim_replay("k1", "ops@example.com")
+    replayed = store.records.rejected_one("k1")
+    assert replayed is not None and replayed["replayed_at"] == at + timedelta(minutes=1)
 
 
 # ---------------------------------------------------------------- Cloud Tasks calls, counted at the boundary
