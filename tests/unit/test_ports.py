@@ -6,10 +6,12 @@ time from the clock it is given; the wall clock gives epoch microseconds."""
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import inspect
 import time
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
@@ -215,6 +217,26 @@ def test_an_adapter_given_a_counted_client_counts_each_call_once():
     counts = begin_request()
     TimerScheduler(client, SETTINGS).schedule(TIMER)
     assert counts.tasks_created == 1
+
+
+# ---------------------------------------------------------------- the fakes the tools use
+
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_no_product_code_or_tool_imports_the_tests():
+    """The fakes a tool runs on (the simulation, the scale model) live in an
+    importable package (tools/fakes; tests/fakes.py re-exports them)."""
+    importers = []
+    for top in ("shared", "functions", "baton_cli", "pipeline", "tools"):
+        for path in sorted((ROOT / top).rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text())):
+                names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                         else [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else [])
+                if any(n == "tests" or n.startswith("tests.") for n in names):
+                    importers.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    assert not importers
 
 
 # ---------------------------------------------------------------- the clock
