@@ -29,11 +29,10 @@ import hashlib
 import json
 from typing import Any
 
-from google.cloud import tasks_v2
-
 from shared.config import Settings
+from shared.ports import TasksClient
 from shared.room import Prepare
-from shared.tasks import create_named, ensure_queues, http_task
+from shared.tasks import counted, create_named, ensure_queues, http_task
 
 
 def _digest(text: str) -> str:
@@ -73,13 +72,14 @@ class PrepareScheduler:
     """Creates the prepare tasks.
 
     Args:
-        client: a `tasks_v2.CloudTasksClient`.
+        client: a `tasks_v2.CloudTasksClient` (or a fake: `TasksClient`);
+            its calls are counted (`shared.tasks.CountedTasks`).
         settings: project, TASKS_LOCATION, PREPARE_QUEUE_PREFIX and _COUNT,
             PREPARE_URL, and the tasks identity for the OIDC token.
     """
 
-    def __init__(self, client: tasks_v2.CloudTasksClient, settings: Settings) -> None:
-        self._client = client
+    def __init__(self, client: TasksClient, settings: Settings) -> None:
+        self._client = counted(client)
         self._s = settings
 
     def queue_path(self, index: int) -> str:

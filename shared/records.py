@@ -8,6 +8,7 @@ shared/store.py's.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -15,7 +16,9 @@ from google.api_core import exceptions as gexc
 from google.cloud import firestore
 from google.cloud.firestore_v1.base_query import FieldFilter
 
-from shared.opcounts import op_counts
+from shared.clock import SYSTEM_CLOCK
+from shared.firestore_calls import FirestoreCalls
+from shared.ports import Clock
 from shared.room import KeepDeadLetter, message_to_doc
 
 REJECTED = "rejected_messages"
@@ -38,37 +41,45 @@ def scheduled_key(room_id: str, message_id: str) -> str:
 class KeptRecords:
     """What the store keeps beside the rooms: dead letters, rejected pushes,
     cancelled scheduled messages, and the replays of rejected pushes.
-    A mixin of `shared.store.RoomStore`, whose Firestore client (`_db`), call
-    options (`_call`) and TTL (`_expire_at`) it uses."""
+    `shared.store.RoomStore` holds one as its `records`.
 
-    _db: firestore.Client
-    _call: dict[str, Any]
+    Args:
+        calls: the store's Firestore calls (its client, retry and timeout;
+            each call counted: shared/firestore_calls.py).
+        expire_at: when a record written now may be deleted by TTL (the
+            store's retention from now).
+        clock: the time of the records' stamps (`dead_lettered_at`, `at`, ...).
+    """
 
-    def _expire_at(self) -> datetime:
-        raise NotImplementedError
+    def __init__(self, calls: FirestoreCalls, expire_at: Callable[[], datetime], clock: Clock = SYSTEM_CLOCK) -> None:
+        self._fs = calls
+        self._db = calls.client
+        self._expire_at = expire_at
+        self._clock = clock
 
-    def _dead_letter_ref(self, effect: KeepDeadLetter) -> firestore.DocumentReference:
+    def _now(self) -> datetime:
+        return datetime.fromtimestamp(self._clock.now_us() / 1_000_000, UTC)
+
+    def dead_letter_ref(self, effect: KeepDeadLetter) -> firestore.DocumentReference:
+        """Where the dead letter of `effect` is kept (written in the room's own transaction)."""
         return self._db.collection(DEAD_LETTERS).document(f"{effect.room_id}:{effect.incarnation}:{effect.message.seq}")
 
-    @staticmethod
-    def _dead_letter_doc(effect: KeepDeadLetter, expire_at: datetime) -> dict[str, Any]:
+    def dead_letter_doc(self, effect: KeepDeadLetter, expire_at: datetime) -> dict[str, Any]:
+        """The kept dead letter of `effect`, deleted by TTL after `expire_at`."""
         return {
             "room_id": effect.room_id,
             "incarnation": effect.incarnation,
             "message": message_to_doc(effect.message),
             "attempts": effect.attempts,
             "reason": effect.reason,
-            "dead_lettered_at": datetime.now(UTC),
+            "dead_lettered_at": self._now(),
             "expire_at": expire_at,
         }
 
     def keep_rejected(self, key: str, reason: str, record: dict[str, Any]) -> None:
         """Keep a push that can never be valid, under `rejected_messages/{key}`."""
-        self._db.collection(REJECTED).document(key).set(
-            {**record, "reason": reason, "rejected_at": datetime.now(UTC), "expire_at": self._expire_at()},
-            **self._call,
-        )
-        op_counts().firestore_writes += 1
+        self._fs.set(self._db.collection(REJECTED).document(key),
+                     {**record, "reason": reason, "rejected_at": self._now(), "expire_at": self._expire_at()})
 
     # -- scheduled messages (`scheduled_cancels/{hash of room and message id}`):
     # the record of a message waiting for its time, and of its cancellation.
@@ -84,11 +95,11 @@ class KeptRecords:
         stays; kept by TTL until RETENTION_HOURS past the message's time.
         One write per scheduled message and hop, none for other messages."""
         at = datetime.fromtimestamp(deliver_at_us / 1_000_000, UTC)
-        self._scheduled_ref(room_id, message_id).set(
-            {"message_id": message_id, "room_id": room_id, "deliver_at_us": deliver_at_us, "hop_due_us": hop_due_us,
-             "task": task, "expire_at": max(at, datetime.now(UTC)) + (self._expire_at() - datetime.now(UTC))},
-            merge=True, **self._call)
-        op_counts().firestore_writes += 1
+        now = self._now()
+        self._fs.set(self._scheduled_ref(room_id, message_id),
+                     {"message_id": message_id, "room_id": room_id, "deliver_at_us": deliver_at_us,
+                      "hop_due_us": hop_due_us, "task": task, "expire_at": max(at, now) + (self._expire_at() - now)},
+                     merge=True)
 
     def cancel_scheduled(self, room_id: str, message_id: str, actor: str, reason: str) -> dict[str, Any] | None:
         """Mark room `room_id`'s scheduled message cancelled (`actor`, `reason`, `at`);
@@ -100,21 +111,19 @@ class KeptRecords:
         message comes (`claim_cancelled_end` then sets its expiry)."""
         ref = self._scheduled_ref(room_id, message_id)
         for _ in range(5):  # written on the record as read: `entered_at` (a copy let in meanwhile) is never missed
-            snap = ref.get(**self._call)
-            op_counts().firestore_reads += 1
+            snap = self._fs.get(ref)
             before = snap.to_dict() if snap.exists else None
             fields: dict[str, Any] = {"message_id": message_id, "room_id": room_id, "actor": actor, "reason": reason,
-                                      "at": datetime.now(UTC)}
+                                      "at": self._now()}
             if not before or before.get("expire_at") is None:
                 fields["expire_at"] = None  # never deleted before the message has come and ended
             try:
                 if before is None:
-                    ref.create(fields, **self._call)
+                    self._fs.create(ref, fields)
                 else:
-                    ref.update(fields, option=self._db.write_option(last_update_time=snap.update_time), **self._call)
+                    self._fs.update(ref, fields, since=snap)
             except (gexc.FailedPrecondition, gexc.AlreadyExists):
                 continue
-            op_counts().firestore_writes += 1
             return before
         raise gexc.Aborted(f"scheduled message {message_id!r}: its record kept changing")
 
@@ -134,35 +143,29 @@ class KeptRecords:
         message comes and when it is cancelled."""
         ref = self._scheduled_ref(room_id, message_id)
         for _ in range(5):  # the document changed between the read and the write: read it again
-            snap = ref.get(**self._call)
-            op_counts().firestore_reads += 1
+            snap = self._fs.get(ref)
             doc = snap.to_dict() if snap.exists else None
             if doc is not None and doc.get("entered_at") is not None:
                 return "not_cancelled", None
             if doc is None:  # never held (due at once, or its hold failed): the record starts here
                 try:
-                    ref.create({"message_id": message_id, "room_id": room_id, "entered_at": datetime.now(UTC),
-                                "expire_at": self._expire_at()}, **self._call)
+                    self._fs.create(ref, {"message_id": message_id, "room_id": room_id, "entered_at": self._now(),
+                                          "expire_at": self._expire_at()})
                 except gexc.AlreadyExists:
                     continue
-                op_counts().firestore_writes += 1
                 return "not_cancelled", None
             if "actor" not in doc:
                 try:
-                    ref.update({"entered_at": datetime.now(UTC)},
-                               option=self._db.write_option(last_update_time=snap.update_time), **self._call)
+                    self._fs.update(ref, {"entered_at": self._now()}, since=snap)
                 except gexc.FailedPrecondition:
                     continue
-                op_counts().firestore_writes += 1
                 return "not_cancelled", None
             if doc.get("ended_at") is not None:
                 return "ended_before", doc
             try:
-                ref.update({"ended_at": datetime.now(UTC), "expire_at": self._expire_at()},
-                           option=self._db.write_option(last_update_time=snap.update_time), **self._call)
+                self._fs.update(ref, {"ended_at": self._now(), "expire_at": self._expire_at()}, since=snap)
             except gexc.FailedPrecondition:
                 continue
-            op_counts().firestore_writes += 1
             return "ended_now", doc
         raise gexc.Aborted(f"scheduled message {message_id!r}: its record kept changing")
 
@@ -172,28 +175,27 @@ class KeptRecords:
         room has few, and no composite index is needed)."""
         col = self._db.collection(DEAD_LETTERS)
         if room_id is not None:
-            rows = [(s.id, s.to_dict() or {}) for s in col.where(filter=FieldFilter("room_id", "==", room_id))
-                    .limit(limit).stream(**self._call)]
+            query = col.where(filter=FieldFilter("room_id", "==", room_id)).limit(limit)
+            rows = [(s.id, s.to_dict() or {}) for s in self._fs.stream(query)]
             rows.sort(key=lambda r: r[1]["dead_lettered_at"], reverse=True)
         else:
             query = col.order_by("dead_lettered_at", direction=firestore.Query.DESCENDING).limit(limit)
-            rows = [(s.id, s.to_dict() or {}) for s in query.stream(**self._call)]
-        op_counts().firestore_reads += max(1, len(rows))
+            rows = [(s.id, s.to_dict() or {}) for s in self._fs.stream(query)]
         return rows
 
     def dead_letter(self, dead_letter_id: str) -> dict[str, Any] | None:
         """One kept dead letter, or None."""
-        snap = self._db.collection(DEAD_LETTERS).document(dead_letter_id).get(**self._call)
+        snap = self._fs.get(self._db.collection(DEAD_LETTERS).document(dead_letter_id))
         return snap.to_dict() if snap.exists else None
 
     def rejected(self, limit: int = 100) -> list[tuple[str, dict[str, Any]]]:
         """Kept rejected pushes (`rejected_messages/`), newest first: [(id, document)]."""
         query = (self._db.collection(REJECTED).order_by("rejected_at", direction=firestore.Query.DESCENDING)
                  .limit(limit))
-        return [(s.id, s.to_dict() or {}) for s in query.stream(**self._call)]
+        return [(s.id, s.to_dict() or {}) for s in self._fs.stream(query)]
 
     def rejected_one(self, key: str) -> dict[str, Any] | None:
-        snap = self._db.collection(REJECTED).document(key).get(**self._call)
+        snap = self._fs.get(self._db.collection(REJECTED).document(key))
         return snap.to_dict() if snap.exists else None
 
     def claim_replay(self, key: str, actor: str) -> bool:
@@ -201,12 +203,11 @@ class KeptRecords:
         write, so of two replays racing only one wins. Returns False if it is
         missing or already marked (nothing written)."""
         ref = self._db.collection(REJECTED).document(key)
-        snap = ref.get(**self._call)
+        snap = self._fs.get(ref)
         if not snap.exists or (snap.to_dict() or {}).get("replayed_at") is not None:
             return False
         try:
-            ref.update({"replayed_at": datetime.now(UTC), "replayed_by": actor},
-                       option=self._db.write_option(last_update_time=snap.update_time), **self._call)
+            self._fs.update(ref, {"replayed_at": self._now(), "replayed_by": actor}, since=snap)
         except gexc.FailedPrecondition:
             return False
         return True
@@ -216,6 +217,6 @@ class KeptRecords:
         publish failed) lift the claim so the replay can be tried again."""
         ref = self._db.collection(REJECTED).document(key)
         if pubsub_message_id is None:
-            ref.update({"replayed_at": None, "replayed_by": None}, **self._call)
+            self._fs.update(ref, {"replayed_at": None, "replayed_by": None})
         else:
-            ref.update({"replayed_as": pubsub_message_id}, **self._call)
+            self._fs.update(ref, {"replayed_as": pubsub_message_id})

@@ -1,10 +1,10 @@
 """The rooms' queries: the watchdog's, the receipts' and the operators'.
 
-A mixin of `shared.store.RoomStore` (whose Firestore client `_db`, call
-options `_call`, index shard count `_shards` and `room_ref` it uses). The
-time-valued fields are indexed behind the room's shard (shared/shards.py):
-the watchdog asks shard by shard, the operators' listings every shard in
-one query (`shard in [...]`, `shard_groups`); each query counts the reads
+`shared.store.RoomStore` holds one as its `queries`, built on the store's
+Firestore client, call options and index shard count. The time-valued
+fields are indexed behind the room's shard (shared/shards.py): the
+watchdog asks shard by shard, the operators' listings every shard in one
+query (`shard in [...]`, `shard_groups`); each query counts the reads
 Firestore bills (one at least, one per document found).
 """
 
@@ -48,14 +48,17 @@ def shard_groups(shards: int) -> list[list[int]]:
 
 
 class RoomQueries:
-    """Queries over the room collection (mixin of `RoomStore`)."""
+    """Queries over the room collection (`RoomStore.queries`)."""
 
-    _db: firestore.Client
-    _call: dict[str, Any]
-    _shards: int
+    def __init__(self, client: firestore.Client, call: dict[str, Any], index_shards: int) -> None:
+        """`client`: the store's Firestore client; `call`: the retry and
+        timeout of each call (the store's); `index_shards`: INDEX_SHARDS."""
+        self._db = client
+        self._call = call
+        self._shards = index_shards
 
     def room_ref(self, room_id: str) -> firestore.DocumentReference:
-        raise NotImplementedError
+        return self._db.collection(ROOMS).document(room_id)
 
     # -- the watchdog's query
 

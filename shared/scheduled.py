@@ -48,9 +48,10 @@ from google.api_core import exceptions as gexc
 from google.cloud import tasks_v2
 
 from shared.config import Settings
+from shared.ports import TasksClient
 from shared.push import deliver_at_of
 from shared.records import scheduled_key
-from shared.tasks import create_named, ensure_queues, http_task
+from shared.tasks import counted, create_named, ensure_queues, http_task
 
 SCHEDULED_HEADER = "X-Baton-Scheduled"
 # One hop at most 29 days ahead: Cloud Tasks schedules at most 30 days ahead.
@@ -86,13 +87,14 @@ class ScheduledHold:
     """Holds scheduled messages as Cloud Tasks tasks (module docstring).
 
     Args:
-        client: a `tasks_v2.CloudTasksClient`.
+        client: a `tasks_v2.CloudTasksClient` (or a fake: `TasksClient`);
+            its calls are counted (`shared.tasks.CountedTasks`).
         settings: project, TASKS_LOCATION, SCHEDULED_QUEUE, ENQUEUE_URL and the
             tasks identity for the OIDC token.
     """
 
-    def __init__(self, client: tasks_v2.CloudTasksClient, settings: Settings) -> None:
-        self._client = client
+    def __init__(self, client: TasksClient, settings: Settings) -> None:
+        self._client = counted(client)
         self._s = settings
 
     @property

@@ -38,8 +38,11 @@ from google.api_core import exceptions as gexc
 from google.api_core.retry import Retry, if_transient_error
 from google.cloud import firestore
 
+from shared.clock import SYSTEM_CLOCK
 from shared.config import ENV_VARS
+from shared.firestore_calls import FirestoreCalls
 from shared.opcounts import OpCounts, begin_request, op_counts
+from shared.ports import Clock
 from shared.records import DEAD_LETTERS, REJECTED, SCHEDULED_CANCELS, KeptRecords
 from shared.room import (
     ROOMS,
@@ -69,8 +72,16 @@ class ContentionError(RuntimeError):
 # ---------------------------------------------------------------- the store
 
 
-class RoomStore(KeptRecords, RoomQueries):
-    """Rooms and their records in Firestore.
+class RoomStore:
+    """Rooms and their records in Firestore: the room transaction and the
+    blind writes here; what is kept beside the rooms in `records`
+    (shared/records.py), the queries over the rooms in `queries`
+    (shared/room_queries.py), both on the same client and call options.
+
+    The methods of `records` and `queries` that shared/service/,
+    shared/admin/ and shared/operators.py call on the store are forwarded
+    (bound to the parts' methods in `__init__`) until those callers use the
+    parts themselves.
 
     Args:
         client: a `google.cloud.firestore.Client` (FIRESTORE_EMULATOR_HOST
@@ -82,18 +93,44 @@ class RoomStore(KeptRecords, RoomQueries):
         index_shards: INDEX_SHARDS, the shards of the rooms' time-valued
             indexes (shared/shards.py): every room write stores its `shard`,
             and the watchdog's and the operators' queries ask every shard.
+        clock: the time of `expire_at` and of the records' stamps.
     """
 
     def __init__(self, client: firestore.Client, retention_hours: int, max_attempts: int = 10,
-                 deadline_s: float = 10.0, index_shards: int = DEFAULT_INDEX_SHARDS) -> None:
+                 deadline_s: float = 10.0, index_shards: int = DEFAULT_INDEX_SHARDS,
+                 clock: Clock = SYSTEM_CLOCK) -> None:
         index_shard("", index_shards)  # raises ValueError below 1
         self._db = client
         self._shards = index_shards
         self._retention = timedelta(hours=retention_hours)
         self._max_attempts = max_attempts
-        self._call = {"retry": Retry(initial=0.05, maximum=1.0, multiplier=2.0, timeout=deadline_s,
-                                     predicate=if_transient_error),
-                      "timeout": deadline_s}
+        self._call: dict[str, Any] = {
+            "retry": Retry(initial=0.05, maximum=1.0, multiplier=2.0, timeout=deadline_s, predicate=if_transient_error),
+            "timeout": deadline_s}
+        self._clock = clock
+        self._fs = FirestoreCalls(client, self._call)  # counted calls (shared/firestore_calls.py)
+        self.records = KeptRecords(self._fs, self._expire_at, clock)
+        self.queries = RoomQueries(client, self._call, index_shards)
+        # Forwarded to the parts (the class docstring): thin delegations.
+        records, queries = self.records, self.queries
+        self.keep_rejected = records.keep_rejected
+        self.record_scheduled = records.record_scheduled
+        self.cancel_scheduled = records.cancel_scheduled
+        self.claim_cancelled_end = records.claim_cancelled_end
+        self.dead_letters = records.dead_letters
+        self.dead_letter = records.dead_letter
+        self.rejected = records.rejected
+        self.rejected_one = records.rejected_one
+        self.claim_replay = records.claim_replay
+        self.finish_replay = records.finish_replay
+        self.overdue_rooms = queries.overdue_rooms
+        self.rooms_sending_to = queries.rooms_sending_to
+        self.room_doc = queries.room_doc
+        self.room_docs = queries.room_docs
+        self.list_rooms = queries.list_rooms
+        self.count_rooms = queries.count_rooms
+        self.count_in_flight = queries.count_in_flight
+        self.count_collection = queries.count_collection
 
     def _call_within(self, deadline_s: float | None) -> dict[str, Any]:
         """The retry and timeout of one call: the store's, or one try of
@@ -101,7 +138,7 @@ class RoomStore(KeptRecords, RoomQueries):
         return self._call if deadline_s is None else {"retry": None, "timeout": deadline_s}
 
     def _expire_at(self) -> datetime:
-        return datetime.now(UTC) + self._retention
+        return datetime.fromtimestamp(self._clock.now_us() / 1_000_000, UTC) + self._retention
 
     def room_ref(self, room_id: str) -> firestore.DocumentReference:
         return self._db.collection(ROOMS).document(room_id)
@@ -158,7 +195,7 @@ class RoomStore(KeptRecords, RoomQueries):
                 batch.create(ref, doc)
             for effect in decision.dead_letters:
                 # Data, not a side effect: committed atomically with the room.
-                batch.set(self._dead_letter_ref(effect), self._dead_letter_doc(effect, expire_at))
+                batch.set(self.records.dead_letter_ref(effect), self.records.dead_letter_doc(effect, expire_at))
             try:
                 batch.commit(**self._call)
             except (gexc.FailedPrecondition, gexc.AlreadyExists, gexc.Aborted):
@@ -228,10 +265,9 @@ class RoomStore(KeptRecords, RoomQueries):
         if number is not None:
             entry["num"] = number
         try:
-            self.room_ref(room_id).update({f"echoes.{key}": entry}, **self._call_within(deadline_s))
+            self._fs.update(self.room_ref(room_id), {f"echoes.{key}": entry}, call=self._call_within(deadline_s))
         except gexc.NotFound:
             return  # no such room: nothing waits for this send
-        op_counts().firestore_writes += 1
 
     def read_room(self, room_id: str, deadline_s: float | None = None) -> RoomState | None:
         """The stored room as a transaction would see it (blind-written
@@ -244,15 +280,8 @@ class RoomStore(KeptRecords, RoomQueries):
             google.api_core.exceptions.GoogleAPICallError: Firestore refused or
                 was unreachable.
         """
-        snap = self.room_ref(room_id).get(**self._call_within(deadline_s))
-        op_counts().firestore_reads += 1
+        snap = self._fs.get(self.room_ref(room_id), self._call_within(deadline_s))
         return room_from_doc(room_id, snap.to_dict()) if snap.exists else None
-
-    # -- kept records
-
-
-    # -- scheduled messages cancelled before their time
-
 
     # -- reading (tests, tools)
 

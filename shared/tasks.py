@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Iterable
+from typing import Any
 
 import grpc
 from google.api_core import exceptions as gexc
@@ -26,8 +28,9 @@ from google.cloud.tasks_v2.services.cloud_tasks.transports import CloudTasksGrpc
 from google.protobuf import timestamp_pb2
 
 from shared.config import Settings
+from shared.opcounts import op_counts
+from shared.ports import TasksClient
 from shared.room import CancelTimer, ScheduleTimer
-from shared.store import op_counts
 
 
 def _room_hash(room_id: str) -> str:
@@ -74,7 +77,49 @@ def http_task(name: str, url: str, body: bytes, due_at_us: int, service_account:
     return {"name": name, "schedule_time": due, "http_request": http_request}
 
 
-def create_named(client: tasks_v2.CloudTasksClient, parent: str, task: dict[str, object]) -> None:
+class CountedTasks:
+    """A Cloud Tasks client (`TasksClient`) whose billable calls are counted
+    in the request's operation counts (shared/opcounts.py): each task created
+    (or found created already by its name: ALREADY_EXISTS) one
+    `tasks_created`, each DeleteTask call one `tasks_deleted`
+    (https://cloud.google.com/tasks/pricing). The Cloud Tasks adapters
+    (timers, prepare tasks, scheduled holds) call Cloud Tasks through one,
+    so no adapter counts its own calls.
+    """
+
+    def __init__(self, client: TasksClient) -> None:
+        self._client = client
+
+    def queue_path(self, project: str, location: str, queue: str) -> str:
+        return self._client.queue_path(project, location, queue)
+
+    def create_task(self, *, parent: str, task: Any, timeout: float) -> Any:
+        try:
+            created = self._client.create_task(parent=parent, task=task, timeout=timeout)
+        except gexc.AlreadyExists:
+            op_counts().tasks_created += 1
+            raise
+        op_counts().tasks_created += 1
+        return created
+
+    def delete_task(self, *, name: str, timeout: float) -> None:
+        op_counts().tasks_deleted += 1
+        self._client.delete_task(name=name, timeout=timeout)
+
+    def list_tasks(self, *, request: Any) -> Iterable[Any]:
+        return self._client.list_tasks(request=request)
+
+    def create_queue(self, *, parent: str, queue: Any) -> Any:
+        return self._client.create_queue(parent=parent, queue=queue)
+
+
+def counted(client: TasksClient) -> CountedTasks:
+    """`client`, its task creates and deletes counted (`CountedTasks`; one
+    already counted is returned as it is)."""
+    return client if isinstance(client, CountedTasks) else CountedTasks(client)
+
+
+def create_named(client: TasksClient, parent: str, task: dict[str, object]) -> None:
     """Create `task` in queue `parent`; one that exists already by that name is
     fine (the real service refuses a name used in the last hour or so).
 
@@ -83,19 +128,18 @@ def create_named(client: tasks_v2.CloudTasksClient, parent: str, task: dict[str,
     """
     try:
         # A dict: the client marshals it (proto-plus), and the fakes of the
-        # port (tools/sim/fakes, the simulation) read it as one; the stubs say Task.
-        client.create_task(parent=parent, task=task, timeout=10.0)  # type: ignore[arg-type]
+        # port (tools/sim/fakes, the simulation) read it as one.
+        client.create_task(parent=parent, task=task, timeout=10.0)
     except gexc.AlreadyExists:
         pass
-    op_counts().tasks_created += 1
 
 
-def ensure_queues(client: tasks_v2.CloudTasksClient, paths: list[str]) -> None:
+def ensure_queues(client: TasksClient, paths: list[str]) -> None:
     """Create the queues at `paths` (full resource names) if missing: the
     local stack only; Terraform owns them in the cloud."""
     for path in paths:
         try:
-            client.create_queue(parent=path.rsplit("/queues/", 1)[0], queue={"name": path})  # type: ignore[arg-type]
+            client.create_queue(parent=path.rsplit("/queues/", 1)[0], queue={"name": path})
         except gexc.AlreadyExists:
             pass
 
@@ -113,7 +157,8 @@ class TimerScheduler:
     """Arms room timers as Cloud Tasks.
 
     Args:
-        client: a `tasks_v2.CloudTasksClient`.
+        client: a `tasks_v2.CloudTasksClient` (or a fake: `TasksClient`);
+            its calls are counted (`CountedTasks`).
         settings: project, location, queue prefix and count, the `timeout`
             function's URL, and the service account for the OIDC token.
     """
@@ -121,8 +166,8 @@ class TimerScheduler:
     # Set once a DeleteTask call is answered UNIMPLEMENTED (the emulator).
     _delete_unimplemented = False
 
-    def __init__(self, client: tasks_v2.CloudTasksClient, settings: Settings) -> None:
-        self._client = client
+    def __init__(self, client: TasksClient, settings: Settings) -> None:
+        self._client = counted(client)
         self._s = settings
 
     def queue_path(self, room_id: str) -> str:
@@ -161,7 +206,6 @@ class TimerScheduler:
         if TimerScheduler._delete_unimplemented:
             return False
         name = f"{self.queue_path(timer.room_id)}/tasks/{task_id(timer)}"
-        op_counts().tasks_deleted += 1
         try:
             self._client.delete_task(name=name, timeout=5.0)
             return True

@@ -15,7 +15,7 @@ from __future__ import annotations
 import pickle
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, overload
 
 from google.api_core import exceptions as gexc
 
@@ -105,6 +105,14 @@ class RecordingEventLog:
 
 
 # ---------------------------------------------------------------- Firestore
+
+
+@overload
+def _copy(doc: dict[str, Any]) -> dict[str, Any]: ...
+
+
+@overload
+def _copy(doc: dict[str, Any] | None) -> dict[str, Any] | None: ...
 
 
 def _copy(doc: dict[str, Any] | None) -> dict[str, Any] | None:

@@ -1,7 +1,7 @@
 """The simulated deployment: the real service over instrumented fakes.
 
 `ScaleWorld` builds a `DeliveryService` (shared/service) with the fakes of
-tests/fakes.py and a simulated clock, and meters every operation the model
+tools/sim/fakes and a simulated clock, and meters every operation the model
 checks: room writes per document and per index range (`IndexLayout`),
 timer task creates and dispatches per queue (`shared.tasks.queue_index`),
 invocations per function, event-log bytes, and each request's Firestore
@@ -27,7 +27,7 @@ from shared.room import Decision, RoomState, policy_from_settings
 from shared.sender_window import SenderWindow
 from shared.service import DeliveryService
 from shared.tasks import queue_index
-from tests.fakes import FakePlatform, FakeRoomStore, FakeTimers, SimClock
+from tools.sim.fakes import FakePlatform, FakeRoomStore, FakeTimers, SimClock
 from tools.sim.scale_model.memfirestore import MemFirestore
 from tools.sim.scale_model.meter import IndexLayout, Meter
 
