@@ -51,8 +51,7 @@ class RoomQueries:
     """Queries over the room collection (`RoomStore.queries`)."""
 
     def __init__(self, client: firestore.Client, call: dict[str, Any], index_shards: int) -> None:
-        """`client`: the store's Firestore client; `call`: the retry and
-        timeout of each call (the store's); `index_shards`: INDEX_SHARDS."""
+        """The store's client, its calls' retry and timeout, INDEX_SHARDS."""
         self._db = client
         self._call = call
         self._shards = index_shards
@@ -228,9 +227,8 @@ class RoomQueries:
         - `paused`: paused rooms, longest paused first (`paused_at_us`);
         - `parked`: rooms with parked messages (`parked > 0`), fewest first.
 
-        Ties are broken by document id. Returns ([(room_id, document)], the
-        cursor of the next page or None). `cursor` is what an earlier page
-        returned: `"{value}:{room_id}"`.
+        Ties by document id. Returns ([(room_id, document)], the next page's
+        cursor `"{value}:{room_id}"` or None); `cursor` is an earlier one's.
 
         Raises:
             ValueError: unknown `kind`, `stuck` without `before_us`, or a malformed cursor.
@@ -278,9 +276,7 @@ class RoomQueries:
         col = self._db.collection(ROOMS)
         if name not in SHARDED_FIELDS:
             return self._count(col.where(filter=flt))
-        groups = shard_groups(self._shards)
-        if len(groups) == 1:
-            return self._count(col.where(filter=FieldFilter(SHARD_FIELD, "in", groups[0])).where(filter=flt))
+        groups = shard_groups(self._shards)  # one count aggregation per group, asked at once
         with ThreadPoolExecutor(max_workers=min(len(groups), SHARD_QUERY_CONCURRENCY)) as pool:
             return sum(pool.map(lambda g: self._count(col.where(filter=FieldFilter(SHARD_FIELD, "in", g))
                                                       .where(filter=flt)), groups))
