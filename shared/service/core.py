@@ -30,6 +30,7 @@ from shared.room import (
     Policy,
     Prepare,
     RoomEvent,
+    RoomState,
     ScheduleTimer,
     Send,
     SendReturned,
@@ -135,6 +136,15 @@ class ServiceCore:
         """Apply one event to a room and run what it decided. Raises what the
         store raises, and `TimerArmFailed` after running every other effect."""
         decision = self.store.apply(room_id, lambda s: decide(s, event, self.policy, component))
+        self._after_commit(room_id, decision, component)
+        return decision
+
+    def apply_without_state(self, room_id: str, event: RoomEvent, component: str) -> Decision:
+        """Decide an event that changes no room (a platform's `sent` status:
+        `decide` answers it without the room's state) against an empty
+        `RoomState`, with no transaction, then log and run what it decided as
+        after a commit. Raises what `_after_commit` raises."""
+        decision = decide(RoomState(room_id), event, self.policy, component)
         self._after_commit(room_id, decision, component)
         return decision
 
