@@ -12,6 +12,10 @@ from typing import TYPE_CHECKING
 
 from shared.events import EventType
 
+# What a send call's caller knows when it returns: one definition, the send
+# interface's (shared/providers/base.py; importing it loads no client).
+from shared.providers.base import SendOutcome as SendOutcome
+
 if TYPE_CHECKING:
     from shared.config import Settings
 
@@ -25,13 +29,6 @@ class Phase(StrEnum):
     BACKOFF = "backoff"  # provably not sent; waiting for the retry
     PACED = "paced"  # not sent yet: waiting for a token of the room's pair-rate bucket
     PREPARING = "preparing"  # not sent yet: waiting for the message's preparation (a media upload)
-
-class SendOutcome(StrEnum):
-    """What a send call's caller knows when it returns (mirrors shared.providers)."""
-
-    ACCEPTED = "accepted"
-    REFUSED = "refused"
-    UNKNOWN = "unknown"
 
 class Trigger(StrEnum):
     """What freed the room to send (the `trigger` of `sent` events)."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 
 from shared.prepare import tag_media
+from shared.providers.registry import has_numbers
 from shared.push import ROOM_ID
 from shared.room import (
     Prepared,
@@ -73,7 +74,7 @@ class PreparationHandlers:
                 # Kept with the number that uploaded it (plain `whatsapp` is the first number): the send
                 # uses the id only from that number (core._send).
                 number = msg.sender if own else \
-                    self.core.settings.whatsapp_sender_specs[0].phone_number_id if msg.provider == "whatsapp" else None
+                    self.core.settings.whatsapp_sender_specs[0].phone_number_id if has_numbers(msg.provider) else None
                 event = Prepared(incarnation, seq, attempt, tag_media(number, result.media_id),
                                  (done - arrived) / 1000, done)
             else:

@@ -16,8 +16,17 @@ from google.api_core import exceptions as gexc
 from shared.config import Settings
 from shared.events import DeliveryEvent, EventType, utc_iso
 from shared.opcounts import op_counts
-from shared.providers.meta_messaging import WEBHOOK_OBJECTS, MessagingItem, parse_messaging
-from shared.providers.whatsapp import PlatformStatus, handshake_challenge, parse_statuses, signature_valid
+from shared.providers.graph import handshake_challenge, signature_valid
+from shared.providers.meta_messaging import MessagingItem
+from shared.providers.registry import (
+    PLATFORMS,
+    Platform,
+    WebhookFormat,
+    by_webhook_object,
+    parse_receipts,
+    parse_statuses,
+)
+from shared.providers.whatsapp import PlatformStatus
 from shared.push import ROOM_ID
 from shared.room import (
     ACK_STATUSES,
@@ -181,7 +190,8 @@ class WebhookHandlers:
         in time (`note_sent_proofs`, `_record_sent_proofs`).
 
         Which app signed it: the payload's `object` names the platform
-        (`WEBHOOK_OBJECTS`), and only that platform's app secret is tried, so
+        (`by_webhook_object`, shared/providers/registry.py), and only that
+        platform's app secret is tried, so
         one Meta app serving WhatsApp and Messenger with one secret works. A
         payload that names no enabled platform (no JSON, no `object`, a list
         there) is checked against every enabled app's secret: 401 if none
@@ -193,25 +203,26 @@ class WebhookHandlers:
         except (ValueError, UnicodeDecodeError):
             payload = None
         claimed = payload.get("object") if isinstance(payload, dict) else None
-        named = WEBHOOK_OBJECTS.get(claimed) if isinstance(claimed, str) else None
-        if named is not None and named in self.core.settings.enabled_providers:
-            if not signed_by(self.core.settings, named, raw, signature):
-                return Reply(401, {"error": f"bad or missing X-Hub-Signature-256 for the {named} app"})
-            provider = named
+        settings = self.core.settings
+        named = by_webhook_object(claimed)
+        if named is not None and named.name in settings.enabled_providers:
+            if not signed_by(settings, named, raw, signature):
+                return Reply(401, {"error": f"bad or missing X-Hub-Signature-256 for the {named.name} app"})
+            platform = named
         else:
-            app = signing_app(self.core.settings, raw, signature)
+            app = signing_app(settings, raw, signature)
             if app is None:
                 return Reply(401, {"error": "bad or missing X-Hub-Signature-256"})
             if not isinstance(payload, dict) or "object" in payload:
                 shown = claimed if isinstance(payload, dict) else None
                 return Reply(400, {"error": f"not a status webhook: `object` {str(shown)[:80]!r} names no "
                                             f"platform enabled here (PROVIDERS)"})
-            provider = app  # no `object`: read it as the signing app's own format (its parser then judges it)
+            platform = app  # no `object`: read it as the signing app's own format (its parser then judges it)
         try:
             # What baton does not consume goes to the inbound topic first (503 if it cannot: shared/service/inbound.py).
-            forward_inbound(self.core.inbound, provider, payload, raw, signature, arrived)
-            if provider != "whatsapp":
-                return self._apply_receipts(parse_messaging(payload), arrived)
+            forward_inbound(self.core.inbound, platform.name, payload, raw, signature, arrived)
+            if platform.webhook_format is WebhookFormat.RECEIPTS:
+                return self._apply_receipts(parse_receipts(payload), arrived)
             statuses = parse_statuses(payload)
         except (ValueError, TypeError, AttributeError, KeyError, UnicodeDecodeError) as exc:
             return Reply(400, {"error": f"not a status webhook: {type(exc).__name__}: {exc}"[:300]})
@@ -220,25 +231,24 @@ class WebhookHandlers:
             if st.phone_number_id is not None and st.phone_number_id not in ours:
                 # Meta posts every number of the app's business accounts to one
                 # URL: a number baton does not send from has no message of ours.
-                self.core.events.emit(DeliveryEvent(EventType.STATUS_IGNORED, utc_iso(arrived), "webhook", None,
-                                               provider="whatsapp", status=st.status,
-                                               provider_message_id=st.provider_message_id,
-                                               reason=f"{IgnoreReason.OTHER_SENDER}: {st.phone_number_id[:20]}"))
+                self.core.events.emit(DeliveryEvent(
+                    EventType.STATUS_IGNORED, utc_iso(arrived), "webhook", None, provider=platform.name,
+                    status=st.status, provider_message_id=st.provider_message_id,
+                    reason=f"{IgnoreReason.OTHER_SENDER}: {st.phone_number_id[:20]}"))
         mine = [st for st in statuses if st.phone_number_id is None or st.phone_number_id in ours]
-        if self.core.settings.sent_proof:
+        if settings.sent_proof:
             note_sent_proofs(self.core.sent_proofs, mine, arrived, self.core.policy.send_timeout_ms,
-                             self.core.settings.webhook_mode == "direct")
-        queued = [QueuedStatus(st.callback_data or "", st.status, "whatsapp", st.provider_message_id, st.error_code,
-                               st.error_title, st.phone_number_id) for st in statuses
-                  if st.phone_number_id is None or st.phone_number_id in ours]
-        if self.core.settings.webhook_mode == "queued":
+                             settings.webhook_mode == "direct")
+        queued = [QueuedStatus(st.callback_data or "", st.status, platform.name, st.provider_message_id,
+                               st.error_code, st.error_title, st.phone_number_id) for st in mine]
+        if settings.webhook_mode == "queued":
             reply = self._queue_statuses(queued, arrived)
         else:
-            reply = Reply(200, {"statuses": len(statuses), "applied": self.statuses.apply_statuses(queued, None, arrived,
-                                                                                           "webhook")})
-            if self.core.settings.sent_proof:
+            applied = self.statuses.apply_statuses(queued, None, arrived, "webhook")
+            reply = Reply(200, {"statuses": len(statuses), "applied": applied})
+            if settings.sent_proof:
                 settle_applied(self.core.sent_proofs, mine)
-        if self.core.settings.sent_proof:
+        if settings.sent_proof:
             self._record_sent_proofs(core.now_us())
         return reply
 
@@ -375,21 +385,15 @@ class WebhookHandlers:
                            "rooms": len(batches), "logged": logged_only, "unroutable": len(unroutable)})
 
 
-def app_secret(settings: Settings, provider: str) -> str:
-    """`provider`'s app secret (empty: none configured)."""
-    return {"whatsapp": settings.whatsapp_app_secret, "messenger": settings.messenger_app_secret,
-            "instagram": settings.instagram_app_secret}.get(provider, "")
-
-
-def signed_by(settings: Settings, provider: str, raw: bytes, signature: str | None) -> bool:
-    """Whether `provider`'s app secret signed `raw` (X-Hub-Signature-256)."""
-    secret = app_secret(settings, provider)
+def signed_by(settings: Settings, platform: Platform, raw: bytes, signature: str | None) -> bool:
+    """Whether `platform`'s app secret signed `raw` (X-Hub-Signature-256)."""
+    secret = platform.app_secret(settings)
     return bool(secret) and signature_valid(raw, signature, secret)
 
 
-def signing_app(settings: Settings, raw: bytes, signature: str | None) -> str | None:
-    """The first enabled provider whose app secret signed `raw`, or None."""
-    for provider in ("whatsapp", "messenger", "instagram"):
-        if provider in settings.enabled_providers and signed_by(settings, provider, raw, signature):
-            return provider
+def signing_app(settings: Settings, raw: bytes, signature: str | None) -> Platform | None:
+    """The first enabled platform (registry order) whose app secret signed `raw`, or None."""
+    for platform in PLATFORMS:
+        if platform.name in settings.enabled_providers and signed_by(settings, platform, raw, signature):
+            return platform
     return None
