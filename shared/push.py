@@ -35,7 +35,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from shared import contract
-from shared.providers import KNOWN_PROVIDERS
+from shared.providers.registry import KNOWN_PROVIDERS, has_numbers
 from shared.room import Enqueue
 from shared.senders import rendezvous_sender
 
@@ -259,7 +259,7 @@ def _parse_push(body: bytes, now_us: int, providers: frozenset[str], senders: tu
     if sender is not None and sender not in senders:
         return reject(f"`sender` {str(sender)[:40]!r} is not one of this deployment's WhatsApp numbers "
                       f"(WHATSAPP_SENDERS)")
-    default_sender = rendezvous_sender(room_id, senders) if provider == "whatsapp" and senders else None
+    default_sender = rendezvous_sender(room_id, senders) if has_numbers(provider) and senders else None
     try:
         deliver_at_us = deliver_at_of(attrs, message.get("publishTime"))
     except ValueError as exc:

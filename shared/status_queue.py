@@ -45,6 +45,8 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from shared.providers.registry import WHATSAPP
+
 KIND_ROOM_STATUSES = "room_statuses"
 # Failed deliveries of status-queue messages, by Pub/Sub message id.
 STATUS_FAILURES = "status_failures"
@@ -70,7 +72,7 @@ class QueuedStatus:
 
     delivery_id: str
     status: str
-    provider: str = "whatsapp"
+    provider: str = WHATSAPP  # the platform whose webhook reports statuses by delivery id
     provider_message_id: str | None = None
     error_code: int | None = None
     error_title: str | None = None
@@ -112,7 +114,7 @@ class RoomStatuses:
             code = s.get("error_code")
             title = s.get("error_title")
             pmid = s.get("provider_message_id")
-            provider = s.get("provider", "whatsapp")
+            provider = s.get("provider", WHATSAPP)  # queued before the provider was kept: WhatsApp's
             if not isinstance(provider, str):
                 raise ValueError("`provider` must be a string")
             sender = s.get("sender")  # absent in messages queued before senders were matched per attempt

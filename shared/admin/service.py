@@ -57,15 +57,12 @@ class AdminService:
         Raises:
             ValueError: an ADMIN_* setting is invalid.
         """
-        import copy
-
         from shared.admin.timeline import CloudLoggingEventLog, LocalEventLog
         from shared.operators import OperatorEventLog, Operators
 
         s = service.settings
         auth = auth or load_admin()
-        operated = copy.copy(service)
-        operated.events = OperatorEventLog(s.event_log_path)
+        operated = service.with_events(OperatorEventLog(s.event_log_path))
         local = bool(os.environ.get("FIRESTORE_EMULATOR_HOST"))
         source = LocalEventLog(_path(s.event_log_path)) if s.event_log_path else (
             None if local else CloudLoggingEventLog(s.project))

@@ -48,6 +48,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from shared.providers import registry
 from shared.providers.base import InboundItem, Media, PrepareResult, media_reference
 from shared.providers.graph import GraphApiClient
 
@@ -67,8 +68,8 @@ PREPARE_REFUSAL = "media is prepared for WhatsApp only; send an attachment by `l
 WINDOW_CLOSED = (10, 2018278)
 ATTACHMENT_KINDS = frozenset({"image", "video", "audio", "file"})
 
-# Webhook `object` of each provider (WhatsApp's for completeness).
-WEBHOOK_OBJECTS = {"whatsapp_business_account": "whatsapp", "page": "messenger", "instagram": "instagram"}
+# A webhook post's `object` -> its provider (the registry's, WhatsApp's too).
+WEBHOOK_OBJECTS = registry.WEBHOOK_OBJECTS
 
 
 def _message(text: str, delivery_id: str | None, media: Media | None, data: dict[str, Any]) -> dict[str, Any]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from shared.events import EventType, utc_iso
+from shared.providers.registry import has_numbers
 from shared.room.codec import room_doc_bytes
 from shared.room.context import (
     Transition,
@@ -116,14 +117,14 @@ def sender_for(t: Transition, state: RoomState, ev: Enqueue | Park) -> str | Non
     with none (kept while the deployment had one number), the number
     `sent_from` sends it from; else the room's number by rendezvous hash
     (`default_sender`). None for other platforms (one sender each)."""
-    if ev.provider != "whatsapp":
+    if not has_numbers(ev.provider):
         return None
     if ev.sender is not None:
         return ev.sender
     numbers = t.policy.whatsapp_numbers
     messages = (*([state.in_flight.message] if state.in_flight is not None else []), *state.pending, *state.sequence_held)
     for m in reversed(messages):
-        if m.provider == "whatsapp" and m.text is not None:  # a placeholder's number is not known yet
+        if m.provider == ev.provider and m.text is not None:  # a placeholder's number is not known yet
             # One number: every message is its (None); several: the one it goes out from.
             return sent_from(m.sender, numbers) if len(numbers) > 1 else m.sender
     return ev.default_sender

@@ -10,6 +10,10 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import TYPE_CHECKING
 
+# What a send call's caller knows when it returns: one definition, the send
+# interface's (shared/providers/base.py; importing it loads no client).
+from shared.providers.base import SendOutcome as SendOutcome
+
 if TYPE_CHECKING:
     from shared.config import Settings
 
@@ -23,13 +27,6 @@ class Phase(StrEnum):
     BACKOFF = "backoff"  # provably not sent; waiting for the retry
     PACED = "paced"  # not sent yet: waiting for a token of the room's pair-rate bucket
     PREPARING = "preparing"  # not sent yet: waiting for the message's preparation (a media upload)
-
-class SendOutcome(StrEnum):
-    """What a send call's caller knows when it returns (mirrors shared.providers)."""
-
-    ACCEPTED = "accepted"
-    REFUSED = "refused"
-    UNKNOWN = "unknown"
 
 class Trigger(StrEnum):
     """What freed the room to send (the `trigger` of `sent` events)."""

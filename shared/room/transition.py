@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from shared.events import EventType, utc_iso
+from shared.providers.registry import has_numbers
 from shared.room.codec import make_delivery_id
 from shared.room.context import Transition, arm, cancel_pending_timer, log, record_end, send_tries
 from shared.room.effects import Decision, KeepDeadLetter, Prepare, ScheduleTimer, Send
@@ -55,7 +56,7 @@ def start(t: Transition, state: RoomState, msg: QueuedMessage, attempt: int, tri
             return arm(t, state, InFlight(msg, attempt, t.now_us, Phase.PACED, ready, cause))
         state = replace(state, pace_tokens=tokens - 1.0, pace_at_us=t.now_us)
     due = t.now_us + (t.policy.ack_timeout_ms + t.policy.first_timer_slack_ms) * 1000
-    number = sent_from(msg.sender, t.policy.whatsapp_numbers) if msg.provider == "whatsapp" else None
+    number = sent_from(msg.sender, t.policy.whatsapp_numbers) if has_numbers(msg.provider) else None
     flight = InFlight(msg, attempt, t.now_us, Phase.SENDING, due, cause, number=number)
     state = arm(t, state, flight)
     t.effects.append(Send(

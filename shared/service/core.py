@@ -23,6 +23,7 @@ from shared.outcomes import OutcomePublisher, outcome_record
 from shared.prepare import untag_media
 from shared.providers import Sender, SendOutcome, SendResult
 from shared.providers.base import Media, Preparer
+from shared.providers.registry import records_acceptance_blind
 from shared.room import (
     CancelTimer,
     Decision,
@@ -30,12 +31,12 @@ from shared.room import (
     Policy,
     Prepare,
     RoomEvent,
+    RoomState,
     ScheduleTimer,
     Send,
     SendReturned,
     ack_deadline_us,
 )
-from shared.room import SendOutcome as RoomSendOutcome
 
 # Re-exported: the handlers call `core.decide`, the one seam a test may point at a checked copy.
 from shared.room import decide as decide
@@ -138,6 +139,15 @@ class ServiceCore:
         self._after_commit(room_id, decision, component)
         return decision
 
+    def apply_without_state(self, room_id: str, event: RoomEvent, component: str) -> Decision:
+        """Decide an event that changes no room (a platform's `sent` status:
+        `decide` answers it without the room's state) against an empty
+        `RoomState`, with no transaction, then log and run what it decided as
+        after a commit. Raises what `_after_commit` raises."""
+        decision = decide(RoomState(room_id), event, self.policy, component)
+        self._after_commit(room_id, decision, component)
+        return decision
+
     def _after_commit(self, room_id: str, decision: Decision, component: str) -> None:
         """Log a committed decision's events and run its effects, following
         send outcomes into further room transactions. Raises `TimerArmFailed`
@@ -211,7 +221,7 @@ class ServiceCore:
                 or self._sender_slot(send.number, started)) is not None:
             # The incident switch is on, or its number is at its rate: no call; the room waits.
             return self.store.apply(room_id, lambda s: decide(s, SendReturned(
-                send.incarnation, msg.seq, send.attempt, RoomSendOutcome.REFUSED, started, send.cause,
+                send.incarnation, msg.seq, send.attempt, SendOutcome.REFUSED, started, send.cause,
                 sender_busy_until_us=busy), self.policy, component))
         else:
             sender = self.senders.get(f"{msg.provider}:{send.number}") or self.senders[msg.provider]
@@ -260,9 +270,10 @@ class ServiceCore:
             self.events.emit(DeliveryEvent(EventType.SEND_FAILED, utc_iso(started), component, room_id,
                                            error_code=result.error_code, error_title=result.error_title,
                                            reason=failure, **common))
-        if result.outcome is SendOutcome.ACCEPTED and msg.provider == "whatsapp" \
-                and self.policy.ack_level("whatsapp") != "accepted":
-            # The common case costs one blind write instead of a transaction.
+        if result.outcome is SendOutcome.ACCEPTED and records_acceptance_blind(msg.provider) \
+                and self.policy.ack_level(msg.provider) != "accepted":
+            # The common case costs one blind write instead of a transaction
+            # (WhatsApp: Acceptance.BLIND_WRITE, shared/providers/registry.py).
             # (Messenger and Instagram record the platform's message id in a
             # transaction: their receipts name it, not our delivery id.)
             self.store.record_accepted(room_id, send.incarnation, msg.seq, send.attempt,
@@ -270,7 +281,7 @@ class ServiceCore:
             # Recorded as accepted: its `sent` status proves nothing more (no read for it here).
             self.sent_proofs.settle((room_id, send.incarnation, msg.seq, send.attempt))
             return None
-        returned_event = SendReturned(send.incarnation, msg.seq, send.attempt, RoomSendOutcome(str(result.outcome)),
+        returned_event = SendReturned(send.incarnation, msg.seq, send.attempt, result.outcome,
                                       returned, send.cause, result.permanent, result.rate_limited,
                                       result.error_code, result.error_title, result.provider_message_id)
         return self.store.apply(room_id, lambda s: decide(s, returned_event, self.policy, component))

@@ -12,12 +12,21 @@ from shared.events import DeliveryEvent, EventType, utc_iso
 from shared.push import Rejected, parse_push
 from shared.room import Park
 from shared.service import core
-from shared.service.core import DEAD_LETTER_COUNT_ATTRIBUTE, Reply
-from shared.service.scheduled_entry import ScheduledEntryHandlers
+from shared.service.core import DEAD_LETTER_COUNT_ATTRIBUTE, Reply, ServiceCore
+from shared.service.scheduled_entry import ScheduledEntry
 
 
-class EnqueueHandlers(ScheduledEntryHandlers):
-    """Pushes and dead-letter copies."""
+class EnqueueHandlers:
+    """Pushes and dead-letter copies.
+
+    Args:
+        core: applies each event to its room (shared/service/core.py).
+        scheduled: holds or drops a message with a later time (scheduled_entry.py).
+    """
+
+    def __init__(self, core: ServiceCore, scheduled: ScheduledEntry) -> None:
+        self.core = core
+        self.scheduled = scheduled
 
     def handle_push(self, body: bytes, scheduled_entry: bool = False) -> Reply:
         """A Pub/Sub push, or (`scheduled_entry`) a scheduled message's task
@@ -28,15 +37,15 @@ class EnqueueHandlers(ScheduledEntryHandlers):
         scheduled time has come enters unless an operator cancelled it
         (scheduled_entry.py)."""
         arrived = core.now_us()
-        parsed = parse_push(body, arrived, self.settings.enabled_providers, self.sender_ids)
+        parsed = parse_push(body, arrived, self.core.settings.enabled_providers, self.core.sender_ids)
         if isinstance(parsed, Rejected):
             self._keep_rejected(parsed, arrived, "enqueue")
             return Reply(200, {"result": "rejected", "reason": parsed.reason})
-        if parsed.deliver_at_us is not None and self.scheduled is not None:
-            held_or_dropped = self._scheduled(parsed, body, arrived, scheduled_entry)
+        if parsed.deliver_at_us is not None and self.core.scheduled is not None:
+            held_or_dropped = self.scheduled.hold_or_drop(parsed, body, arrived, scheduled_entry)
             if held_or_dropped is not None:
                 return held_or_dropped
-        decision = self.apply(parsed.room_id, parsed.event, "enqueue")
+        decision = self.core.apply(parsed.room_id, parsed.event, "enqueue")
         if decision.refused:
             return Reply(503, {"result": "backpressure", "reason": decision.refused})
         return Reply(200, {"result": "ok"})
@@ -51,12 +60,12 @@ class EnqueueHandlers(ScheduledEntryHandlers):
         seed 271: a cancelled campaign message's dead-letter copy was parked,
         then redriven and sent)."""
         arrived = core.now_us()
-        parsed = parse_push(body, arrived, self.settings.enabled_providers, self.sender_ids)
+        parsed = parse_push(body, arrived, self.core.settings.enabled_providers, self.core.sender_ids)
         if isinstance(parsed, Rejected):
             self._keep_rejected(parsed, arrived, "deadletter")
             return Reply(200, {"result": "rejected", "reason": parsed.reason})
-        if parsed.deliver_at_us is not None and self.scheduled is not None:
-            held_or_dropped = self._scheduled(parsed, body, arrived, False)
+        if parsed.deliver_at_us is not None and self.core.scheduled is not None:
+            held_or_dropped = self.scheduled.hold_or_drop(parsed, body, arrived, False)
             if held_or_dropped is not None:
                 return held_or_dropped
         attrs = (json.loads(body).get("message") or {}).get("attributes") or {}
@@ -66,10 +75,10 @@ class EnqueueHandlers(ScheduledEntryHandlers):
                     f"dead-lettered by Pub/Sub after {attempts} delivery attempts", media_kind=e.media_kind,
                     media_link=e.media_link, prepare=e.prepare, sequence=e.sequence, sender=e.sender,
                     default_sender=e.default_sender, payload=e.payload)
-        self.apply(parsed.room_id, park, "deadletter")
+        self.core.apply(parsed.room_id, park, "deadletter")
         return Reply(200, {"result": "parked"})
 
     def _keep_rejected(self, rejected: Rejected, arrived: int, component: str) -> None:
-        self.store.keep_rejected(rejected.key, rejected.reason, rejected.record)
-        self.events.emit(DeliveryEvent(EventType.REJECTED, utc_iso(arrived), component, rejected.room_id,
+        self.core.store.keep_rejected(rejected.key, rejected.reason, rejected.record)
+        self.core.events.emit(DeliveryEvent(EventType.REJECTED, utc_iso(arrived), component, rejected.room_id,
                                        message_id=rejected.message_id, reason=rejected.reason))

@@ -44,6 +44,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from shared.providers import registry
 from shared.providers.base import InboundItem
 from shared.status_queue import PUBLISH_TIMEOUT_S, StatusPublishFailed
 
@@ -161,11 +162,7 @@ def forward_inbound(publisher: InboundPublisher | None, provider: str, payload: 
     """
     if publisher is None:
         return 0
-    if provider == "whatsapp":
-        from shared.providers.whatsapp import inbound_items
-    else:
-        from shared.providers.meta_messaging import inbound_items
-    items = inbound_items(payload)
+    items = registry.inbound_items(registry.platform(provider), payload)
     if items:
         publisher.forward(InboundPost.of(raw, items, signature, received_at_us))
     return len(items)

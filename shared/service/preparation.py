@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 
 from shared.prepare import tag_media
+from shared.providers.registry import has_numbers
 from shared.push import ROOM_ID
 from shared.room import (
     Prepared,
@@ -19,8 +20,15 @@ from shared.service import core
 from shared.service.core import Reply, ServiceCore
 
 
-class PreparationHandlers(ServiceCore):
-    """The `prepare` function."""
+class PreparationHandlers:
+    """The `prepare` function.
+
+    Args:
+        core: applies each event to its room (shared/service/core.py).
+    """
+
+    def __init__(self, core: ServiceCore) -> None:
+        self.core = core
 
     def handle_prepare(self, body: bytes) -> Reply:
         """A prepare task (shared/prepare.py): prepare message `seq` of a room
@@ -47,14 +55,14 @@ class PreparationHandlers(ServiceCore):
             reason = f"not a prepare task: {type(exc).__name__}: {exc}"[:300]
             print(json.dumps({"severity": "ERROR", "message": f"prepare: dropped a task: {reason}"}), flush=True)
             return Reply(200, {"result": "dropped", "error": reason})
-        state = self.store.load_room(room_id)
+        state = self.core.store.load_room(room_id)
         found = state.message(seq) if state is not None and state.incarnation == incarnation else None
         msg = found[0] if found is not None else None
         if msg is None or not msg.needs_preparation or msg.prep_failed is not None:
             return Reply(200, {"result": "nothing to prepare"})
         # Media uploaded with one number can be sent by that number only.
-        own = f"{msg.provider}:{msg.sender}" in self.preparers
-        preparer = self.preparers.get(f"{msg.provider}:{msg.sender}") or self.preparers.get(msg.provider)
+        own = f"{msg.provider}:{msg.sender}" in self.core.preparers
+        preparer = self.core.preparers.get(f"{msg.provider}:{msg.sender}") or self.core.preparers.get(msg.provider)
         if preparer is None or msg.media_kind is None or msg.media_link is None:
             event: RoomEvent = PrepareFailed(incarnation, seq, attempt,
                                              f"no way to prepare a {msg.media_kind} message for {msg.provider}",
@@ -66,11 +74,11 @@ class PreparationHandlers(ServiceCore):
                 # Kept with the number that uploaded it (plain `whatsapp` is the first number): the send
                 # uses the id only from that number (core._send).
                 number = msg.sender if own else \
-                    self.settings.whatsapp_sender_specs[0].phone_number_id if msg.provider == "whatsapp" else None
+                    self.core.settings.whatsapp_sender_specs[0].phone_number_id if has_numbers(msg.provider) else None
                 event = Prepared(incarnation, seq, attempt, tag_media(number, result.media_id),
                                  (done - arrived) / 1000, done)
             else:
                 event = PrepareFailed(incarnation, seq, attempt, result.error or "preparation failed",
                                       result.permanent, done)
-        self.apply(room_id, event, "prepare")
+        self.core.apply(room_id, event, "prepare")
         return Reply(200, {"result": "prepared" if isinstance(event, Prepared) else "failed"})

@@ -15,10 +15,18 @@ from shared.scheduled import ENTER_AT_ONCE_MS
 from shared.service.core import Reply, ServiceCore
 
 
-class ScheduledEntryHandlers(ServiceCore):
-    """The scheduled part of the `enqueue` function."""
+class ScheduledEntry:
+    """The scheduled part of the `enqueue` function.
 
-    def _scheduled(self, parsed: Accepted, body: bytes, arrived: int, scheduled_entry: bool) -> Reply | None:
+    Args:
+        core: the store, the scheduled-message tasks, the event log and the
+            outcomes topic (shared/service/core.py).
+    """
+
+    def __init__(self, core: ServiceCore) -> None:
+        self.core = core
+
+    def hold_or_drop(self, parsed: Accepted, body: bytes, arrived: int, scheduled_entry: bool) -> Reply | None:
         """What becomes of a push with a `deliver_at_us`: its reply when it is
         held (its time is more than ENTER_AT_ONCE_MS away) or dropped (an
         operator cancelled it), or None when it enters its room now.
@@ -33,16 +41,16 @@ class ScheduledEntryHandlers(ServiceCore):
           logged as a duplicate.
         """
         e, due = parsed.event, parsed.deliver_at_us
-        assert due is not None and self.scheduled is not None
+        assert due is not None and self.core.scheduled is not None
         if due > arrived + ENTER_AT_ONCE_MS * 1000:
-            hop, task = self.scheduled.hold(parsed.room_id, e.message_id, body, due, arrived, again=scheduled_entry)
-            self.store.record_scheduled(e.message_id, parsed.room_id, due, hop, task)
-            self.events.emit(DeliveryEvent(EventType.SCHEDULED, utc_iso(arrived), "enqueue", parsed.room_id,
+            hop, task = self.core.scheduled.hold(parsed.room_id, e.message_id, body, due, arrived, again=scheduled_entry)
+            self.core.store.record_scheduled(e.message_id, parsed.room_id, due, hop, task)
+            self.core.events.emit(DeliveryEvent(EventType.SCHEDULED, utc_iso(arrived), "enqueue", parsed.room_id,
                                            message_id=e.message_id, provider=e.provider,
                                            reason=f"enters its room at {utc_iso(due)}"
                                                   + (f" (next hop {utc_iso(hop)})" if hop < due else "")))
             return Reply(200, {"result": "scheduled", "deliver_at": utc_iso(due)})
-        verdict, cancel = self.store.claim_cancelled_end(parsed.room_id, e.message_id)
+        verdict, cancel = self.core.store.claim_cancelled_end(parsed.room_id, e.message_id)
         if verdict == "not_cancelled" or cancel is None:
             return None
         if verdict == "ended_now":
@@ -50,11 +58,11 @@ class ScheduledEntryHandlers(ServiceCore):
             ended = DeliveryEvent(EventType.SKIPPED, utc_iso(arrived), "enqueue", parsed.room_id,
                                   message_id=e.message_id, provider=e.provider, actor=cancel.get("actor"),
                                   reason=f"{CANCELLED_REASON} before its time: {cancel.get('reason')}"[:300])
-            self.events.emit(ended)
-            if self.outcomes is not None and (record := outcome_record(ended)) is not None:
-                self.outcomes.publish([record])  # `cancelled`: claimed once (`ended_now`)
+            self.core.events.emit(ended)
+            if self.core.outcomes is not None and (record := outcome_record(ended)) is not None:
+                self.core.outcomes.publish([record])  # `cancelled`: claimed once (`ended_now`)
         else:
-            self.events.emit(DeliveryEvent(EventType.DUPLICATE_IGNORED, utc_iso(arrived), "enqueue", parsed.room_id,
+            self.core.events.emit(DeliveryEvent(EventType.DUPLICATE_IGNORED, utc_iso(arrived), "enqueue", parsed.room_id,
                                            message_id=e.message_id, provider=e.provider,
                                            reason="a cancelled scheduled message that has ended already"))
         return Reply(200, {"result": "cancelled"})

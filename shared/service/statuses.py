@@ -15,7 +15,6 @@ from shared.events import DeliveryEvent, EventType, utc_iso
 from shared.push import ROOM_ID
 from shared.room import (
     RecipientReceipt,
-    RoomState,
     StatusUpdate,
     parse_delivery_id,
     recipient_key,
@@ -32,8 +31,17 @@ from shared.status_queue import (
 )
 
 
-class StatusHandlers(ServiceCore):
-    """Statuses and receipts applied to rooms."""
+class StatusHandlers:
+    """Statuses and receipts applied to rooms: the `status` function's push,
+    and what the webhook (webhook.py) calls to route and apply statuses and
+    receipts in direct mode.
+
+    Args:
+        core: applies each event to its room (shared/service/core.py).
+    """
+
+    def __init__(self, core: ServiceCore) -> None:
+        self.core = core
 
     def handle_status_push(self, body: bytes) -> Reply:
         """A status-queue message, pushed by the ordered subscription of
@@ -68,7 +76,7 @@ class StatusHandlers(ServiceCore):
         except (ValueError, KeyError, TypeError, AttributeError, binascii.Error, UnicodeDecodeError) as exc:
             reason = f"not a status-queue message: {type(exc).__name__}: {exc}"[:300]
             record = {"received_at_us": arrived, "body": body.decode("utf-8", "replace")[:20_000]}
-            self.status_queue().publish([], [Unroutable(reason, record)])
+            self.core.status_queue().publish([], [Unroutable(reason, record)])
             print(json.dumps({"severity": "ERROR", "message": f"status: kept in the error queue: {reason}"}), flush=True)
             return Reply(200, {"result": "kept", "error": reason})
         try:
@@ -76,28 +84,28 @@ class StatusHandlers(ServiceCore):
                 # Decided now, not at the receive time: the room's next send is
                 # due within SEND_START_DEADLINE_MS of its decision.
                 decided = core.now_us()
-                applied = self._apply_receipt_events(
+                applied = self.apply_receipt_events(
                     [replace(r, at_us=decided, received_at_us=r.at_us) for r in receipts.events()], "status")
             else:
-                applied = self._apply_statuses(list(batch.statuses), batch.room_id, batch.received_at_us, "status")
+                applied = self.apply_statuses(list(batch.statuses), batch.room_id, batch.received_at_us, "status")
         except TRANSIENT_ERRORS:
             raise  # 503: retried with backoff for as long as it takes, never dead-lettered by us
         except Exception as exc:  # noqa: BLE001 - a bug or data the code cannot handle: counted, then moved aside
             reason = f"{type(exc).__name__}: {exc}"[:500]
             pubsub_id = str(message.get("messageId") or message.get("message_id") or "")
-            failures = self.status_queue().record_failure(pubsub_id, batch.room_id, reason)
+            failures = self.core.status_queue().record_failure(pubsub_id, batch.room_id, reason)
             print(json.dumps({"severity": "ERROR", "message": f"status: room {batch.room_id}: delivery {failures} of "
                                                               f"message {pubsub_id} failed: {reason}"}), flush=True)
-            if failures < self.settings.status_max_attempts:
+            if failures < self.core.settings.status_max_attempts:
                 raise
-            self.status_queue().dead_letter(base64.b64decode(message["data"]), batch.room_id, reason, failures,
+            self.core.status_queue().dead_letter(base64.b64decode(message["data"]), batch.room_id, reason, failures,
                                             KIND_RECIPIENT_RECEIPTS if receipts is not None else KIND_ROOM_STATUSES)
-            self.events.emit(DeliveryEvent(EventType.STATUS_DEAD_LETTERED, utc_iso(core.now_us()), "status",
+            self.core.events.emit(DeliveryEvent(EventType.STATUS_DEAD_LETTERED, utc_iso(core.now_us()), "status",
                                            batch.room_id, reason=f"failed {failures} times: {reason}"[:500]))
             return Reply(200, {"result": "dead_lettered", "attempts": failures, "error": reason})
         return Reply(200, {"result": "ok", "statuses": len(batch.statuses), "applied": applied})
 
-    def _route(self, st: QueuedStatus, arrived: int, component: str) -> tuple[str, StatusUpdate] | None:
+    def route(self, st: QueuedStatus, arrived: int, component: str) -> tuple[str, StatusUpdate] | None:
         """The room and event a status is for, or None (logged as
         `status_unknown`) when it carries no baton delivery id."""
         try:
@@ -105,7 +113,7 @@ class StatusHandlers(ServiceCore):
             if not ROOM_ID.fullmatch(room_id):
                 raise ValueError(room_id)
         except ValueError:
-            self.events.emit(DeliveryEvent(EventType.STATUS_UNKNOWN, utc_iso(arrived), component, None,
+            self.core.events.emit(DeliveryEvent(EventType.STATUS_UNKNOWN, utc_iso(arrived), component, None,
                                            provider=st.provider, provider_message_id=st.provider_message_id,
                                            status=st.status, reason="no baton delivery id"))
             return None
@@ -115,7 +123,7 @@ class StatusHandlers(ServiceCore):
                                      received_at_us=arrived if arrived < decided else None,
                                      sender=st.sender)
 
-    def _apply_statuses(self, statuses: list[QueuedStatus], room_id: str | None, arrived: int, component: str) -> int:
+    def apply_statuses(self, statuses: list[QueuedStatus], room_id: str | None, arrived: int, component: str) -> int:
         """Apply statuses in order, each in its room's transaction; returns how
         many were applied. `room_id`: the room they must all be for (status
         queue), or None (direct webhook: any rooms). One room's trouble (any
@@ -126,20 +134,20 @@ class StatusHandlers(ServiceCore):
         applied = 0
         failures: list[Exception] = []
         for st in statuses:
-            routed = self._route(st, arrived, component)
+            routed = self.route(st, arrived, component)
             if routed is None:
                 continue
             target, event = routed
             if room_id is not None and target != room_id:
-                self.events.emit(DeliveryEvent(EventType.STATUS_UNKNOWN, utc_iso(arrived), component, room_id,
+                self.core.events.emit(DeliveryEvent(EventType.STATUS_UNKNOWN, utc_iso(arrived), component, room_id,
                                                provider=st.provider, provider_message_id=st.provider_message_id,
                                                status=st.status, reason=f"delivery id of another room: {target}"))
                 continue
             if event.status == "sent":
-                self._after_commit(target, core.decide(RoomState(target), event, self.policy, component), component)
+                self.core.apply_without_state(target, event, component)
                 continue
             try:
-                self.apply(target, event, component)
+                self.core.apply(target, event, component)
             except Exception as exc:  # noqa: BLE001 - one room's trouble stops no other room's statuses
                 _log_room_failure(component, target, exc)
                 failures.append(exc)
@@ -149,21 +157,21 @@ class StatusHandlers(ServiceCore):
             raise _first_to_raise(failures)
         return applied
 
-    def _apply_receipt_events(self, receipts: list[RecipientReceipt], component: str) -> int:
+    def apply_receipt_events(self, receipts: list[RecipientReceipt], component: str) -> int:
         """Apply each receipt to the rooms sending to its recipient
         (`RoomStore.rooms_sending_to`); returns how many room events were
         applied. Raises what the store raises, after trying every receipt (a
         redelivery repeats the applied ones, which then change nothing)."""
         applied, failures = 0, []
         for receipt in receipts:
-            rooms = self.store.rooms_sending_to(recipient_key(receipt.provider, receipt.recipient))
+            rooms = self.core.store.rooms_sending_to(recipient_key(receipt.provider, receipt.recipient))
             if not rooms:
-                self.events.emit(DeliveryEvent(EventType.STATUS_UNKNOWN, utc_iso(receipt.at_us), component, None,
+                self.core.events.emit(DeliveryEvent(EventType.STATUS_UNKNOWN, utc_iso(receipt.at_us), component, None,
                                                provider=receipt.provider, status=receipt.status,
                                                reason="no room has a message in flight to this recipient"))
             for room_id in rooms:
                 try:
-                    self.apply(room_id, receipt, component)
+                    self.core.apply(room_id, receipt, component)
                     applied += 1
                 except Exception as exc:  # noqa: BLE001 - one room's trouble stops no other room's receipt
                     _log_room_failure(component, room_id, exc)

@@ -21,8 +21,15 @@ from shared.service.core import Reply, ServiceCore
 from shared.shards import ShardCursor
 
 
-class TimerHandlers(ServiceCore):
-    """Timers and the watchdog."""
+class TimerHandlers:
+    """Timers and the watchdog.
+
+    Args:
+        core: applies each event to its room (shared/service/core.py).
+    """
+
+    def __init__(self, core: ServiceCore) -> None:
+        self.core = core
 
     def handle_timer(self, body: bytes) -> Reply:
         """A Cloud Tasks timer. 5xx makes Cloud Tasks retry (its queues retry
@@ -41,7 +48,7 @@ class TimerHandlers(ServiceCore):
             reason = f"not a baton timer: {type(exc).__name__}: {exc}"[:300]
             print(json.dumps({"severity": "ERROR", "message": f"timeout: dropped a task: {reason}"}), flush=True)
             return Reply(200, {"result": "dropped", "error": reason})
-        self.apply(room_id, event, "timeout")
+        self.core.apply(room_id, event, "timeout")
         return Reply(200, {"result": "ok"})
 
     def handle_sweep(self) -> Reply:
@@ -60,7 +67,7 @@ class TimerHandlers(ServiceCore):
         document `room_from_doc` cannot read) is logged (ERROR, with the room
         and the reason) and counted as `failed`; the other rooms go on."""
         started = time.monotonic()
-        budget_end = started + self.settings.sweep_budget_s
+        budget_end = started + self.core.settings.sweep_budget_s
         seen: set[str] = set()
         cursor = ShardCursor()  # each query starts after the rooms the last one gave, rescued or not
         counts = {"overdue": 0, "rescued": 0, "failed": 0, "left": 0}
@@ -69,7 +76,7 @@ class TimerHandlers(ServiceCore):
             if time.monotonic() >= budget_end:
                 return "left"
             try:
-                decision = self.apply(room_id, WatchdogSweep(core.now_us()), "sweep")
+                decision = self.core.apply(room_id, WatchdogSweep(core.now_us()), "sweep")
             except Exception as exc:  # noqa: BLE001 - one room's trouble (even a document we cannot read) stops no other
                 # Left overdue, so it stays in the query and in this log until
                 # it is mended: visible, with its reason, every sweep.
@@ -78,12 +85,12 @@ class TimerHandlers(ServiceCore):
                 return "failed"
             return "rescued" if any(e.event == EventType.WATCHDOG_RESCUED for e in decision.events) else "ok"
 
-        pool = ThreadPoolExecutor(max_workers=self.settings.sweep_concurrency) \
-            if self.settings.sweep_concurrency > 1 else None
+        pool = ThreadPoolExecutor(max_workers=self.core.settings.sweep_concurrency) \
+            if self.core.settings.sweep_concurrency > 1 else None
         try:
             while time.monotonic() < budget_end:
-                before = core.now_us() - self.policy.watchdog_grace_ms * 1000
-                page = self.store.overdue_rooms(before, self.settings.sweep_batch_size, cursor)
+                before = core.now_us() - self.core.policy.watchdog_grace_ms * 1000
+                page = self.core.store.overdue_rooms(before, self.core.settings.sweep_batch_size, cursor)
                 if not page:
                     break
                 # A room rescued to a wake-up still overdue can come back further on: once a sweep.

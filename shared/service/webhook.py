@@ -13,10 +13,20 @@ from dataclasses import asdict
 
 from google.api_core import exceptions as gexc
 
+from shared.config import Settings
 from shared.events import DeliveryEvent, EventType, utc_iso
 from shared.opcounts import op_counts
-from shared.providers.meta_messaging import WEBHOOK_OBJECTS, MessagingItem, parse_messaging
-from shared.providers.whatsapp import PlatformStatus, handshake_challenge, parse_statuses, signature_valid
+from shared.providers.graph import handshake_challenge, signature_valid
+from shared.providers.meta_messaging import MessagingItem
+from shared.providers.registry import (
+    PLATFORMS,
+    Platform,
+    WebhookFormat,
+    by_webhook_object,
+    parse_receipts,
+    parse_statuses,
+)
+from shared.providers.whatsapp import PlatformStatus
 from shared.push import ROOM_ID
 from shared.room import (
     ACK_STATUSES,
@@ -28,7 +38,7 @@ from shared.room import (
     recipient_key,
 )
 from shared.service import core
-from shared.service.core import Reply
+from shared.service.core import Reply, ServiceCore
 from shared.service.inbound import forward_inbound
 from shared.service.sent_proofs import PendingProof, SentProofRecord
 from shared.service.statuses import StatusHandlers
@@ -146,13 +156,23 @@ def check_due_proofs(record: SentProofRecord, store: RoomStore, now: int) -> Non
 ECHO_READ_S = 1.0
 
 
-class WebhookHandlers(StatusHandlers):
+class WebhookHandlers:
     """The `webhook` function: parses and verifies a post, then routes its
-    statuses and receipts through the status handlers it extends."""
+    statuses and receipts through the status handlers it holds.
+
+    Args:
+        core: the rooms' transactions, the settings, the event log and the
+            instance's `sent` proof record (shared/service/core.py).
+        statuses: routes and applies statuses and receipts (statuses.py).
+    """
+
+    def __init__(self, core: ServiceCore, statuses: StatusHandlers) -> None:
+        self.core = core
+        self.statuses = statuses
 
     def handle_handshake(self, args: dict[str, str]) -> Reply:
         """Meta's GET verification of the webhook URL."""
-        challenge = handshake_challenge(args, self.settings.whatsapp_verify_token)
+        challenge = handshake_challenge(args, self.core.settings.whatsapp_verify_token)
         if challenge is None:
             return Reply(403, {"error": "verify token mismatch"})
         return Reply(200, {"challenge": challenge})
@@ -170,7 +190,8 @@ class WebhookHandlers(StatusHandlers):
         in time (`note_sent_proofs`, `_record_sent_proofs`).
 
         Which app signed it: the payload's `object` names the platform
-        (`WEBHOOK_OBJECTS`), and only that platform's app secret is tried, so
+        (`by_webhook_object`, shared/providers/registry.py), and only that
+        platform's app secret is tried, so
         one Meta app serving WhatsApp and Messenger with one secret works. A
         payload that names no enabled platform (no JSON, no `object`, a list
         there) is checked against every enabled app's secret: 401 if none
@@ -182,52 +203,52 @@ class WebhookHandlers(StatusHandlers):
         except (ValueError, UnicodeDecodeError):
             payload = None
         claimed = payload.get("object") if isinstance(payload, dict) else None
-        named = WEBHOOK_OBJECTS.get(claimed) if isinstance(claimed, str) else None
-        if named is not None and named in self.settings.enabled_providers:
-            if not self._signed_by(named, raw, signature):
-                return Reply(401, {"error": f"bad or missing X-Hub-Signature-256 for the {named} app"})
-            provider = named
+        settings = self.core.settings
+        named = by_webhook_object(claimed)
+        if named is not None and named.name in settings.enabled_providers:
+            if not signed_by(settings, named, raw, signature):
+                return Reply(401, {"error": f"bad or missing X-Hub-Signature-256 for the {named.name} app"})
+            platform = named
         else:
-            app = self._signing_app(raw, signature)
+            app = signing_app(settings, raw, signature)
             if app is None:
                 return Reply(401, {"error": "bad or missing X-Hub-Signature-256"})
             if not isinstance(payload, dict) or "object" in payload:
                 shown = claimed if isinstance(payload, dict) else None
                 return Reply(400, {"error": f"not a status webhook: `object` {str(shown)[:80]!r} names no "
                                             f"platform enabled here (PROVIDERS)"})
-            provider = app  # no `object`: read it as the signing app's own format (its parser then judges it)
+            platform = app  # no `object`: read it as the signing app's own format (its parser then judges it)
         try:
             # What baton does not consume goes to the inbound topic first (503 if it cannot: shared/service/inbound.py).
-            forward_inbound(self.inbound, provider, payload, raw, signature, arrived)
-            if provider != "whatsapp":
-                return self._apply_receipts(parse_messaging(payload), arrived)
+            forward_inbound(self.core.inbound, platform.name, payload, raw, signature, arrived)
+            if platform.webhook_format is WebhookFormat.RECEIPTS:
+                return self._apply_receipts(parse_receipts(payload), arrived)
             statuses = parse_statuses(payload)
         except (ValueError, TypeError, AttributeError, KeyError, UnicodeDecodeError) as exc:
             return Reply(400, {"error": f"not a status webhook: {type(exc).__name__}: {exc}"[:300]})
-        ours = self.sender_rates  # this deployment's numbers
+        ours = self.core.sender_rates  # this deployment's numbers
         for st in statuses:
             if st.phone_number_id is not None and st.phone_number_id not in ours:
                 # Meta posts every number of the app's business accounts to one
                 # URL: a number baton does not send from has no message of ours.
-                self.events.emit(DeliveryEvent(EventType.STATUS_IGNORED, utc_iso(arrived), "webhook", None,
-                                               provider="whatsapp", status=st.status,
-                                               provider_message_id=st.provider_message_id,
-                                               reason=f"{IgnoreReason.OTHER_SENDER}: {st.phone_number_id[:20]}"))
+                self.core.events.emit(DeliveryEvent(
+                    EventType.STATUS_IGNORED, utc_iso(arrived), "webhook", None, provider=platform.name,
+                    status=st.status, provider_message_id=st.provider_message_id,
+                    reason=f"{IgnoreReason.OTHER_SENDER}: {st.phone_number_id[:20]}"))
         mine = [st for st in statuses if st.phone_number_id is None or st.phone_number_id in ours]
-        if self.settings.sent_proof:
-            note_sent_proofs(self.sent_proofs, mine, arrived, self.policy.send_timeout_ms,
-                             self.settings.webhook_mode == "direct")
-        queued = [QueuedStatus(st.callback_data or "", st.status, "whatsapp", st.provider_message_id, st.error_code,
-                               st.error_title, st.phone_number_id) for st in statuses
-                  if st.phone_number_id is None or st.phone_number_id in ours]
-        if self.settings.webhook_mode == "queued":
+        if settings.sent_proof:
+            note_sent_proofs(self.core.sent_proofs, mine, arrived, self.core.policy.send_timeout_ms,
+                             settings.webhook_mode == "direct")
+        queued = [QueuedStatus(st.callback_data or "", st.status, platform.name, st.provider_message_id,
+                               st.error_code, st.error_title, st.phone_number_id) for st in mine]
+        if settings.webhook_mode == "queued":
             reply = self._queue_statuses(queued, arrived)
         else:
-            reply = Reply(200, {"statuses": len(statuses), "applied": self._apply_statuses(queued, None, arrived,
-                                                                                           "webhook")})
-            if self.settings.sent_proof:
-                settle_applied(self.sent_proofs, mine)
-        if self.settings.sent_proof:
+            applied = self.statuses.apply_statuses(queued, None, arrived, "webhook")
+            reply = Reply(200, {"statuses": len(statuses), "applied": applied})
+            if settings.sent_proof:
+                settle_applied(self.core.sent_proofs, mine)
+        if settings.sent_proof:
             self._record_sent_proofs(core.now_us())
         return reply
 
@@ -259,7 +280,7 @@ class WebhookHandlers(StatusHandlers):
         counts = op_counts()
         reads, writes = counts.firestore_reads, counts.firestore_writes
         try:
-            check_due_proofs(self.sent_proofs, self.store, now)
+            check_due_proofs(self.core.sent_proofs, self.core.store, now)
         finally:  # the proof's share of this request's counts (bench-core, make cost)
             counts.proof_reads += counts.firestore_reads - reads
             counts.proof_writes += counts.firestore_writes - writes
@@ -285,10 +306,10 @@ class WebhookHandlers(StatusHandlers):
             return None
         if not ROOM_ID.fullmatch(room_id):
             return None
-        self.store.record_echo(room_id, incarnation, seq, attempt, item.timestamp_ms * 1000,
+        self.core.store.record_echo(room_id, incarnation, seq, attempt, item.timestamp_ms * 1000,
                                item.mids[0] if item.mids else None)
         try:
-            state = self.store.read_room(room_id, deadline_s=ECHO_READ_S)
+            state = self.core.store.read_room(room_id, deadline_s=ECHO_READ_S)
         except (gexc.GoogleAPICallError, gexc.RetryError, TimeoutError, ValueError, KeyError, TypeError) as exc:
             # Lost, the kept receipt is judged by a later receipt, or the ack timeout ends the wait.
             print(json.dumps({"severity": "ERROR", "message": f"webhook: room {room_id}: the echo of #{seq} attempt "
@@ -302,22 +323,6 @@ class WebhookHandlers(StatusHandlers):
             return None
         return RecipientReceipt(flight.message.provider, flight.message.recipient, flight.early_watermark_status,
                                 flight.early_watermark_us, (), arrived)
-
-    def _app_secret(self, provider: str) -> str:
-        return {"whatsapp": self.settings.whatsapp_app_secret, "messenger": self.settings.messenger_app_secret,
-                "instagram": self.settings.instagram_app_secret}.get(provider, "")
-
-    def _signed_by(self, provider: str, raw: bytes, signature: str | None) -> bool:
-        """Whether `provider`'s app secret signed `raw` (X-Hub-Signature-256)."""
-        secret = self._app_secret(provider)
-        return bool(secret) and signature_valid(raw, signature, secret)
-
-    def _signing_app(self, raw: bytes, signature: str | None) -> str | None:
-        """The first enabled provider whose app secret signed `raw`, or None."""
-        for provider in ("whatsapp", "messenger", "instagram"):
-            if provider in self.settings.enabled_providers and self._signed_by(provider, raw, signature):
-                return provider
-        return None
 
     def _apply_receipts(self, items: list[MessagingItem], arrived: int) -> Reply:
         """Messenger and Instagram webhooks: an echo of our own send that
@@ -336,7 +341,7 @@ class WebhookHandlers(StatusHandlers):
             if item.kind == "echo" and (kept := self._record_echo(item, arrived)) is not None:
                 receipts.append(kept)
             if item.kind not in ("delivery", "read"):
-                self.events.emit(DeliveryEvent(EventType.STATUS_IGNORED, utc_iso(arrived), "webhook", None,
+                self.core.events.emit(DeliveryEvent(EventType.STATUS_IGNORED, utc_iso(arrived), "webhook", None,
                                                provider=item.provider, reason=f"{item.kind}_webhook",
                                                provider_message_id=item.mids[0] if item.mids else None))
                 continue
@@ -344,14 +349,14 @@ class WebhookHandlers(StatusHandlers):
                                              "delivered" if item.kind == "delivery" else "read",
                                              None if item.watermark_ms is None else item.watermark_ms * 1000,
                                              item.mids, arrived))
-        if self.settings.webhook_mode == "queued":
+        if self.core.settings.webhook_mode == "queued":
             by_key: dict[str, list[RecipientReceipt]] = {}
             for r in receipts:
                 by_key.setdefault(recipient_key(r.provider, r.recipient), []).append(r)
             if by_key:
-                self.status_queue().publish([], [], [RecipientReceipts.of(k, arrived, rs) for k, rs in by_key.items()])
+                self.core.status_queue().publish([], [], [RecipientReceipts.of(k, arrived, rs) for k, rs in by_key.items()])
             return Reply(200, {"receipts": len(items), "queued": len(receipts)})
-        applied = self._apply_receipt_events(receipts, "webhook")
+        applied = self.statuses.apply_receipt_events(receipts, "webhook")
         return Reply(200, {"receipts": len(items), "applied": applied})
 
     def _queue_statuses(self, statuses: list[QueuedStatus], arrived: int) -> Reply:
@@ -361,7 +366,7 @@ class WebhookHandlers(StatusHandlers):
         unroutable: list[Unroutable] = []
         logged_only = 0
         for st in statuses:
-            routed = self._route(st, arrived, "webhook")
+            routed = self.statuses.route(st, arrived, "webhook")
             if routed is None:
                 unroutable.append(Unroutable("no baton delivery id", {"received_at_us": arrived, **asdict(st)}))
                 continue
@@ -369,12 +374,26 @@ class WebhookHandlers(StatusHandlers):
             if event.status == "sent":
                 # Changes nothing in the room (decide answers it without the
                 # room's state): logged here, not queued.
-                self._after_commit(room_id, core.decide(RoomState(room_id), event, self.policy, "webhook"), "webhook")
+                self.core.apply_without_state(room_id, event, "webhook")
                 logged_only += 1
                 continue
             by_room.setdefault(room_id, []).append(st)
         batches = [RoomStatuses(room, arrived, tuple(sts)) for room, sts in by_room.items()]
         if batches or unroutable:
-            self.status_queue().publish(batches, unroutable)
+            self.core.status_queue().publish(batches, unroutable)
         return Reply(200, {"statuses": len(statuses), "queued": sum(len(b.statuses) for b in batches),
                            "rooms": len(batches), "logged": logged_only, "unroutable": len(unroutable)})
+
+
+def signed_by(settings: Settings, platform: Platform, raw: bytes, signature: str | None) -> bool:
+    """Whether `platform`'s app secret signed `raw` (X-Hub-Signature-256)."""
+    secret = platform.app_secret(settings)
+    return bool(secret) and signature_valid(raw, signature, secret)
+
+
+def signing_app(settings: Settings, raw: bytes, signature: str | None) -> Platform | None:
+    """The first enabled platform (registry order) whose app secret signed `raw`, or None."""
+    for platform in PLATFORMS:
+        if platform.name in settings.enabled_providers and signed_by(settings, platform, raw, signature):
+            return platform
+    return None

@@ -66,7 +66,7 @@ def test_an_admin_call_without_a_valid_token_is_refused_and_changes_nothing(stac
 def test_a_caller_who_is_not_an_operator_is_refused_and_changes_nothing(stack, store, room_id, silent):
     assert post_push(stack, room_id, "m1", silent).status_code == 200
     svc = service(stack, store)
-    svc.incident = None
+    svc.core.incident = None
     admin = AdminService.build(svc, AdminSettings("local", ("alice@example.com",), (), "k"))
     pause = json.dumps({"action": "rooms.pause", "args": {"room": room_id, "reason": "hold"}}).encode()
     refused = admin.handle(pause, f"Bearer {local_token('k', 'mallory@example.com')}", stack.url("admin"))
@@ -131,7 +131,7 @@ def test_a_status_that_comes_while_the_switch_is_on_still_acks_and_the_next_mess
                                                                                           silent):
     """In-process (an ack timeout of 30 s, so the status surely comes before it), on the emulators."""
     svc = service(stack, store, ack_timeout_ms=30_000)
-    svc.incident = IncidentSwitch(firestore.Client(project=PROJECT))
+    svc.core.incident = IncidentSwitch(firestore.Client(project=PROJECT))
     assert svc.handle_push(_push(room_id, "m1", silent)).status == 200
     assert sent_by_platform(stack, room_id) == [1]
     try:

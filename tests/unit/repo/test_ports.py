@@ -222,7 +222,7 @@ def test_an_adapter_given_a_counted_client_counts_each_call_once():
 # ---------------------------------------------------------------- the fakes the tools use
 
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def test_no_product_code_or_tool_imports_the_tests():

@@ -73,7 +73,7 @@ def run_receipt_before_return_and_echo(watermark_offset_ms: int, mode: str = "di
     world.settings = dataclasses.replace(world.settings, messenger_app_secret=SECRET, webhook_mode=mode)
     service = build_service(world)
     queue = FakeStatusQueue()
-    service._status_queue = queue  # type: ignore[assignment]
+    service.core._status_queue = queue  # type: ignore[assignment]
     room = "room-k"
     now = world.clock.now_us()
     world.store.apply(room, lambda s: decide(s, Enqueue("m1", "messenger", PSID, "hi", now, now), world.policy, "t"))
@@ -85,7 +85,7 @@ def run_receipt_before_return_and_echo(watermark_offset_ms: int, mode: str = "di
         assert service.handle_status_webhook(body, sign(body, SECRET)).status == 200
         if mode == "queued":
             for published in list(queue.published):
-                service._apply_receipt_events(list(published.events()), "status")
+                service.statuses.apply_receipt_events(list(published.events()), "status")
             queue.published.clear()
         world.store.apply(room, lambda s: decide(s, SendReturned(state.incarnation, 1, 1, SendOutcome.ACCEPTED,
                                                                  now + 300_000, "c", provider_message_id="mid.1"),
@@ -95,7 +95,7 @@ def run_receipt_before_return_and_echo(watermark_offset_ms: int, mode: str = "di
         assert service.handle_status_webhook(body, sign(body, SECRET)).status == 200
         queued = len(queue.published)
         for published in list(queue.published):
-            service._apply_receipt_events(list(published.events()), "status")
+            service.statuses.apply_receipt_events(list(published.events()), "status")
     return world.store.load_room(room).counts, queued
 
 

@@ -171,7 +171,7 @@ def test_no_push_and_no_dead_letter_copy_is_ever_answered_500(body):
 @given(raw=webhook_bodies(), signed=st.booleans(), mode=st.sampled_from(["direct", "queued"]))
 def test_no_webhook_body_is_answered_500_and_a_refused_one_changes_nothing(raw, signed, mode):
     world, service = world_and_service(webhook_mode=mode, messenger_app_secret=SECRET, instagram_app_secret=SECRET)
-    service._status_queue_factory = lambda: world_queue(world)
+    service.core._status_queue_factory = lambda: world_queue(world)
     before = dict(world.store.docs)
     reply = answered(world, lambda: service.handle_status_webhook(raw, sign(raw, SECRET) if signed else "sha256=0"))
     assert_never_500(reply, "webhook")
@@ -195,7 +195,7 @@ def test_no_timer_or_prepare_task_body_is_answered_500(body):
 def test_no_status_queue_push_is_answered_500(data, kind, received):
     world, service = world_and_service(webhook_mode="queued")
     queue = world_queue(world)
-    service._status_queue_factory = lambda: queue
+    service.core._status_queue_factory = lambda: queue
     try:
         decoded = json.loads(data)
         if isinstance(decoded, dict):

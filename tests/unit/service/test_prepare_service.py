@@ -57,7 +57,7 @@ def image_push(world: World, mid: str) -> bytes:
 
 def service_with(world: World, tasks: FakePrepareTasks, preparer: FakePreparer):
     service = build_service(world)
-    service.prepare_tasks, service.preparers = tasks, {"whatsapp": preparer}
+    service.core.prepare_tasks, service.core.preparers = tasks, {"whatsapp": preparer}
     return service
 
 

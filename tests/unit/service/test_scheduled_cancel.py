@@ -58,7 +58,7 @@ def setup():
     world = World(Knobs())
     client = NamedTasksClient()
     service = build_service(world)
-    service.scheduled = ScheduledHold(client, dataclasses.replace(world.settings, project="p"))
+    service.core.scheduled = ScheduledHold(client, dataclasses.replace(world.settings, project="p"))
     return world, service, client
 
 

@@ -42,7 +42,7 @@ def rooms_with_a_send(proof: str, outcomes: dict[str, str | None]):
     room's delivery id."""
     world, service, platforms = three_numbers()
     world.settings = dataclasses.replace(world.settings, whatsapp_sent_proof=proof)
-    service.settings = world.settings
+    service.core.settings = world.settings
     ids = {}
     for i, (room, outcome) in enumerate(outcomes.items()):
         if outcome is not None:

@@ -156,7 +156,7 @@ def test_a_failing_status_is_retried_then_moved_to_the_error_queue_after_max_att
     def bug(*_args, **_kwargs):
         raise KeyError("in_flight")
 
-    monkeypatch.setattr(w.service, "apply", bug)
+    monkeypatch.setattr(w.service.core, "apply", bug)
     for _ in range(2):
         with pytest.raises(KeyError):  # 500: Pub/Sub redelivers
             w.service.handle_status_push(w.push_of(batch))
@@ -172,17 +172,17 @@ def test_a_transient_failure_is_retried_without_limit_and_never_moved_aside(monk
     w = World(max_attempts=2)
     delivery = w.room_in_flight("room-a")
     batch = RoomStatuses("room-a", w.clock.now_us(), (QueuedStatus(delivery, "delivered"),))
-    real_apply = w.service.apply
+    real_apply = w.service.core.apply
 
     def down(*_args, **_kwargs):
         raise gexc.ServiceUnavailable("Firestore down")
 
-    monkeypatch.setattr(w.service, "apply", down)
+    monkeypatch.setattr(w.service.core, "apply", down)
     for _ in range(5):
         with pytest.raises(gexc.ServiceUnavailable):
             w.service.handle_status_push(w.push_of(batch))
     assert w.queue.failures == {} and w.queue.error_queue == []
-    monkeypatch.setattr(w.service, "apply", real_apply)
+    monkeypatch.setattr(w.service.core, "apply", real_apply)
     assert w.service.handle_status_push(w.push_of(batch)).body["applied"] == 1
 
 

@@ -70,7 +70,7 @@ def test_a_receipt_reaches_every_readable_room_of_its_recipient(capsys):
     world.store.docs["room-b-ok"] = messenger_room("room-b-ok", now)
     receipt = RecipientReceipt("messenger", "PSID-1", "delivered", None, ("mid.1",), now + 1000)
     with service_time(world), pytest.raises(KeyError):
-        service._apply_receipt_events([receipt], "webhook")
+        service.statuses.apply_receipt_events([receipt], "webhook")
     assert world.store.load_room("room-b-ok").counts == {"acked": 1}
     assert "room-a-bad" in capsys.readouterr().out
 

@@ -123,7 +123,7 @@ class ScaleWorld:
     def serve(self, function: str) -> DeliveryService:
         """The service as `function`'s instance runs it: with that
         instance's own send window (leases are per process)."""
-        self.service.sender_window = self.windows[function]
+        self.service.core.sender_window = self.windows[function]
         return self.service
 
     @classmethod
