@@ -138,6 +138,21 @@ def left_behind(room_id: str, doc: dict[str, Any] | None) -> dict[str, list[Deli
     return found
 
 
+def concerning(left: dict[str, list[DeliveryEvent]], events: Iterable[DeliveryEvent]) -> dict[str, list[DeliveryEvent]]:
+    """The entries of `left` a read that decides nothing logs: those about
+    a message its own events name (the same `seq` or `message_id`). Such a
+    read is most often a routine one (a `sent` or `read` status, a timer
+    after its attempt ended), and what it finds left will be logged by the
+    room's next write; but the redelivery of a request whose process died
+    after its commit is one too (a duplicate push, status or timer), and it
+    names the message its lost lines were about."""
+    events = list(events)
+    seqs = {e.seq for e in events if e.seq is not None}
+    ids = {e.message_id for e in events if e.message_id is not None}
+    return {key: found for key, found in left.items()
+            if any(e.seq in seqs or (e.message_id is not None and e.message_id in ids) for e in found)}
+
+
 def log_left_behind(room_id: str, left: dict[str, list[DeliveryEvent]], sink: Sink) -> None:
     """Log what `left_behind` found (before the commit that replaces it) and
     note it as logged by this request."""

@@ -153,6 +153,8 @@ class RoomStore(KeptRecords, RoomQueries):
             decision = decide_fn(read)
             # The outbox (shared/outbox.py): log what an earlier write left, before this commit replaces it.
             left = outbox.left_behind(room_id, stored)
+            if decision.state is None:  # a read that decides nothing: only what its own message's lines may be
+                left = outbox.concerning(left, decision.events)
             if left and self.outbox_sink is not None:
                 outbox.log_left_behind(room_id, left, self.outbox_sink)
             if decision.state is None:

@@ -1409,20 +1409,17 @@ def test_found_ack_of_an_earlier_attempt_before_the_resend_call_starts_keeps_the
 
 
 @pytest.mark.parametrize("surfaced", [False, True], ids=["retried_by_the_client", "deadline_exceeded"])
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "shared/store.py RoomStore.apply: after a lost commit answer, the re-read finds another request's write id "
-    "(it committed on top of ours), so the store cannot tell that its own commit landed: it decides again on a "
-    "state that already holds its decision (retried path) or raises (DEADLINE_EXCEEDED path, the request is "
-    "retried); either way the decision's log lines and effects are lost (keeping the last few write ids in the "
-    "document would tell)"))
-def test_found_a_lost_commit_answer_with_another_writer_before_the_reread_loses_the_end_line(surfaced: bool):
+def test_found_a_lost_commit_answer_with_another_writer_before_the_reread_keeps_the_end_line(surfaced: bool):
     """Inv. 3 (the log). m1's timer commits `timed out` and m2's start; the
     answer is lost and, before the store reads the room again, a push of m3
-    commits. The write id is no longer ours: m1 never gets a `timed_out` line
-    (the timer, decided again or retried, finds m1 gone: `timeout_ignored`),
-    and m2's send is lost with the effects: it goes out 7 s later, as a resend
-    of an attempt whose outcome was never recorded."""
-    violates(M1_NEVER_ENDED, ExploreAmbiguityMachine, f"""
+    commits. The write id is no longer ours, so the store cannot tell its
+    commit landed: it decides again (the timer finds m1 gone:
+    `timeout_ignored`) or raises, and m2's send is lost with the effects (it
+    goes out 7 s later, as a resend of an attempt whose outcome was never
+    recorded: the residual docs/architecture.md names). m1's `timed_out`
+    line used to be lost too (xfail, strict); the outbox keeps it: m3's
+    push finds it in the room and logs it before its own commit."""
+    replay(ExploreAmbiguityMachine, f"""
         state.publish(room='room-0', count=2)
         state.lose_next_commit_answer_with_a_writer_between(surfaced={surfaced}, meanwhile='publish')
         state.advance_clock(ms=3250)

@@ -273,6 +273,8 @@ class FakeRoomStore:
             decision, version = self._decide(decide_fn, room_id)
             stored = self.docs.get(room_id)
             left = outbox.left_behind(room_id, stored)  # the outbox, as the real store (shared/outbox.py)
+            if decision.state is None:
+                left = outbox.concerning(left, decision.events)
             if left and self.outbox_sink is not None:
                 outbox.log_left_behind(room_id, left, self.outbox_sink)
             if decision.state is None:
