@@ -21,7 +21,7 @@ Line shape (keys always present, `null` where a field does not apply)::
      "trigger": null, "reason": null, "error_code": null, "error_title": null,
      "published_at": null, "publish_to_send_ms": null,
      "send_to_ack_ms": 84.2, "trigger_to_send_ms": null, "actor": null,
-     "incarnation": 1763810000000000, "event_id": "5f0c2a9e1b7d.0"}
+     "incarnation": 1763810000000000, "event_id": "w5f0c2a9e1b7.0"}
 """
 
 from __future__ import annotations

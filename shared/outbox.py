@@ -13,16 +13,21 @@ How (no Firestore operation added: the document is written anyway):
 - Every room write stores its decision's events in the document's `outbox`
   field, `{write key: [record, ...]}` (`entry`), replacing what was there;
   each event gets the id `"{write key}.{index}"` (`stamped`; the write key is
-  the first `ID_CHARS` of the write id), the `event_id` readers de-duplicate
-  on, per room.
+  `w` and the write id's first characters, `write_key`), the `event_id`
+  readers de-duplicate on, per room.
 - After the commit the service logs them as before, and notes them as logged
   by this request (`logged`).
-- The next transaction on the room (any invocation, the sweep, or a read
-  that decides nothing) finds the entries left (`left_behind`): those this
-  request did not log itself may never have been logged. It logs them
-  *before* its commit (`RoomStore.apply` calls `outbox_sink`), so the commit
-  that replaces them removes only lines already logged; a crash before it
-  leaves them for the next one. A line may so be logged twice, never lost.
+- The next transaction on the room (any invocation, the sweep) finds the
+  entries left (`left_behind`): those this request did not log itself may
+  never have been logged. It logs them *before* its commit
+  (`RoomStore.apply` calls `outbox_sink`; `EventLog.emit_again`, a compact
+  line), so the commit that replaces them removes only lines already
+  logged; a crash before it leaves them for the next one. A line may so be
+  logged twice, never lost. A read that decides nothing logs only the
+  entries its own request may have written (`concerning`: the same
+  component, message and status): the redelivery of a request whose
+  process died (a duplicate push, status or timer), not a routine `sent`
+  or `read` status or a timer after its attempt was acked.
 - A blind write the room makes anyway after the lines were logged (the
   acceptance of a WhatsApp send, `RoomStore.record_accepted`) also deletes
   the entries this request logged (`cleared`), so the common hand-over
@@ -54,7 +59,7 @@ from shared.opcounts import OpCounts, op_counts
 from shared.room import Decision
 
 OUTBOX = "outbox"  # the room document's field
-ID_CHARS = 12  # of the write id in an event id: 48 bits of a uuid4, unique within a room's entries
+ID_CHARS = 12  # of a write key: `w` and 11 hex digits of a uuid4 (44 bits), unique within a room's entries
 
 Sink = Callable[[DeliveryEvent], None]
 
@@ -79,8 +84,10 @@ def sink_of(events: Any) -> Sink:
 
 
 def write_key(write_id: str) -> str:
-    """The key of a write's entry and the prefix of its events' ids."""
-    return write_id[:ID_CHARS]
+    """The key of a write's entry and the prefix of its events' ids: `w` and
+    the write id's first characters, a plain Firestore field name (letters,
+    digits: `outbox.{key}` is a field path `record_accepted` deletes)."""
+    return "w" + write_id[: ID_CHARS - 1]
 
 
 def stamped(decision: Decision, write_id: str | None, incarnation: int) -> Decision:
@@ -138,19 +145,29 @@ def left_behind(room_id: str, doc: dict[str, Any] | None) -> dict[str, list[Deli
     return found
 
 
+def _subjects(event: DeliveryEvent) -> set[tuple[Any, ...]]:
+    """What an event is about, as its request names it: the component that
+    decided it, its message (seq, or message id) and the status it applied."""
+    found: set[tuple[Any, ...]] = set()
+    if event.seq is not None:
+        found.add((event.component, "seq", event.seq, event.status))
+    if event.message_id is not None:
+        found.add((event.component, "id", event.message_id, event.status))
+    return found
+
+
 def concerning(left: dict[str, list[DeliveryEvent]], events: Iterable[DeliveryEvent]) -> dict[str, list[DeliveryEvent]]:
-    """The entries of `left` a read that decides nothing logs: those about
-    a message its own events name (the same `seq` or `message_id`). Such a
-    read is most often a routine one (a `sent` or `read` status, a timer
-    after its attempt ended), and what it finds left will be logged by the
-    room's next write; but the redelivery of a request whose process died
-    after its commit is one too (a duplicate push, status or timer), and it
-    names the message its lost lines were about."""
-    events = list(events)
-    seqs = {e.seq for e in events if e.seq is not None}
-    ids = {e.message_id for e in events if e.message_id is not None}
-    return {key: found for key, found in left.items()
-            if any(e.seq in seqs or (e.message_id is not None and e.message_id in ids) for e in found)}
+    """The entries of `left` a read that decides nothing logs: those its
+    own request may have written (the same component, message and status).
+    Such a read is most often a routine one (a `sent` or `read` status, a
+    timer after its attempt was acked), and what it finds left is logged by
+    the room's next write; but the redelivery of a request whose process
+    died after its commit is one too (a duplicate push, status or timer),
+    and it names what its lost lines were about."""
+    mine: set[tuple[Any, ...]] = set()
+    for event in events:
+        mine |= _subjects(event)
+    return {key: found for key, found in left.items() if any(_subjects(e) & mine for e in found)}
 
 
 def log_left_behind(room_id: str, left: dict[str, list[DeliveryEvent]], sink: Sink) -> None:
