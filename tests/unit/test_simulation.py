@@ -268,9 +268,9 @@ def test_an_end_whose_line_died_with_its_process_is_logged_from_the_outbox(monke
 def test_a_redelivery_that_decides_nothing_logs_what_its_dead_process_left(monkeypatch: pytest.MonkeyPatch) -> None:
     """Seed 53: a timer's process dies after committing `timed_out`, and
     its redelivery is a read that decides nothing (`timeout_ignored`) with
-    no later write in the room. A no-op read logs the entries its own
-    request may have written (`outbox.concerning`: same component, message
-    and status); with no-op reads logging nothing, two ends stay unlogged."""
+    no later write in the room. A no-op read logs the entries about the
+    message it names (`outbox.concerning`: same seq or message id); with
+    no-op reads logging nothing, two ends stay unlogged."""
     assert not run_seed(53).findings
     monkeypatch.setattr(outbox, "concerning", lambda left, events: {})
     lost = [f for f in run_seed(53).findings if f.invariant == "every committed end logged"]
