@@ -65,6 +65,7 @@ STORED_SCHEMA = T.StructType(
 #: 128 MB against 120 MB with dictionaries (both with INT64 times).
 PLAIN_COLUMNS: tuple[str, ...] = (
     "ts", "published_at", "message_id", "seq", "publish_to_send_ms", "send_to_ack_ms", "trigger_to_send_ms",
+    "event_id",
 )  # fmt: skip
 
 

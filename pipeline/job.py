@@ -252,7 +252,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         if not args.rooms_only:
             totals_done = pool.submit(_totals_stage, messages, out)
             advice_done = pool.submit(_advice_stage, messages, out, args)
-            operations_done = pool.submit(_operations_stage, tf.valid_events(lines_df), messages, out)
+            # one line per event id (a line the room's outbox logged twice counts once)
+            operations_done = pool.submit(_operations_stage, tf.distinct_events(tf.valid_events(lines_df)), messages,
+                                          out)
         by_reason, rejects = rejects_done.result()
         rooms, agg = rooms_done.result()
         if not args.rooms_only:

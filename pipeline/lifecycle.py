@@ -25,6 +25,11 @@ rule, in tests/pipeline/test_audit_rules.py:
   put it;
 - *lost*: the last life has no end; *multiple ends*: a life with more than
   one terminal event;
+- a *message* is `(room_id, incarnation, seq)`: a room deleted by TTL and
+  made again (another incarnation) starts its seqs at 1; its ordering and
+  gaps are judged within each incarnation;
+- a line logged twice (the room's outbox, shared/outbox.py: the same
+  `event_id`) counts once (`distinct_events`);
 - *moved*: a placeholder whose push came with a producer `sequence` ahead of
   the room's gave up its place (`sequence_held` under its seq): its message
   enters later under a new seq and ends there, so the placeholder's seq
@@ -95,13 +100,23 @@ def _lives(sends: Column, ends: Column, redrives: Column) -> Column:
     return F.when(F.size(redrives) == 0, one_life).otherwise(F.transform(bounds, life))
 
 
+def distinct_events(events: DataFrame) -> DataFrame:
+    """`events` with one row per (`room_id`, `event_id`): a room transaction's
+    event may be logged twice (shared/outbox.py), with the same id; rows
+    without an id are all kept. Clustered by `room_id` already (as
+    `message_lifecycle` gives it), it needs no shuffle of its own."""
+    once = F.coalesce(F.col("event_id"), F.concat(F.lit("#"), F.monotonically_increasing_id().cast("string")))
+    return events.withColumn("_once", once).dropDuplicates(["room_id", "_once"]).drop("_once")
+
+
 def message_lifecycle(events: DataFrame) -> DataFrame:
-    """One row per message `(room_id, seq)`: how it went from its entry to its end.
+    """One row per message `(room_id, incarnation, seq)`: how it went from its entry to its end.
 
     Input: valid events (`valid_events`). Only `LIFECYCLE_EVENTS` with a
     `seq` and late acks count here (see the module docstring for the rules).
 
-    Output columns: `room_id`, `seq`, `message_id`, `provider`,
+    Output columns: `room_id`, `incarnation` (null in a log written before
+    events carried it), `seq`, `message_id`, `provider`,
     `enqueued_at`, `parked_at` (entered parked), `entered_at` (the earlier),
     `published_at`, `first_sent_at` (first possibly-sent attempt: `sent` or
     `send_unknown`), `last_sent_at` (last `sent`), `ended_at` (the end of
@@ -134,12 +149,13 @@ def message_lifecycle(events: DataFrame) -> DataFrame:
     relevant = events.where(
         F.col("room_id").isNotNull() & F.col("seq").isNotNull() & (ev.isin(*LIFECYCLE_EVENTS) | is_late | is_moved)
     ).repartition("room_id")
+    relevant = distinct_events(relevant)
     first_send = F.min(F.when(is_sent, F.struct("ts", "publish_to_send_ms", "trigger_to_send_ms", "trigger")))
 
     def times(cond: Column) -> Column:
         return F.sort_array(F.collect_list(F.when(cond, F.col("ts"))))
 
-    agg = relevant.groupBy("room_id", "seq").agg(
+    agg = relevant.groupBy("room_id", "incarnation", "seq").agg(
         F.max("message_id").alias("message_id"),
         F.max("provider").alias("provider"),
         F.min(F.when(ev == "enqueued", F.col("ts"))).alias("enqueued_at"),
@@ -172,6 +188,7 @@ def message_lifecycle(events: DataFrame) -> DataFrame:
     skipped = outcome == "skipped"
     return lives.select(
         "room_id",
+        "incarnation",
         "seq",
         "message_id",
         "provider",
@@ -268,7 +285,7 @@ def room_summary(messages: DataFrame) -> DataFrame:
     each message's `head` row only, so a message counts once.
     """
     m = messages.select(
-        "room_id", "seq", "provider", "enqueued_at", "parked_at", "entered_at", "first_sent_at", "ended_at",
+        "room_id", "incarnation", "seq", "provider", "enqueued_at", "parked_at", "entered_at", "first_sent_at", "ended_at",
         "outcome", "resends", "unknown_sends", "send_failures", "redrives", "multiple_ends", "late_ack_ms",
         "head_of_line_wait_ms", "in_flight_ms", "lives",
     ).repartition("room_id")  # fmt: skip
@@ -276,7 +293,11 @@ def room_summary(messages: DataFrame) -> DataFrame:
     # bytes (78 MB instead of 151 MB at 10M events; the window keeps this partitioning)
     sweep = Window.partitionBy("room_id").orderBy("_c.t", "_c.delta", "seq")
     upto = sweep.rowsBetween(Window.unboundedPreceding, 0)
-    before = sweep.rowsBetween(Window.unboundedPreceding, -1)
+    # ordering and gaps are judged within an incarnation (its seqs start at 1)
+    before = Window.partitionBy("room_id", "incarnation").orderBy("_c.t", "_c.delta", "seq").rowsBetween(
+        Window.unboundedPreceding, -1
+    )
+    life = Window.partitionBy("room_id", "incarnation")
     is_send = F.col("_c.delta") == 1
     head = F.col("_c.head")
     ordered_send = is_send & F.col("_c.ordered")
@@ -285,6 +306,7 @@ def room_summary(messages: DataFrame) -> DataFrame:
         F.sum("_c.delta").over(upto).alias("_in_flight"),
         # the highest seq first sent (in its first life) before this send, in (time, seq) order
         F.max(F.when(ordered_send, F.col("seq"))).over(before).alias("_max_seq_before"),
+        F.max(F.when(F.col("entered_at").isNotNull(), F.col("seq"))).over(life).alias("_max_entered"),
     )
 
     def once(cond: Column) -> Column:
@@ -308,8 +330,11 @@ def room_summary(messages: DataFrame) -> DataFrame:
         F.count(F.when(ordered_send & (F.col("seq") < F.col("_max_seq_before")), 1)).alias("ordering_violations"),
         F.coalesce(F.max("_in_flight"), F.lit(0)).alias("max_in_flight"),
         F.count(F.when(is_send & (F.col("_in_flight") > 1), 1)).alias("in_flight_violations"),
-        # seq numbers in 1..max(entered seq) that never entered (queued or parked)
-        (F.coalesce(F.max(F.when(entered, F.col("seq"))), F.lit(0)) - once(entered)).alias("gaps"),
+        # seq numbers in 1..max(entered seq) of each incarnation that never entered (queued or parked)
+        (
+            F.coalesce(F.sum(F.when(head & entered & (F.col("seq") == F.col("_max_entered")), F.col("seq"))), F.lit(0))
+            - once(entered)
+        ).alias("gaps"),
         once(F.col("multiple_ends")).alias("multiple_ends"),
         once(F.col("ended_at").isNotNull()).alias("_ended"),
         F.max("head_of_line_wait_ms").alias("longest_head_of_line_wait_ms"),
@@ -354,7 +379,7 @@ def ordering_audit(messages: DataFrame) -> DataFrame:
       docstring); an end and a send at the same microsecond count as end first;
     - `in_flight_violations`: sends (of any life) made while another message
       was in flight;
-    - `gaps`: seq numbers in 1..max(entered seq) that never entered;
+    - `gaps`: seq numbers in 1..max(entered seq), per incarnation, that never entered;
     - `lost`: messages whose last life has no end; `multiple_ends`: messages
       with a life of more than one terminal event;
     - `sends_in_order`, `single_in_flight`, `none_lost`, `no_gaps`,

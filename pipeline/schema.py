@@ -54,7 +54,7 @@ READ_FIELDS: tuple[str, ...] = tuple(
     in (
         "log_type", "schema_version", "event", "ts", "room_id", "seq", "attempt", "message_id", "provider",
         "trigger", "reason", "error_code", "error_title", "published_at", "publish_to_send_ms", "send_to_ack_ms",
-        "trigger_to_send_ms", "actor",
+        "trigger_to_send_ms", "actor", "incarnation", "event_id",
     )
 )  # fmt: skip
 #: The typed event columns the parse keeps (and compaction stores): `READ_FIELDS`

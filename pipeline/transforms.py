@@ -33,6 +33,7 @@ from pipeline.lifecycle import (  # noqa: F401 - the lifecycle and audit, re-exp
     LATE_ACK,
     MOVED,
     OUTCOMES,
+    distinct_events,
     message_lifecycle,
     ms_between,
     ordering_audit,

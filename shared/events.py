@@ -20,7 +20,8 @@ pipeline's declared schema, the console's timeline, `tools.local.audit.read_even
      "room_id": "room-7", "seq": 3, "attempt": 1, "message_id": "m-...",
      "provider": "whatsapp", "delivery_id": "3.1.1763810717123.hd7v4lrwu8.room-7",
      "provider_message_id": "wamid....", "status": "delivered",
-     "send_to_ack_ms": 84.2}
+     "send_to_ack_ms": 84.2, "incarnation": 1763810000000000,
+     "event_id": "w5f0c2a9e1b7.0"}
 
 Leaving the nulls out is a quarter of a typical line's bytes, and every
 line is paid for once ingested into Cloud Logging (docs/cost.md).
@@ -170,6 +171,15 @@ class DeliveryEvent:
       send call (on `sent`): the head-of-line hand-over delay.
     - `actor`: who did an operator action (`paused`, `resumed`, `redriven`,
       `skipped`, `operator_ignored`, `statuses_replayed`), else null.
+    - `incarnation`: the room's incarnation (its document's creation time,
+      epoch us; shared/room) the event belongs to: a room deleted by TTL and
+      made again starts its seqs at 1, so a message is (room, incarnation,
+      seq). Taken from `delivery_id` when not given; null when unknown.
+    - `event_id`: `"{write id}.{index}"`, unique per room, on the events a
+      room transaction decided (shared/outbox.py): such an event may be
+      logged twice (once after the commit, once more by a later transaction
+      that found it in the room's outbox); readers keep one line per
+      (`room_id`, `event_id`). Null on the other events.
     """
 
     event: EventType
@@ -192,6 +202,8 @@ class DeliveryEvent:
     send_to_ack_ms: float | None = None
     trigger_to_send_ms: float | None = None
     actor: str | None = None
+    incarnation: int | None = None
+    event_id: str | None = None
 
     def to_record(self) -> dict[str, Any]:
         """The JSON object written for this event (see the module docstring):
@@ -199,6 +211,8 @@ class DeliveryEvent:
         # `room_id` stays even when null: the line's subject (none: a status of an unknown delivery, ...).
         body = {k: v for k, v in asdict(self).items() if v is not None or k == "room_id"}
         body["event"] = str(self.event)
+        if self.incarnation is None and self.delivery_id is not None:
+            body["incarnation"] = incarnation_of(self.delivery_id)
         label = f"{self.event} {self.room_id}"
         if self.seq is not None:
             label += f"#{self.seq}.{self.attempt}" if self.attempt else f"#{self.seq}"
@@ -239,7 +253,21 @@ EVENT_FIELDS: dict[str, str] = {
     "send_to_ack_ms": "number",
     "trigger_to_send_ms": "number",
     "actor": "string",
+    "incarnation": "integer",
+    "event_id": "string",
 }
+
+
+def incarnation_of(delivery_id: str) -> int | None:
+    """The room incarnation a delivery id names (`shared.room.make_delivery_id`:
+    its fourth dot-separated part, base 36), or None when it is not one."""
+    parts = delivery_id.split(".", 4)
+    if len(parts) != 5:
+        return None
+    try:
+        return int(parts[3], 36) or None
+    except ValueError:
+        return None
 
 
 def utc_iso(epoch_us: int) -> str:
@@ -307,11 +335,23 @@ class EventLog:
         self.events: list[DeliveryEvent] = []
 
     def emit(self, event: DeliveryEvent) -> None:
+        self._emit(event, compact=False)
+
+    def emit_again(self, event: DeliveryEvent) -> None:
+        """Log an event a room's outbox kept (shared/outbox.py), which may
+        have been logged already: its non-null keys only (a reader takes a
+        missing key as null), to spend fewer Cloud Logging bytes on a line
+        that is most often a duplicate."""
+        self._emit(event, compact=True)
+
+    def _emit(self, event: DeliveryEvent, compact: bool) -> None:
         if self._quiet and (str(event.event) in self._quiet or f"{event.event}:{event.reason}" in self._quiet):
             return
         if self._keep:
             self.events.append(event)
         record = event.to_record()
+        if compact:
+            record = {k: v for k, v in record.items() if v is not None}
         if (trace := _request_trace.get()) is not None:
             record.update(trace)
         self._writer.write(record)

@@ -38,6 +38,7 @@ from google.api_core import exceptions as gexc
 from google.api_core.retry import Retry, if_transient_error
 from google.cloud import firestore
 
+from shared import outbox
 from shared.clock import SYSTEM_CLOCK
 from shared.config import ENV_VARS
 from shared.firestore_calls import FirestoreCalls
@@ -95,6 +96,10 @@ class RoomStore:
             and the watchdog's and the operators' queries ask every shard.
         clock: the time of `expire_at` and of the records' stamps.
     """
+
+    # Logs the events a transaction finds left in the room's outbox, before
+    # its commit replaces them (shared/outbox.py); the service sets it.
+    outbox_sink: outbox.Sink | None = None
 
     def __init__(self, client: firestore.Client, retention_hours: int, max_attempts: int = 10,
                  deadline_s: float = 10.0, index_shards: int = DEFAULT_INDEX_SHARDS,
@@ -181,13 +186,24 @@ class RoomStore:
                 counts.firestore_writes += unconfirmed[2]
                 return unconfirmed[1]
             unconfirmed = None
-            decision = decide_fn(room_from_doc(room_id, stored))
+            read = room_from_doc(room_id, stored)
+            decision = decide_fn(read)
+            # The outbox (shared/outbox.py): log what an earlier write left, before this commit replaces it.
+            left = outbox.left_behind(room_id, stored)
+            if decision.state is None:  # a read that decides nothing: only what its own message's lines may be
+                left = outbox.concerning(left, decision.events)
+            if left and self.outbox_sink is not None:
+                outbox.log_left_behind(room_id, left, self.outbox_sink)
             if decision.state is None:
-                return decision
+                return outbox.stamped(decision, None, read.incarnation)
             expire_at = self._expire_at()
             write_id = uuid.uuid4().hex
-            doc = {**room_to_doc(decision.state), WRITE_ID: write_id, SHARD_FIELD: index_shard(room_id, self._shards),
-                   "expire_at": None if decision.state.holds_messages or decision.state.paused else expire_at}
+            state = decision.state
+            decision = outbox.stamped(decision, write_id, state.incarnation)
+            doc = {**room_to_doc(state), WRITE_ID: write_id, SHARD_FIELD: index_shard(room_id, self._shards),
+                   "expire_at": None if state.holds_messages or state.paused else expire_at,
+                   outbox.OUTBOX: outbox.entry(decision, write_id,
+                                               outbox.carried(stored, left) if self.outbox_sink is None else None)}
             batch = self._db.batch()
             if snap.exists:
                 batch.update(ref, doc, option=self._db.write_option(last_update_time=snap.update_time))
@@ -235,8 +251,11 @@ class RoomStore:
                 outcome was never recorded, and holds it past the send window).
         """
         key = acceptance_key(incarnation, seq, attempt)
+        # The same write deletes the outbox entries this request logged (shared/outbox.py).
+        fields: dict[str, Any] = {f"accepted.{key}": deadline_us,
+                                  **dict.fromkeys(outbox.cleared(room_id), firestore.DELETE_FIELD)}
         try:
-            self.room_ref(room_id).update({f"accepted.{key}": deadline_us}, **self._call)
+            self.room_ref(room_id).update(fields, **self._call)
         except gexc.NotFound:
             return  # no such room: nothing waits for this send
         op_counts().firestore_writes += 1

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from google.api_core import exceptions as gexc
 from tenacity import retry, retry_if_exception_type, stop_after_attempt, wait_exponential
 
+from shared import outbox
 from shared.config import Settings
 from shared.events import METRICS_LOG_TYPE, DeliveryEvent, EventLog, EventType, JsonLineWriter, utc_iso
 from shared.outcomes import OutcomePublisher, outcome_record
@@ -118,6 +119,7 @@ class ServiceCore:
         self.timers = timers
         self.senders = senders
         self.events = events
+        store.outbox_sink = outbox.sink_of(events)  # shared/outbox.py: what an earlier write left, logged before a commit
         self._metrics = JsonLineWriter(settings.metrics_log_path, stdout=False) if settings.metrics_log_path else None
 
     def status_queue(self) -> StatusQueue:
@@ -164,6 +166,7 @@ class ServiceCore:
                     self.events.emit(ev)
                     if self.outcomes is not None and (record := outcome_record(ev)) is not None:
                         ended.append(record)
+                outbox.logged(room_id, d.events)  # shared/outbox.py: a later write of this request may clear them
                 for effect in d.effects:
                     if isinstance(effect, CancelTimer):
                         cancels.append(effect)  # last: the next message's send does not wait for it

@@ -5,7 +5,8 @@ implementation to check the Spark one against.
     python -m tools.bench.duckdb_reference --input EVENTS.jsonl --output rooms.parquet
 
 Same definitions as the Spark transforms (`pipeline.lifecycle`, the
-`moved` outcome of a placeholder's seq given up included), computed
+`moved` outcome of a placeholder's seq given up, a message keyed by room,
+incarnation and seq, and one line per `event_id` included), computed
 another way: each event is given its life by a window over the message's
 events (Spark builds the lives from arrays per message). It reads the
 plain line format only, and skips lines that are not valid events instead of
@@ -78,42 +79,45 @@ def rooms_sql(path: str, source: str = "json") -> str:
     sends = f"event IN ({_q(SEND_EVENTS)})"
     return f"""
 WITH ev AS (
-  SELECT room_id, seq, event, reason, ts, send_to_ack_ms
+  -- a message is (room, incarnation, seq): -1 stands for an incarnation the line does not carry;
+  -- a line logged twice (the room's outbox: the same event_id) counts once
+  SELECT room_id, coalesce(incarnation, -1) AS inc, seq, event, reason, ts, send_to_ack_ms
   FROM {scan} room_id IS NOT NULL AND seq IS NOT NULL
     AND (event IN ({_q(LIFECYCLE_EVENTS)}) OR {late} OR {moved})
+  QUALIFY event_id IS NULL OR row_number() OVER (PARTITION BY room_id, event_id ORDER BY ts) = 1
 ),
 first_end AS (
-  SELECT room_id, seq, min(ts) FILTER ({terminal}) AS fe FROM ev GROUP BY room_id, seq
+  SELECT room_id, inc, seq, min(ts) FILTER ({terminal}) AS fe FROM ev GROUP BY room_id, inc, seq
 ),
 -- each event's life: how many redrives after the message's first end (a dead
 -- letter released) came at or before it; a redrive counts before an event at its time
 lived AS (
   SELECT e.*, sum(CASE WHEN e.event = 'redriven' AND e.ts > f.fe THEN 1 ELSE 0 END)
-                OVER (PARTITION BY e.room_id, e.seq ORDER BY e.ts, (e.event = 'redriven') DESC
+                OVER (PARTITION BY e.room_id, e.inc, e.seq ORDER BY e.ts, (e.event = 'redriven') DESC
                       ROWS UNBOUNDED PRECEDING) AS life
-  FROM ev e JOIN first_end f ON e.room_id = f.room_id AND e.seq = f.seq
+  FROM ev e JOIN first_end f ON e.room_id = f.room_id AND e.inc = f.inc AND e.seq = f.seq
 ),
 life AS (
-  SELECT room_id, seq, life,
+  SELECT room_id, inc, seq, life,
          min(ts) FILTER ({sends}) AS start,
          min(ts) FILTER ({terminal}) AS ended,
          arg_min(event, ts) FILTER ({terminal}) AS outcome,
          count(*) FILTER ({terminal}) AS ends,
          count(*) FILTER ({moved}) AS moves
-  FROM lived GROUP BY room_id, seq, life
+  FROM lived GROUP BY room_id, inc, seq, life
 ),
 last_life AS (
-  SELECT room_id, seq, max(life) AS last, bool_or(ends > 1) AS multi, sum(moves) > 0 AS moved
-  FROM life GROUP BY room_id, seq
+  SELECT room_id, inc, seq, max(life) AS last, bool_or(ends > 1) AS multi, sum(moves) > 0 AS moved
+  FROM life GROUP BY room_id, inc, seq
 ),
 -- the last life's end; with none, `moved` if the seq gave up its place, else `lost`
 fin AS (
-  SELECT l.room_id, l.seq, coalesce(l.outcome, CASE WHEN x.moved THEN 'moved' END, 'lost') AS outcome,
+  SELECT l.room_id, l.inc, l.seq, coalesce(l.outcome, CASE WHEN x.moved THEN 'moved' END, 'lost') AS outcome,
          l.ended, x.multi
-  FROM life l JOIN last_life x ON l.room_id = x.room_id AND l.seq = x.seq AND l.life = x.last
+  FROM life l JOIN last_life x ON l.room_id = x.room_id AND l.inc = x.inc AND l.seq = x.seq AND l.life = x.last
 ),
 msg AS (
-  SELECT e.room_id, e.seq,
+  SELECT e.room_id, e.inc, e.seq,
          min(ts) FILTER (event = 'enqueued') AS enq,
          min(ts) FILTER (event = 'parked') AS parked,
          min(ts) FILTER ({sends}) AS first_sent,
@@ -123,14 +127,14 @@ msg AS (
          count(*) FILTER (event = 'redriven') AS redrives,
          min(send_to_ack_ms) FILTER ({late}) AS late_ack_ms,
          any_value(f.outcome) AS outcome, any_value(f.ended) AS ended, any_value(f.multi) AS multi
-  FROM ev e JOIN fin f ON e.room_id = f.room_id AND e.seq = f.seq
-  GROUP BY e.room_id, e.seq
+  FROM ev e JOIN fin f ON e.room_id = f.room_id AND e.inc = f.inc AND e.seq = f.seq
+  GROUP BY e.room_id, e.inc, e.seq
 ),
 -- ordering reads the first life's first send only: a message first sent after
 -- a redrive (all its first life's sends refused) goes where the operator put it
 ord AS (
   SELECT room_id, count(*) AS messages_sent, count(*) FILTER (seq < prev_max) AS ordering_violations
-  FROM (SELECT room_id, seq, max(seq) OVER (PARTITION BY room_id ORDER BY start, seq
+  FROM (SELECT room_id, seq, max(seq) OVER (PARTITION BY room_id, inc ORDER BY start, seq
                                            ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS prev_max
         FROM life WHERE life = 0 AND start IS NOT NULL)
   GROUP BY room_id
@@ -162,21 +166,27 @@ per_room AS (
          sum(unknown_sends) AS unknown_sends,
          sum(send_failures) AS send_failures,
          sum(redrives) AS redrives,
-         coalesce(max(seq) FILTER (enq IS NOT NULL OR parked IS NOT NULL), 0)
-           - count(*) FILTER (enq IS NOT NULL OR parked IS NOT NULL) AS gaps,
          count(*) FILTER (multi) AS multiple_ends,
          max(epoch_us(first_sent) - epoch_us(least(enq, parked))) / 1000.0 AS longest_head_of_line_wait_ms,
          (epoch_us(max(ended)) - epoch_us(min(first_sent))) / 1e6 AS active_s,
          count(ended) AS ended_n
   FROM msg GROUP BY room_id
+),
+-- seq numbers in 1..max(entered seq) of each incarnation that never entered
+gaps AS (
+  SELECT room_id, sum(g) AS gaps
+  FROM (SELECT room_id, coalesce(max(seq) FILTER (enq IS NOT NULL OR parked IS NOT NULL), 0)
+                          - count(*) FILTER (enq IS NOT NULL OR parked IS NOT NULL) AS g
+        FROM msg GROUP BY room_id, inc)
+  GROUP BY room_id
 )
 SELECT p.room_id, p.messages, p.enqueued, p.entered_parked, p.acked, p.timed_out, p.failed, p.dead_lettered,
        p.skipped, p.lost, p.late_acks, p.duplicates_sent, p.unknown_sends, p.send_failures, p.redrives,
        coalesce(o.messages_sent, 0) AS messages_sent, coalesce(o.ordering_violations, 0) AS ordering_violations,
        coalesce(f.max_in_flight, 0) AS max_in_flight, coalesce(f.in_flight_violations, 0) AS in_flight_violations,
-       p.gaps, p.multiple_ends, p.longest_head_of_line_wait_ms, p.active_s,
+       g.gaps, p.multiple_ends, p.longest_head_of_line_wait_ms, p.active_s,
        CASE WHEN p.active_s > 0 THEN p.ended_n / p.active_s END AS messages_per_s
-FROM per_room p LEFT JOIN ord o USING (room_id) LEFT JOIN flight f USING (room_id)
+FROM per_room p JOIN gaps g USING (room_id) LEFT JOIN ord o USING (room_id) LEFT JOIN flight f USING (room_id)
 """
 
 

@@ -47,10 +47,13 @@ def make_workload(rooms: int, per_room: int, seed: int = 1, prefix: str = "room"
 
 
 def read_events(path: Path) -> list[dict[str, Any]]:
-    """The delivery event lines of a log file (other lines are skipped)."""
+    """The delivery event lines of a log file (other lines are skipped), one
+    per (`room_id`, `event_id`): a room transaction's line may be logged
+    twice (the room's outbox, shared/outbox.py)."""
     if not path.exists():
         return []
     out = []
+    seen: set[tuple[Any, Any]] = set()
     with path.open(encoding="utf-8") as fh:
         for line in fh:
             try:
@@ -58,6 +61,10 @@ def read_events(path: Path) -> list[dict[str, Any]]:
             except ValueError:
                 continue
             if rec.get("log_type") == "baton.delivery":
+                if rec.get("event_id") is not None:
+                    if (rec.get("room_id"), rec["event_id"]) in seen:
+                        continue
+                    seen.add((rec.get("room_id"), rec["event_id"]))
                 out.append({**_ABSENT, **rec})  # a field left out of the line is null (shared/events.py)
     return out
 

@@ -1409,37 +1409,37 @@ def test_found_ack_of_an_earlier_attempt_before_the_resend_call_starts_keeps_the
 
 
 @pytest.mark.parametrize("surfaced", [False, True], ids=["retried_by_the_client", "deadline_exceeded"])
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "shared/store.py RoomStore.apply: after a lost commit answer, the re-read finds another request's write id "
-    "(it committed on top of ours), so the store cannot tell that its own commit landed: it decides again on a "
-    "state that already holds its decision (retried path) or raises (DEADLINE_EXCEEDED path, the request is "
-    "retried); either way the decision's log lines and effects are lost (keeping the last few write ids in the "
-    "document would tell)"))
-def test_found_a_lost_commit_answer_with_another_writer_before_the_reread_loses_the_end_line(surfaced: bool):
+def test_found_a_lost_commit_answer_with_another_writer_before_the_reread_keeps_the_end_line(surfaced: bool):
     """Inv. 3 (the log). m1's timer commits `timed out` and m2's start; the
     answer is lost and, before the store reads the room again, a push of m3
-    commits. The write id is no longer ours: m1 never gets a `timed_out` line
-    (the timer, decided again or retried, finds m1 gone: `timeout_ignored`),
-    and m2's send is lost with the effects: it goes out 7 s later, as a resend
-    of an attempt whose outcome was never recorded."""
-    violates(M1_NEVER_ENDED, ExploreAmbiguityMachine, f"""
+    commits. The write id is no longer ours, so the store cannot tell its
+    commit landed: it decides again (the timer finds m1 gone:
+    `timeout_ignored`) or raises, and m2's send is lost with the effects (it
+    goes out 7 s later, as a resend of an attempt whose outcome was never
+    recorded: the residual docs/architecture.md names). m1's `timed_out`
+    line used to be lost too (xfail, strict); the outbox keeps it: m3's
+    push finds it in the room and logs it before its own commit."""
+    replay(ExploreAmbiguityMachine, f"""
         state.publish(room='room-0', count=2)
         state.lose_next_commit_answer_with_a_writer_between(surfaced={surfaced}, meanwhile='publish')
         state.advance_clock(ms=3250)
     """)
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "shared/service/ logs a decision's events after its commit: a process that dies between the two loses "
-    "them for good (the redelivered push is a duplicate); only events kept with the commit (an outbox) would last"))
-def test_found_a_crash_right_after_a_commit_loses_its_log_lines():
-    """Inv. 3 (the log). The process dies right after m1's push committed:
-    the redelivered push is a recognised duplicate (it re-arms the timer), and
-    m1 is delivered and ends, but it never has an `enqueued` line."""
-    violates(r"inv\. 3 \(the log\): room-0 held \['0m1'\] with no enqueued", ExploreAmbiguityMachine, """
+def test_found_a_crash_right_after_a_commit_loses_no_log_line():
+    """Inv. 3 (the log; fixed by the outbox, shared/outbox.py). The process
+    dies right after m1's push committed: the redelivered push is a
+    recognised duplicate (it re-arms the timer), and m1 is delivered and
+    ends. Before the outbox it never had an `enqueued` line (the lines were
+    lost with the process); now the redelivery's read finds the line in the
+    room's outbox and logs it, with its event id."""
+    state = replay(ExploreAmbiguityMachine, """
         state.crash_after_next_commit()
         state.publish(room='room-0')
     """)
+    enqueued = [e for e in state.world.events.events if e.event is EventType.ENQUEUED and e.room_id == "room-0"]
+    assert enqueued and {e.event_id for e in enqueued} == {enqueued[0].event_id} and enqueued[0].event_id
+    assert enqueued[0].incarnation
 
 
 def test_found_a_never_seen_dead_letter_copy_is_parked_behind_an_awaited_earlier_message():

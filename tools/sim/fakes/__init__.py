@@ -19,6 +19,7 @@ from typing import Any, overload
 
 from google.api_core import exceptions as gexc
 
+from shared import outbox
 from shared.events import DeliveryEvent
 from shared.providers import SendOutcome, SendResult
 from shared.room import (
@@ -120,6 +121,16 @@ def _copy(doc: dict[str, Any] | None) -> dict[str, Any] | None:
     return None if doc is None else pickle.loads(pickle.dumps(doc))
 
 
+def _b36(n: int) -> str:
+    """`n` in base 36: write ids short enough for the outbox's write keys (shared/outbox.py, ID_CHARS)."""
+    digits = ""
+    while True:
+        n, r = divmod(n, 36)
+        digits = "0123456789abcdefghijklmnopqrstuvwxyz"[r] + digits
+        if n == 0:
+            return digits
+
+
 @dataclass
 class _CommitFault:
     kind: str  # "fail" (nothing written), "lost_answer" (retried by the client), "surfaced", "crash_after"
@@ -167,6 +178,8 @@ class FakeRoomStore:
     - `foreign_writes`: a write to a room outside `allowed_rooms[-1]` (inv. 6).
     """
 
+    _stores = 0  # stores made in this process
+
     def __init__(self, clock: SimClock, retention_ms: int = 48 * 3600 * 1000, max_attempts: int = 10,
                  recognise_own_writes: bool = True, index_shards: int = DEFAULT_INDEX_SHARDS) -> None:
         self._clock = clock
@@ -181,6 +194,10 @@ class FakeRoomStore:
         self.scheduled: dict[tuple[str, str], dict[str, Any]] = {}  # (room, message id) -> its scheduled record
         self.commits = 0
         self._write_ids = 0
+        # Write ids unique across stores, as the real store's uuids are: the outbox (shared/outbox.py)
+        # remembers per request (or per thread outside one) which writes' lines it logged.
+        FakeRoomStore._stores += 1
+        self._write_prefix = f"{_b36(FakeRoomStore._stores)}w"
         self.probe: Callable[[], Any] | None = None
         self.decide_side_effects: list[str] = []
         self.allowed_rooms: list[frozenset[str] | None] = []
@@ -188,10 +205,13 @@ class FakeRoomStore:
         self._commit_fault: _CommitFault | None = None
         self._contend: list[Meanwhile | None] = []
         self._accept_fault: str | None = None
+        self._carried: dict[str, Any] | None = None
         # Called with the room id between each transaction attempt's read
         # (and decide) and its commit: the simulation yields to its other
         # invocations there, so their commits make this one's precondition fail.
         self.between_read_and_commit: Callable[[str], None] | None = None
+        # As RoomStore.outbox_sink: logs what a transaction finds left in the outbox (shared/outbox.py).
+        self.outbox_sink: outbox.Sink | None = None
 
     # -- faults
 
@@ -236,12 +256,15 @@ class FakeRoomStore:
         assert decision.state is not None
         self._check_owner(room_id, "room write")
         self._write_ids += 1
-        write_id = f"w{self._write_ids}"
+        write_id = f"{self._write_prefix}{_b36(self._write_ids)}"
         # As the real store: no expiry while the room holds a message or is paused.
         holds = decision.state.holds_messages or decision.state.paused
+        carried = self._carried
+        self._carried = None
         self.docs[room_id] = _copy({**room_to_doc(decision.state), WRITE_ID: write_id,
                                     SHARD_FIELD: index_shard(room_id, self.index_shards),
-                                    "expire_at": None if holds else self._clock.now_us() + self.retention_ms * 1000})
+                                    "expire_at": None if holds else self._clock.now_us() + self.retention_ms * 1000,
+                                    outbox.OUTBOX: outbox.entry(decision, write_id, carried)})
         self.versions[room_id] = self.versions.get(room_id, 0) + 1
         for effect in decision.dead_letters:
             self.dead_letters[f"{effect.room_id}:{effect.incarnation}:{effect.message.seq}"] = effect
@@ -256,8 +279,14 @@ class FakeRoomStore:
                 return unconfirmed[1]  # our own commit landed: its decision stands
             unconfirmed = None
             decision, version = self._decide(decide_fn, room_id)
+            stored = self.docs.get(room_id)
+            left = outbox.left_behind(room_id, stored)  # the outbox, as the real store (shared/outbox.py)
             if decision.state is None:
-                return decision
+                left = outbox.concerning(left, decision.events)
+            if left and self.outbox_sink is not None:
+                outbox.log_left_behind(room_id, left, self.outbox_sink)
+            if decision.state is None:
+                return outbox.stamped(decision, None, stored.get("incarnation", 0) if stored else 0)
             if self.between_read_and_commit is not None:
                 self.between_read_and_commit(room_id)
             if self._contend:
@@ -271,6 +300,10 @@ class FakeRoomStore:
             fault, self._commit_fault = self._commit_fault, None
             if fault is not None and fault.kind == "fail":
                 raise gexc.ServiceUnavailable("injected: Firestore commit failed")
+            self._carried = outbox.carried(stored, left) if self.outbox_sink is None else None
+            # Its events' ids name the id `_write` gives this write (its counter's next value).
+            decision = outbox.stamped(decision, f"{self._write_prefix}{_b36(self._write_ids + 1)}",
+                                      decision.state.incarnation)
             write_id = self._write(room_id, decision)
             if fault is None:
                 return decision
@@ -303,6 +336,8 @@ class FakeRoomStore:
             return  # NotFound: nothing waits for this send
         self._check_owner(room_id, "acceptance write")
         doc.setdefault("accepted", {})[acceptance_key(incarnation, seq, attempt)] = deadline_us
+        for path in outbox.cleared(room_id):  # the same write deletes the outbox entries this request logged
+            (doc.get(outbox.OUTBOX) or {}).pop(path.split(".", 1)[1], None)
         self.versions[room_id] = self.versions.get(room_id, 0) + 1
         if fault == "after_write":
             raise gexc.DeadlineExceeded("injected: the acceptance landed, its answer was lost")

@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from tools.sim.simulation.checks import INVARIANTS, KNOWN_GAP
+from tools.sim.simulation.checks import INVARIANTS
 from tools.sim.simulation.run import SeedResult, replay_command, report_failure, run_batch, run_seed
 
 
@@ -30,8 +30,6 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.seed is not None:
         result = run_seed(args.seed, frozenset(args.only_room) if args.only_room else None, frozenset(args.without))
-        for f in result.known:
-            print(f"known gap, not failed: [{f.invariant}] {f.room_id}: {f.detail}")
         if not result.findings:
             print(f"seed {args.seed}: ok ({len(result.world.answers)} invocations, "
                   f"{sum(len(p.calls) for p in result.world.platforms.values())} send calls)")
@@ -52,9 +50,6 @@ def main(argv: list[str] | None = None) -> int:
     print(f"\n{batch.seeds} seeds in {batch.seconds:.1f} s: {batch.seeds / max(batch.seconds, 1e-9):.2f} seeds/s "
           f"(wall clock){f', then the analytics in {batch.analytics_seconds:.0f} s' if batch.analytics_seconds else ''}"
           f"; {len(failing)} failing: {failing}")
-    if batch.known:
-        print(f"known gap, not failed ({KNOWN_GAP}): {len(batch.known)} seeds, e.g. "
-              + "; ".join(f"seed {seed} {f[0].room_id} {f[0].detail}" for seed, f in list(batch.known.items())[:3]))
     print("injected (times, over all seeds):")
     for kind, n in sorted(batch.faults.items()):
         print(f"  {n:>8}  {kind}")

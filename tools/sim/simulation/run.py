@@ -22,7 +22,7 @@ import shared.service.core as service_core
 import shared.service.timers as service_timers
 import shared.service.webhook as service_webhook
 from tools.sim.simulation import lifecycle
-from tools.sim.simulation.checks import Finding, check, known_gaps, trace
+from tools.sim.simulation.checks import Finding, check, trace
 from tools.sim.simulation.world import World
 
 _REAL_ARM_RETRY = service_core._arm_retry
@@ -51,7 +51,6 @@ class SeedResult:
     world: World
     exercised: Counter[str] = field(default_factory=Counter)
     without: frozenset[str] = frozenset()
-    known: list[Finding] = field(default_factory=list)  # the known gap's cases: listed, not failed
 
 
 def run_seed(seed: int, only_rooms: frozenset[str] | None = None, without: frozenset[str] = frozenset()) -> SeedResult:
@@ -61,7 +60,7 @@ def run_seed(seed: int, only_rooms: frozenset[str] | None = None, without: froze
         world.run()
     exercised: Counter[str] = Counter()
     findings = check(world, exercised)
-    return SeedResult(seed, findings, world, exercised, without, known_gaps(world, exercised))
+    return SeedResult(seed, findings, world, exercised, without)
 
 
 def replay_command(seed: int, room: str | None = None, without: frozenset[str] = frozenset()) -> str:
@@ -105,7 +104,6 @@ class Batch:
     seconds: float = 0.0
     analytics_findings: list[Finding] = field(default_factory=list)
     analytics_seconds: float = 0.0
-    known: dict[int, list[Finding]] = field(default_factory=dict)  # seed -> the known gap's cases
 
 
 def run_batch(seeds: range, stop_after: int | None = None, on_failure: Callable[[SeedResult], None] | None = None,
@@ -124,8 +122,6 @@ def run_batch(seeds: range, stop_after: int | None = None, on_failure: Callable[
         batch.seeds += 1
         batch.faults.update(result.world.faults.counts)
         batch.exercised.update(result.exercised)
-        if result.known:
-            batch.known[seed] = result.known
         if analytics:
             lines += lifecycle.records(result.world)
             truths.append(lifecycle.truth(result.world, result.findings))

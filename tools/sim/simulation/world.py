@@ -139,6 +139,9 @@ class World:
             self.faults.port_latency_us("firestore between read and commit"))
         self.timers = FakeTimers(self.sched)  # type: ignore[arg-type]
         self.events = RecordingEventLog(self.sched)  # type: ignore[arg-type]
+        # What the service sets on its store (through the port here, so on the fake itself): the outbox's
+        # left-behind lines are logged before the next commit (shared/outbox.py).
+        self.store.outbox_sink = self.events.emit
         self.window = SimSenderWindow(self.sched, self.faults)
         self.platforms = {p: Platform(p, self.sched, self.faults, self._post_webhook, SEND_TIMEOUT_MS)
                           for p in ("whatsapp", "messenger", "instagram")}

@@ -1,0 +1,191 @@
+"""The room's event outbox: a transaction's delivery events are written into
+the room document with the room, so a process that dies between the commit
+and its log lines loses no line.
+
+Why: the service commits a room transaction, then logs the decision's events
+(shared/service/core.py). A crash in between left the room right (its
+`ended` list) and the log without the end, so the analytics
+(pipeline/lifecycle.py) called a delivered message lost (the simulation:
+255 of 2,000 seeds).
+
+How (no Firestore operation added: the document is written anyway):
+
+- Every room write stores its decision's events in the document's `outbox`
+  field, `{write key: [record, ...]}` (`entry`), replacing what was there;
+  each event gets the id `"{write key}.{index}"` (`stamped`; the write key is
+  `w` and the write id's first characters, `write_key`), the `event_id`
+  readers de-duplicate on, per room.
+- After the commit the service logs them as before, and notes them as logged
+  by this request (`logged`).
+- The next transaction on the room (any invocation, the sweep) finds the
+  entries left (`left_behind`): those this request did not log itself may
+  never have been logged. It logs them *before* its commit
+  (`RoomStore.apply` calls `outbox_sink`; `EventLog.emit_again`, a compact
+  line), so the commit that replaces them removes only lines already
+  logged; a crash before it leaves them for the next one. A line may so be
+  logged twice, never lost. A read that decides nothing logs only the
+  entries about the message it names (`concerning`: the same seq or
+  message id), as the redelivery of a request whose process died (a
+  duplicate push, status, timer or operator action) does.
+- A blind write the room makes anyway after the lines were logged (the
+  acceptance of a WhatsApp send, `RoomStore.record_accepted`) also deletes
+  the entries this request logged (`cleared`), so the common hand-over
+  (an ack, then the next message's send) is not logged twice.
+
+What it costs: no read or write; Cloud Logging bytes for the lines logged a
+second time (those no later write cleared: an enqueue into a busy room, a
+room's last ack; `make bench-core` counts lines per message, `make cost`
+prices them), and the entry's bytes in the room document (a few hundred
+bytes per event, inside MAX_ROOM_BYTES' headroom below 1 MiB).
+
+Not covered: lines logged outside a room transaction (`sent`,
+`send_unknown`, `send_failed`, `timer_arm_failed`, ...) are logged once,
+after their call, as before; and an entry of a room no later request ever
+reads is never logged again (a room's last transaction, crashed, and never
+redelivered: every caller of baton redelivers an unanswered request, and a
+redelivery reads the room).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from contextvars import ContextVar
+from dataclasses import asdict, replace
+from typing import Any
+
+from shared.events import DeliveryEvent, EventType
+from shared.opcounts import OpCounts, op_counts
+from shared.room import Decision
+
+OUTBOX = "outbox"  # the room document's field
+ID_CHARS = 12  # of a write key: `w` and 11 hex digits of a uuid4 (44 bits), unique within a room's entries
+
+Sink = Callable[[DeliveryEvent], None]
+
+# Per request (its `op_counts()` object): room id -> write keys whose events this request logged.
+_logged: ContextVar[tuple[OpCounts, dict[str, set[str]]] | None] = ContextVar("baton_outbox_logged", default=None)
+
+
+def _here() -> dict[str, set[str]]:
+    counts = op_counts()
+    current = _logged.get()
+    if current is None or current[0] is not counts:
+        current = (counts, {})
+        _logged.set(current)
+    return current[1]
+
+
+def sink_of(events: Any) -> Sink:
+    """The sink of an event log for lines found left: its `emit_again`
+    (a compact line, shared/events.py) when it has one, else its `emit`."""
+    sink: Sink = getattr(events, "emit_again", events.emit)
+    return sink
+
+
+def write_key(write_id: str) -> str:
+    """The key of a write's entry and the prefix of its events' ids: `w` and
+    the write id's first characters, a plain Firestore field name (letters,
+    digits: `outbox.{key}` is a field path `record_accepted` deletes)."""
+    return "w" + write_id[: ID_CHARS - 1]
+
+
+def stamped(decision: Decision, write_id: str | None, incarnation: int) -> Decision:
+    """`decision` with each event given the room's `incarnation` (when it has
+    none; 0: unknown) and, when the decision is written (`write_id`), its
+    `event_id`."""
+    if not decision.events:
+        return decision
+    key = write_key(write_id) if write_id else None
+    events = tuple(replace(e, incarnation=e.incarnation or incarnation or None,
+                           event_id=f"{key}.{i}" if key else e.event_id)
+                   for i, e in enumerate(decision.events))
+    return replace(decision, events=events)
+
+
+def _record(event: DeliveryEvent) -> dict[str, Any]:
+    """The stored form of an event: its set fields only (the id is the entry's key and the index)."""
+    body = {k: v for k, v in asdict(event).items() if v is not None and k != "event_id"}
+    body["event"] = str(event.event)
+    return body
+
+
+def entry(decision: Decision, write_id: str, carried: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The `outbox` field of a room write: this write's events (already
+    `stamped`), plus `carried` entries (left behind and not logged by this
+    request, when no sink could log them)."""
+    out = dict(carried or {})
+    if decision.events:
+        out[write_key(write_id)] = [_record(e) for e in decision.events]
+    return out
+
+
+def _entries(doc: dict[str, Any] | None) -> dict[str, Any]:
+    box = (doc or {}).get(OUTBOX)
+    return box if isinstance(box, dict) else {}
+
+
+def left_behind(room_id: str, doc: dict[str, Any] | None) -> dict[str, list[DeliveryEvent]]:
+    """The stored room's outbox entries this request did not log itself,
+    as events with their ids. A record the code cannot read is skipped (it
+    must not stop the room)."""
+    mine = _here().get(room_id, set())
+    found: dict[str, list[DeliveryEvent]] = {}
+    for key, records in _entries(doc).items():
+        if key in mine or not isinstance(records, list):
+            continue
+        events = []
+        for i, record in enumerate(records):
+            try:
+                events.append(DeliveryEvent(**{**record, "event": EventType(record["event"]),
+                                               "event_id": f"{key}.{i}"}))
+            except (TypeError, ValueError, KeyError):
+                continue
+        found[key] = events
+    return found
+
+
+def concerning(left: dict[str, list[DeliveryEvent]], events: Iterable[DeliveryEvent]) -> dict[str, list[DeliveryEvent]]:
+    """The entries of `left` a read that decides nothing logs: those about
+    a message its own events name (the same `seq` or `message_id`). Such a
+    read is most often a routine one (a `sent` status, a timer of an earlier
+    attempt), and what it finds left is logged by the room's next write;
+    but the redelivery of a request whose process died after its commit is
+    one too (a duplicate push, status, timer or operator action), and so is
+    any later read about that message (an operator's action that is not
+    retried: simulation seed 102 lost a `skipped` line when only the same
+    component's reads counted)."""
+    events = list(events)
+    seqs = {e.seq for e in events if e.seq is not None}
+    ids = {e.message_id for e in events if e.message_id is not None}
+    return {key: found for key, found in left.items()
+            if any(e.seq in seqs or (e.message_id is not None and e.message_id in ids) for e in found)}
+
+
+def log_left_behind(room_id: str, left: dict[str, list[DeliveryEvent]], sink: Sink) -> None:
+    """Log what `left_behind` found (before the commit that replaces it) and
+    note it as logged by this request."""
+    for events in left.values():
+        for event in events:
+            sink(event)
+    _here().setdefault(room_id, set()).update(left)
+
+
+def carried(doc: dict[str, Any] | None, left: dict[str, list[DeliveryEvent]]) -> dict[str, Any]:
+    """The stored entries of `left` as they were: kept in the next write when no sink logged them."""
+    entries = _entries(doc)
+    return {key: entries[key] for key in left}
+
+
+def logged(room_id: str, events: Iterable[DeliveryEvent]) -> None:
+    """The service logged these events of `room_id` (after their commit):
+    their writes' entries need not be logged again by this request, and a
+    later write of this request may delete them (`cleared`)."""
+    keys = {e.event_id.split(".", 1)[0] for e in events if e.event_id}
+    if keys:
+        _here().setdefault(room_id, set()).update(keys)
+
+
+def cleared(room_id: str) -> list[str]:
+    """The `outbox` entries (field paths `outbox.{key}`) a write of this
+    request to `room_id` may delete: their lines were logged."""
+    return [f"{OUTBOX}.{key}" for key in sorted(_here().get(room_id, ()))]
