@@ -64,9 +64,9 @@ class World:
         self.queue = FakeStatusQueue()
         self.platform = FakePlatform(self.clock, self.settings.send_timeout_ms)
         self.events = RecordingEventLog(self.clock)
-        self.service = DeliveryService(self.settings, self.policy, self.store, FakeTimers(self.clock),  # type: ignore[arg-type]
+        self.service = DeliveryService(self.settings, self.policy, self.store, FakeTimers(self.clock),
                                        {"whatsapp": self.platform}, self.events,  # type: ignore[arg-type]
-                                       status_queue=lambda: self.queue)  # type: ignore[arg-type,return-value]
+                                       status_queue=lambda: self.queue, clock=self.clock)
 
     def room_in_flight(self, room_id: str) -> str:
         """A room with one message in flight (made through the store only);
