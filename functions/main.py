@@ -20,17 +20,23 @@ import functions_framework
 from flask import Request, Response
 from werkzeug.datastructures import Headers
 
-from shared.bootstrap import bootstrap
+from shared.bootstrap import wire
 from shared.events import reset_request_trace, set_request_trace, trace_fields
 from shared.service import TRANSIENT_ERRORS, DeliveryService, Reply, start_request
+from shared.store import RoomStore
 
 # Errors that mean "try again later": answered 503 (shared/service/).
 TRANSIENT = TRANSIENT_ERRORS
 
 
 @functools.cache
+def wired() -> tuple[DeliveryService, RoomStore]:
+    """This instance's service and its Firestore store (shared/bootstrap.py), built once."""
+    return wire()
+
+
 def service() -> DeliveryService:
-    return bootstrap()
+    return wired()[0]
 
 
 def respond(app: DeliveryService, function: str, handler: Callable[..., Reply], *args: Any) -> Response:
@@ -120,7 +126,7 @@ def sweep(request: Request) -> Response:
 def admin_service() -> Any:
     from shared.admin.service import AdminService
 
-    return AdminService.build(service())
+    return AdminService.build(*wired())
 
 
 @functools.cache

@@ -1,7 +1,9 @@
 """Wires the adapters to the delivery service, in one place.
 
-The entry points (functions/main.py) and the tools call `bootstrap()`; unit
-tests build `DeliveryService` themselves with in-memory fakes (tests/fakes.py).
+The entry points (functions/main.py) and the tools call `bootstrap()` (or
+`wire()`, which also gives the Firestore store the operators' views read);
+unit tests build `DeliveryService` themselves with in-memory fakes
+(tests/fakes.py).
 """
 
 from __future__ import annotations
@@ -31,21 +33,33 @@ def bootstrap(settings: config.Settings | None = None) -> DeliveryService:
     Raises:
         ValueError: a setting is invalid (see `config.load`).
     """
+    return wire(settings)[0]
+
+
+def wire(settings: config.Settings | None = None) -> tuple[DeliveryService, RoomStore]:
+    """`bootstrap`'s service, and its store as Firestore's adapter (the
+    admin's operators read its records and queries beyond the handlers'
+    port, shared/admin/service.py).
+
+    Raises:
+        ValueError: a setting is invalid (see `config.load`).
+    """
     settings = settings or config.load()
     contract.warm()  # the message contract's validators, before the first push
     db = firestore.Client(project=settings.project, database=settings.firestore_database)
     store = RoomStore(db, settings.retention_hours, index_shards=settings.index_shards)
     tasks = make_client(settings)
     timers = TimerScheduler(tasks, settings)
-    return DeliveryService(settings, policy_from_settings(settings), store, timers, make_senders(settings),
-                           EventLog(settings.event_log_path, quiet=quiet_rules(settings.quiet_events)),
-                           status_queue=lambda: StatusQueue(settings.project, settings.status_topic,
-                                                            settings.status_error_topic, db, settings.retention_hours),
-                           scheduled=ScheduledHold(tasks, settings),
-                           prepare_tasks=PrepareScheduler(tasks, settings), preparers=make_preparers(settings),
-                           sender_window=SenderWindow(db), incident=IncidentSwitch(db),
-                           outcomes=OutcomePublisher(settings.project, settings.outcomes_topic, db)
-                           if settings.outcomes == "on" else None,
-                           inbound=InboundPublisher(settings.project, settings.inbound_topic,
-                                                    settings.status_error_topic if settings.webhook_mode == "queued"
-                                                    else None) if settings.inbound_topic else None)
+    service = DeliveryService(settings, policy_from_settings(settings), store, timers, make_senders(settings),
+                              EventLog(settings.event_log_path, quiet=quiet_rules(settings.quiet_events)),
+                              status_queue=lambda: StatusQueue(settings.project, settings.status_topic,
+                                                               settings.status_error_topic, db, settings.retention_hours),
+                              scheduled=ScheduledHold(tasks, settings),
+                              prepare_tasks=PrepareScheduler(tasks, settings), preparers=make_preparers(settings),
+                              sender_window=SenderWindow(db), incident=IncidentSwitch(db),
+                              outcomes=OutcomePublisher(settings.project, settings.outcomes_topic, db)
+                              if settings.outcomes == "on" else None,
+                              inbound=InboundPublisher(settings.project, settings.inbound_topic,
+                                                       settings.status_error_topic if settings.webhook_mode == "queued"
+                                                       else None) if settings.inbound_topic else None)
+    return service, store

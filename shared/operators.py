@@ -39,6 +39,7 @@ from shared.room import (
     room_phase,
 )
 from shared.service import DeliveryService, TimerArmFailed, now_us
+from shared.store import RoomStore
 
 COMPONENT = "operator"
 # Cloud Logging's entries.list (https://cloud.google.com/logging/docs/reference/v2/rest/v2/entries/list).
@@ -170,11 +171,15 @@ class Operators:
             ones the functions use); its event log should be an
             `OperatorEventLog` so each result can carry its events.
         events: where `describe` reads a room's last events (None: none shown).
+        store: the service's store, as Firestore's adapter (shared/store.py):
+            the views and actions read its records and queries beyond the
+            handlers' port (`shared.ports.RoomStore`); shared/bootstrap.py
+            gives it.
     """
 
-    def __init__(self, service: DeliveryService, events: EventSource | None = None) -> None:
+    def __init__(self, service: DeliveryService, events: EventSource | None = None, *, store: RoomStore) -> None:
         self.service = service
-        self.store = service.store
+        self.store = store
         self.event_source = events
 
     def _apply(self, room_id: str, event: Any, action: str, target: str) -> ActionResult:

@@ -29,6 +29,7 @@ from shared.admin.incident import IncidentSwitch
 from shared.config import AdminSettings, load_admin
 from shared.events import JsonLineWriter, utc_iso
 from shared.service import DeliveryService, Reply, now_us
+from shared.store import RoomStore
 
 AUDIT_LOG_TYPE = "baton.admin"
 MAX_BODY_BYTES = 1_000_000
@@ -49,10 +50,11 @@ class AdminService:
     audit: JsonLineWriter
 
     @classmethod
-    def build(cls, service: DeliveryService, auth: AdminSettings | None = None) -> AdminService:
-        """From the function's own `DeliveryService` (shared/bootstrap.py):
-        the operators get a copy of it whose event log captures each
-        action's events (shared/operators.py, OperatorEventLog).
+    def build(cls, service: DeliveryService, store: RoomStore, auth: AdminSettings | None = None) -> AdminService:
+        """From the function's own `DeliveryService` and its Firestore store
+        (shared/bootstrap.py, `wire`): the operators get a copy of the
+        service whose event log captures each action's events
+        (shared/operators.py, OperatorEventLog), and the store itself.
 
         Raises:
             ValueError: an ADMIN_* setting is invalid.
@@ -66,7 +68,7 @@ class AdminService:
         local = bool(os.environ.get("FIRESTORE_EMULATOR_HOST"))
         source = LocalEventLog(_path(s.event_log_path)) if s.event_log_path else (
             None if local else CloudLoggingEventLog(s.project))
-        incident = service.incident or IncidentSwitch(service.store._db)  # noqa: SLF001 - the same client
+        incident = service.incident or IncidentSwitch(store._db)  # noqa: SLF001 - the same client
 
         def error_queue() -> Any:
             from shared.admin.error_queue import ErrorQueue
@@ -85,7 +87,7 @@ class AdminService:
                 publisher_options=pubsub_v1.types.PublisherOptions(enable_message_ordering=True))
 
         audit_path = str(_path(s.event_log_path).with_name("admin.jsonl")) if s.event_log_path else ""
-        admin = Admin(Operators(operated, source), s, incident, error_queue, scheduled, publisher)
+        admin = Admin(Operators(operated, source, store=store), s, incident, error_queue, scheduled, publisher)
         return cls(admin, auth, JsonLineWriter(audit_path))
 
     def handle(self, body: bytes, authorization: str | None, own_url: str) -> Reply:

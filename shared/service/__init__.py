@@ -33,23 +33,29 @@ the entry points' one facade.
 from __future__ import annotations
 
 import copy
+import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING
 
-import shared.service.core as service_core  # its `now_us`: the clock tests and the simulation point elsewhere
+from shared.clock import SYSTEM_CLOCK
 from shared.config import Settings
 from shared.events import EventLog
 from shared.outcomes import OutcomePublisher
+from shared.ports import Clock, PrepareTasks, RoomStore, ScheduledHolds, StatusPublisher, Timers
 from shared.providers import Sender
 from shared.providers.base import Preparer
 from shared.room import Decision, Policy, Redrive, RoomEvent, Skip
+from shared.room import decide as room_decide
 from shared.sender_window import SenderWindow
 from shared.service.core import (
     DEAD_LETTER_COUNT_ATTRIBUTE,
     TRANSIENT_ERRORS,
+    DecideFn,
     Reply,
     ServiceCore,
     TimerArmFailed,
+    WorkerPool,
     now_us,
     start_request,
 )
@@ -60,9 +66,6 @@ from shared.service.sent_proofs import SentProofRecord
 from shared.service.statuses import StatusHandlers
 from shared.service.timers import TimerHandlers
 from shared.service.webhook import WebhookHandlers
-from shared.status_queue import StatusQueue
-from shared.store import RoomStore
-from shared.tasks import TimerScheduler
 
 if TYPE_CHECKING:
     from shared.admin.incident import IncidentSwitch
@@ -82,8 +85,8 @@ class DeliveryService:
     Args:
         settings: the environment's settings.
         policy: the room policy (timeouts in ms, limits).
-        store: the Firestore adapter (or a fake with the same methods).
-        timers: the Cloud Tasks adapter (or a fake with `schedule`).
+        store: the rooms (`shared.ports.RoomStore`: shared/store.py's Firestore adapter, or a fake).
+        timers: the rooms' timers (`shared.ports.Timers`: shared/tasks.py's Cloud Tasks adapter, or a fake).
         senders: provider name -> platform client.
         events: where delivery events go.
         status_queue: builds the status-queue publisher on first use (queued
@@ -95,17 +98,30 @@ class DeliveryService:
             cannot be armed.
         preparers: provider name -> what prepares its messages (uploads media).
         sender_window, incident, outcomes, inbound: as `ServiceCore`'s.
+        The seams tests and the simulation give (production takes the defaults):
+        clock: the time, epoch microseconds (`shared.clock.SYSTEM_CLOCK`).
+        decide: the room's rules (`shared.room.decide`; tests pass a checked copy).
+        sleep: the wait between a timer's or a prepare task's arm tries, seconds
+            (`time.sleep`; the simulation passes one that takes simulated time).
+        monotonic: the budgets' clock, seconds (`time.monotonic`: the sweep's
+            SWEEP_BUDGET_S, the webhook's SENT_PROOF_POST_S).
+        pool: builds the sweep's worker pool from a worker count
+            (`ThreadPoolExecutor`; the simulation's runs them in its scheduler).
     """
 
-    def __init__(self, settings: Settings, policy: Policy, store: RoomStore, timers: TimerScheduler,
+    def __init__(self, settings: Settings, policy: Policy, store: RoomStore, timers: Timers,
                  senders: dict[str, Sender], events: EventLog,
-                 status_queue: Callable[[], StatusQueue] | None = None, scheduled: Any = None,
-                 prepare_tasks: Any = None, preparers: dict[str, Preparer] | None = None,
+                 status_queue: Callable[[], StatusPublisher] | None = None, scheduled: ScheduledHolds | None = None,
+                 prepare_tasks: PrepareTasks | None = None, preparers: dict[str, Preparer] | None = None,
                  sender_window: SenderWindow | None = None, incident: IncidentSwitch | None = None,
-                 outcomes: OutcomePublisher | None = None, inbound: InboundPublisher | None = None) -> None:
+                 outcomes: OutcomePublisher | None = None, inbound: InboundPublisher | None = None, *,
+                 clock: Clock = SYSTEM_CLOCK, decide: DecideFn = room_decide,
+                 sleep: Callable[[float], None] = time.sleep, monotonic: Callable[[], float] = time.monotonic,
+                 pool: Callable[[int], WorkerPool] = ThreadPoolExecutor) -> None:
         self.core = ServiceCore(settings, policy, store, timers, senders, events, status_queue=status_queue,
                                 scheduled=scheduled, prepare_tasks=prepare_tasks, preparers=preparers,
-                                sender_window=sender_window, incident=incident, outcomes=outcomes, inbound=inbound)
+                                sender_window=sender_window, incident=incident, outcomes=outcomes, inbound=inbound,
+                                clock=clock, decide=decide, sleep=sleep, monotonic=monotonic, pool=pool)
         self._compose(self.core)
 
     def _compose(self, core: ServiceCore) -> None:
@@ -169,17 +185,17 @@ class DeliveryService:
         """Release the parked message `seq` of a room: it is sent in its turn
         (the simulation's operator; the `baton` CLI and the admin function go
         through shared/operators.py, which applies the same event)."""
-        return self.core.apply(room_id, Redrive(seq, actor, reason, service_core.now_us()), "operator")
+        return self.core.apply(room_id, Redrive(seq, actor, reason, self.core.now_us()), "operator")
 
     def skip(self, room_id: str, seq: int, actor: str, reason: str) -> Decision:
         """End message `seq` of a room (in flight or queued) as `skipped` (as `redrive`)."""
-        return self.core.apply(room_id, Skip(seq, actor, reason, service_core.now_us()), "operator")
+        return self.core.apply(room_id, Skip(seq, actor, reason, self.core.now_us()), "operator")
 
     def record_invocation(self, function: str, started_us: int, status: int) -> None:
         """This request's operation counts to METRICS_LOG_PATH (`ServiceCore.record_invocation`)."""
         self.core.record_invocation(function, started_us, status)
 
-    def status_queue(self) -> StatusQueue:
+    def status_queue(self) -> StatusPublisher:
         """The status-queue publisher (`ServiceCore.status_queue`)."""
         return self.core.status_queue()
 
@@ -198,7 +214,7 @@ class DeliveryService:
         return self.core.store
 
     @property
-    def timers(self) -> TimerScheduler:
+    def timers(self) -> Timers:
         return self.core.timers
 
     @property
@@ -218,7 +234,7 @@ class DeliveryService:
         return self.core.incident
 
     @property
-    def scheduled(self) -> Any:
+    def scheduled(self) -> ScheduledHolds | None:
         return self.core.scheduled
 
     @property

@@ -1,8 +1,10 @@
 """The core every handler shares: apply one event to a room and run its
 effects after the commit, and the clock, the error classes and the answer.
 
-Handlers read the clock (`now_us`), the rules (`decide`) and the timer arm
-retry (`_arm_retry`) through this module, so tests patch them here once.
+Handlers read the clock (`ServiceCore.now_us`), the rules (`ServiceCore.decide`)
+and the timer arm retry's sleep through the core: tests and the simulation
+pass a simulated clock, a checked `decide` and a simulated sleep as the
+constructor's arguments (issue 45, item 5), no module attribute is patched.
 Must not hold any entry point's parsing (the handler modules do).
 """
 
@@ -10,17 +12,20 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from google.api_core import exceptions as gexc
 from tenacity import retry, retry_if_exception_type, stop_after_attempt, wait_exponential
 
 from shared import outbox
+from shared.clock import SYSTEM_CLOCK
 from shared.config import Settings
 from shared.events import METRICS_LOG_TYPE, DeliveryEvent, EventLog, EventType, JsonLineWriter, utc_iso
 from shared.outcomes import OutcomePublisher, outcome_record
+from shared.ports import Clock, PrepareTasks, RoomStore, ScheduledHolds, StatusPublisher, Timers
 from shared.prepare import untag_media
 from shared.providers import Sender, SendOutcome, SendResult
 from shared.providers.base import Media, Preparer
@@ -38,17 +43,11 @@ from shared.room import (
     SendReturned,
     ack_deadline_us,
 )
-
-# Re-exported: the handlers call `core.decide`, the one seam a test may point at a checked copy.
-from shared.room import decide as decide
+from shared.room import decide as room_decide
 from shared.sender_window import SenderWindow
 from shared.service.sent_proofs import SentProofRecord
-from shared.status_queue import (
-    StatusPublishFailed,
-    StatusQueue,
-)
-from shared.store import ContentionError, RoomStore, begin_request, op_counts
-from shared.tasks import TimerScheduler
+from shared.status_queue import StatusPublishFailed
+from shared.store import ContentionError, begin_request, op_counts
 
 if TYPE_CHECKING:
     from shared.admin.incident import IncidentSwitch
@@ -58,9 +57,24 @@ if TYPE_CHECKING:
 # (https://cloud.google.com/pubsub/docs/handling-failures#track-delivery-attempts).
 DEAD_LETTER_COUNT_ATTRIBUTE = "CloudPubSubDeadLetterSourceDeliveryCount"
 
+# The rules: a room's state, an event, the policy and the component -> the decision (shared/room).
+DecideFn = Callable[[RoomState, RoomEvent, Policy, str], Decision]
+
+
+class WorkerPool(Protocol):
+    """The sweep's worker pool (`concurrent.futures.ThreadPoolExecutor`'s shape)."""
+
+    def map(self, fn: Callable[[Any], Any], items: Any, /) -> Iterator[Any]:
+        ...
+
+    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+        ...
+
+
 def now_us() -> int:
-    """Wall-clock time, epoch microseconds."""
-    return time.time_ns() // 1000
+    """Wall-clock time, epoch microseconds (the system clock: what runs
+    outside a service, `start_request`; a service reads `ServiceCore.now_us`)."""
+    return SYSTEM_CLOCK.now_us()
 
 class TimerArmFailed(RuntimeError):
     """Cloud Tasks refused a timer after the room's commit: the request must be
@@ -89,15 +103,24 @@ class ServiceCore:
     """What every handler shares: apply an event to a room, then run what it
     decided (log the events, arm timers, send, follow the send's outcome).
 
-    Args: as `DeliveryService` (shared/service/__init__.py).
+    Args: as `DeliveryService` (shared/service/__init__.py), its seams
+    (clock, decide, sleep, monotonic, pool) included.
     """
 
-    def __init__(self, settings: Settings, policy: Policy, store: RoomStore, timers: TimerScheduler,
+    def __init__(self, settings: Settings, policy: Policy, store: RoomStore, timers: Timers,
                  senders: dict[str, Sender], events: EventLog,
-                 status_queue: Callable[[], StatusQueue] | None = None, scheduled: Any = None,
-                 prepare_tasks: Any = None, preparers: dict[str, Preparer] | None = None,
+                 status_queue: Callable[[], StatusPublisher] | None = None, scheduled: ScheduledHolds | None = None,
+                 prepare_tasks: PrepareTasks | None = None, preparers: dict[str, Preparer] | None = None,
                  sender_window: SenderWindow | None = None, incident: IncidentSwitch | None = None,
-                 outcomes: OutcomePublisher | None = None, inbound: InboundPublisher | None = None) -> None:
+                 outcomes: OutcomePublisher | None = None, inbound: InboundPublisher | None = None, *,
+                 clock: Clock = SYSTEM_CLOCK, decide: DecideFn = room_decide,
+                 sleep: Callable[[float], None] = time.sleep, monotonic: Callable[[], float] = time.monotonic,
+                 pool: Callable[[int], WorkerPool] = ThreadPoolExecutor) -> None:
+        self.clock = clock
+        self.decide = decide
+        self.sleep = sleep
+        self.monotonic = monotonic
+        self.pool = pool
         self.outcomes = outcomes  # the outcomes topic (shared/outcomes.py), None: OUTCOMES=off
         self.inbound = inbound  # the inbound topic (shared/service/inbound.py), None: not forwarded
         self.incident = incident  # the incident switch (shared/admin/incident.py), None: never held
@@ -112,7 +135,7 @@ class ServiceCore:
         self.prepare_tasks = prepare_tasks
         self.preparers = preparers or {}
         self._status_queue_factory = status_queue
-        self._status_queue: StatusQueue | None = None
+        self._status_queue: StatusPublisher | None = None
         self.settings = settings
         self.policy = policy
         self.store = store
@@ -122,7 +145,16 @@ class ServiceCore:
         store.outbox_sink = outbox.sink_of(events)  # shared/outbox.py: what an earlier write left, logged before a commit
         self._metrics = JsonLineWriter(settings.metrics_log_path, stdout=False) if settings.metrics_log_path else None
 
-    def status_queue(self) -> StatusQueue:
+    def now_us(self) -> int:
+        """Now, epoch microseconds, by the service's clock."""
+        return self.clock.now_us()
+
+    def arm_retry(self, fn: Callable[..., Any]) -> Callable[..., Any]:
+        """`fn` retried as a timer arm is (`_arm_retry`), waiting with `sleep`."""
+        retrying = _arm_retry(fn)
+        return retrying if self.sleep is time.sleep else retrying.retry_with(sleep=self.sleep)
+
+    def status_queue(self) -> StatusPublisher:
         """The status-queue publisher, built on first use.
 
         Raises:
@@ -137,7 +169,7 @@ class ServiceCore:
     def apply(self, room_id: str, event: RoomEvent, component: str) -> Decision:
         """Apply one event to a room and run what it decided. Raises what the
         store raises, and `TimerArmFailed` after running every other effect."""
-        decision = self.store.apply(room_id, lambda s: decide(s, event, self.policy, component))
+        decision = self.store.apply(room_id, lambda s: self.decide(s, event, self.policy, component))
         self._after_commit(room_id, decision, component)
         return decision
 
@@ -146,7 +178,7 @@ class ServiceCore:
         `decide` answers it without the room's state) against an empty
         `RoomState`, with no transaction, then log and run what it decided as
         after a commit. Raises what `_after_commit` raises."""
-        decision = decide(RoomState(room_id), event, self.policy, component)
+        decision = self.decide(RoomState(room_id), event, self.policy, component)
         self._after_commit(room_id, decision, component)
         return decision
 
@@ -194,19 +226,19 @@ class ServiceCore:
         try:
             if self.prepare_tasks is None:
                 raise RuntimeError("no prepare task queue configured")
-            _arm_retry(self.prepare_tasks.request)(prepare)
+            self.arm_retry(self.prepare_tasks.request)(prepare)
         except (gexc.GoogleAPICallError, gexc.RetryError, RuntimeError) as exc:
             arm_failures.append(f"prepare task: {type(exc).__name__}: {exc}"[:200])
-            self.events.emit(DeliveryEvent(EventType.PREPARE_REQUEST_FAILED, utc_iso(now_us()), component, room_id,
+            self.events.emit(DeliveryEvent(EventType.PREPARE_REQUEST_FAILED, utc_iso(self.now_us()), component, room_id,
                                            seq=prepare.seq, attempt=prepare.attempt, reason=str(exc)[:200]))
 
     def _run_effect(self, room_id: str, effect: Effect, component: str, arm_failures: list[str]) -> Decision | None:
         if isinstance(effect, ScheduleTimer):
             try:
-                _arm_retry(self.timers.schedule)(effect)
+                self.arm_retry(self.timers.schedule)(effect)
             except (gexc.GoogleAPICallError, gexc.RetryError) as exc:
                 arm_failures.append(f"{type(exc).__name__}: {exc}"[:200])
-                self.events.emit(DeliveryEvent(EventType.TIMER_ARM_FAILED, utc_iso(now_us()), component, room_id,
+                self.events.emit(DeliveryEvent(EventType.TIMER_ARM_FAILED, utc_iso(self.now_us()), component, room_id,
                                                seq=effect.seq, attempt=effect.attempt, reason=str(exc)[:200]))
             return None
         assert isinstance(effect, Send)
@@ -215,7 +247,7 @@ class ServiceCore:
     def _send(self, room_id: str, send: Send, component: str) -> Decision | None:
         msg = send.message
         assert msg.text is not None, "a parked placeholder is never sent"
-        started = now_us()
+        started = self.now_us()
         if started > send.start_by_us:
             # Too late to start: the room's send window assumes no call starts
             # after this. Provably not sent, so a retry is safe.
@@ -223,7 +255,7 @@ class ServiceCore:
         elif (busy := (self.incident and self.incident.hold_until(started))
                 or self._sender_slot(send.number, started)) is not None:
             # The incident switch is on, or its number is at its rate: no call; the room waits.
-            return self.store.apply(room_id, lambda s: decide(s, SendReturned(
+            return self.store.apply(room_id, lambda s: self.decide(s, SendReturned(
                 send.incarnation, msg.seq, send.attempt, SendOutcome.REFUSED, started, send.cause,
                 sender_busy_until_us=busy), self.policy, component))
         else:
@@ -245,14 +277,14 @@ class ServiceCore:
             # invariant 11). Every SENDING rule assumes a call starts by
             # `start_by_us`; past it, the room's rules decide as for any
             # refused send (provably not sent: the slot is simply unused).
-            started = now_us()
+            started = self.now_us()
             if started > send.start_by_us:
                 result = SendResult(SendOutcome.REFUSED,
                                     error_title="send not started within SEND_START_DEADLINE_MS (after its slot take)")
             else:
                 op_counts().send_calls += 1
                 result = sender.send(msg.recipient, msg.text, send.delivery_id, **kind)
-        returned = now_us()
+        returned = self.now_us()
         common: dict[str, Any] = dict(seq=msg.seq, attempt=send.attempt, message_id=msg.message_id,
                                       provider=msg.provider, delivery_id=send.delivery_id, trigger=str(send.trigger))
         if result.outcome is SendOutcome.ACCEPTED:
@@ -287,7 +319,7 @@ class ServiceCore:
         returned_event = SendReturned(send.incarnation, msg.seq, send.attempt, result.outcome,
                                       returned, send.cause, result.permanent, result.rate_limited,
                                       result.error_code, result.error_title, result.provider_message_id)
-        return self.store.apply(room_id, lambda s: decide(s, returned_event, self.policy, component))
+        return self.store.apply(room_id, lambda s: self.decide(s, returned_event, self.policy, component))
 
     def _sender_slot(self, number: str | None, now: int) -> int | None:
         """None when a send from WhatsApp number `number` may go now (a slot
@@ -307,7 +339,7 @@ class ServiceCore:
         c = op_counts()
         self._metrics.write({
             "log_type": METRICS_LOG_TYPE, "function": function, "ts": utc_iso(started_us),
-            "duration_ms": (now_us() - started_us) / 1000, "http_status": status,
+            "duration_ms": (self.now_us() - started_us) / 1000, "http_status": status,
             "firestore_reads": c.firestore_reads, "firestore_writes": c.firestore_writes,
             "tasks_created": c.tasks_created, "send_calls": c.send_calls, "status_publishes": c.status_publishes,
             "window_reads": c.window_reads, "window_writes": c.window_writes,

@@ -11,7 +11,6 @@ import json
 from shared.events import DeliveryEvent, EventType, utc_iso
 from shared.push import Rejected, parse_push
 from shared.room import Park
-from shared.service import core
 from shared.service.core import DEAD_LETTER_COUNT_ATTRIBUTE, Reply, ServiceCore
 from shared.service.scheduled_entry import ScheduledEntry
 
@@ -36,7 +35,7 @@ class EnqueueHandlers:
         ENTER_AT_ONCE_MS from now waits as a task (`scheduled`); one whose
         scheduled time has come enters unless an operator cancelled it
         (scheduled_entry.py)."""
-        arrived = core.now_us()
+        arrived = self.core.now_us()
         parsed = parse_push(body, arrived, self.core.settings.enabled_providers, self.core.sender_ids)
         if isinstance(parsed, Rejected):
             self._keep_rejected(parsed, arrived, "enqueue")
@@ -59,7 +58,7 @@ class EnqueueHandlers:
         it; parked only when its time has come (found by the simulation,
         seed 271: a cancelled campaign message's dead-letter copy was parked,
         then redriven and sent)."""
-        arrived = core.now_us()
+        arrived = self.core.now_us()
         parsed = parse_push(body, arrived, self.core.settings.enabled_providers, self.core.sender_ids)
         if isinstance(parsed, Rejected):
             self._keep_rejected(parsed, arrived, "deadletter")

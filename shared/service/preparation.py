@@ -16,7 +16,6 @@ from shared.room import (
     PrepareFailed,
     RoomEvent,
 )
-from shared.service import core
 from shared.service.core import Reply, ServiceCore
 
 
@@ -44,7 +43,7 @@ class PreparationHandlers:
           logged as an error: retrying cannot mend it, and the head's
           PREPARE_TIMEOUT_MS asks again for any preparation it was meant for.
         """
-        arrived = core.now_us()
+        arrived = self.core.now_us()
         try:
             t = json.loads(body)
             room_id = str(t["room_id"])
@@ -66,10 +65,10 @@ class PreparationHandlers:
         if preparer is None or msg.media_kind is None or msg.media_link is None:
             event: RoomEvent = PrepareFailed(incarnation, seq, attempt,
                                              f"no way to prepare a {msg.media_kind} message for {msg.provider}",
-                                             True, core.now_us())
+                                             True, self.core.now_us())
         else:
             result = preparer.prepare_media(msg.media_kind, msg.media_link)
-            done = core.now_us()
+            done = self.core.now_us()
             if result.media_id is not None:
                 # Kept with the number that uploaded it (plain `whatsapp` is the first number): the send
                 # uses the id only from that number (core._send).

@@ -19,7 +19,6 @@ from shared.room import (
     parse_delivery_id,
     recipient_key,
 )
-from shared.service import core
 from shared.service.core import TRANSIENT_ERRORS, Reply, ServiceCore
 from shared.status_queue import (
     KIND_RECIPIENT_RECEIPTS,
@@ -59,7 +58,7 @@ class StatusHandlers:
         - A message that can never be applied (it does not parse) goes to
           the error queue at once with its reason, and is acked.
         """
-        arrived = core.now_us()
+        arrived = self.core.now_us()
         try:
             envelope = json.loads(body)
             message = envelope["message"]
@@ -83,7 +82,7 @@ class StatusHandlers:
             if receipts is not None:
                 # Decided now, not at the receive time: the room's next send is
                 # due within SEND_START_DEADLINE_MS of its decision.
-                decided = core.now_us()
+                decided = self.core.now_us()
                 applied = self.apply_receipt_events(
                     [replace(r, at_us=decided, received_at_us=r.at_us) for r in receipts.events()], "status")
             else:
@@ -100,7 +99,7 @@ class StatusHandlers:
                 raise
             self.core.status_queue().dead_letter(base64.b64decode(message["data"]), batch.room_id, reason, failures,
                                             KIND_RECIPIENT_RECEIPTS if receipts is not None else KIND_ROOM_STATUSES)
-            self.core.events.emit(DeliveryEvent(EventType.STATUS_DEAD_LETTERED, utc_iso(core.now_us()), "status",
+            self.core.events.emit(DeliveryEvent(EventType.STATUS_DEAD_LETTERED, utc_iso(self.core.now_us()), "status",
                                            batch.room_id, reason=f"failed {failures} times: {reason}"[:500]))
             return Reply(200, {"result": "dead_lettered", "attempts": failures, "error": reason})
         return Reply(200, {"result": "ok", "statuses": len(batch.statuses), "applied": applied})
@@ -117,7 +116,7 @@ class StatusHandlers:
                                            provider=st.provider, provider_message_id=st.provider_message_id,
                                            status=st.status, reason="no baton delivery id"))
             return None
-        decided = core.now_us()
+        decided = self.core.now_us()
         return room_id, StatusUpdate(incarnation, seq, attempt, st.status, sent_at_us, decided,
                                      st.provider_message_id, st.error_code, st.error_title,
                                      received_at_us=arrived if arrived < decided else None,

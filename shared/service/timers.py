@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import contextvars
 import json
-import time
-from concurrent.futures import ThreadPoolExecutor
 
 from shared.events import EventType
 from shared.push import ROOM_ID
@@ -16,7 +14,6 @@ from shared.room import (
     TimerFired,
     WatchdogSweep,
 )
-from shared.service import core
 from shared.service.core import Reply, ServiceCore
 from shared.shards import ShardCursor
 
@@ -37,7 +34,7 @@ class TimerHandlers:
         become one, so it is answered 200 (`result: dropped`, with the reason)
         and logged as an error rather than retried forever; if it was meant
         for a real room, that room's stored wake-up brings the watchdog."""
-        arrived = core.now_us()
+        arrived = self.core.now_us()
         try:
             t = json.loads(body)
             room_id = str(t["room_id"])
@@ -66,17 +63,17 @@ class TimerHandlers:
         budget). Any error of one room (Firestore's, a timer not armed, a
         document `room_from_doc` cannot read) is logged (ERROR, with the room
         and the reason) and counted as `failed`; the other rooms go on."""
-        started = time.monotonic()
+        started = self.core.monotonic()
         budget_end = started + self.core.settings.sweep_budget_s
         seen: set[str] = set()
         cursor = ShardCursor()  # each query starts after the rooms the last one gave, rescued or not
         counts = {"overdue": 0, "rescued": 0, "failed": 0, "left": 0}
 
         def rescue(room_id: str) -> str:
-            if time.monotonic() >= budget_end:
+            if self.core.monotonic() >= budget_end:
                 return "left"
             try:
-                decision = self.core.apply(room_id, WatchdogSweep(core.now_us()), "sweep")
+                decision = self.core.apply(room_id, WatchdogSweep(self.core.now_us()), "sweep")
             except Exception as exc:  # noqa: BLE001 - one room's trouble (even a document we cannot read) stops no other
                 # Left overdue, so it stays in the query and in this log until
                 # it is mended: visible, with its reason, every sweep.
@@ -85,11 +82,11 @@ class TimerHandlers:
                 return "failed"
             return "rescued" if any(e.event == EventType.WATCHDOG_RESCUED for e in decision.events) else "ok"
 
-        pool = ThreadPoolExecutor(max_workers=self.core.settings.sweep_concurrency) \
+        pool = self.core.pool(self.core.settings.sweep_concurrency) \
             if self.core.settings.sweep_concurrency > 1 else None
         try:
-            while time.monotonic() < budget_end:
-                before = core.now_us() - self.core.policy.watchdog_grace_ms * 1000
+            while self.core.monotonic() < budget_end:
+                before = self.core.now_us() - self.core.policy.watchdog_grace_ms * 1000
                 page = self.core.store.overdue_rooms(before, self.core.settings.sweep_batch_size, cursor)
                 if not page:
                     break
@@ -108,4 +105,4 @@ class TimerHandlers:
         finally:
             if pool is not None:
                 pool.shutdown(wait=True, cancel_futures=True)  # an error stops the rooms not yet started
-        return Reply(200, {**counts, "seconds": round(time.monotonic() - started, 3)})
+        return Reply(200, {**counts, "seconds": round(self.core.monotonic() - started, 3)})

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from dataclasses import asdict
 
 from google.api_core import exceptions as gexc
@@ -16,6 +17,7 @@ from google.api_core import exceptions as gexc
 from shared.config import Settings
 from shared.events import DeliveryEvent, EventType, utc_iso
 from shared.opcounts import op_counts
+from shared.ports import RoomStore
 from shared.providers.graph import handshake_challenge, signature_valid
 from shared.providers.meta_messaging import MessagingItem
 from shared.providers.registry import (
@@ -37,7 +39,6 @@ from shared.room import (
     parse_delivery_id,
     recipient_key,
 )
-from shared.service import core
 from shared.service.core import Reply, ServiceCore
 from shared.service.inbound import forward_inbound
 from shared.service.sent_proofs import PendingProof, SentProofRecord
@@ -48,7 +49,6 @@ from shared.status_queue import (
     RoomStatuses,
     Unroutable,
 )
-from shared.store import RoomStore
 
 # One try of at most this long (s) for each read and write of a `sent`
 # proof, and at most SENT_PROOF_POST_S for the proofs of one post:
@@ -127,14 +127,16 @@ def _attempt_of(st: PlatformStatus) -> tuple[str, int, int, int] | None:
     return (room_id, incarnation, seq, attempt) if ROOM_ID.fullmatch(room_id) else None
 
 
-def check_due_proofs(record: SentProofRecord, store: RoomStore, now: int) -> None:
-    """`WebhookHandlers._record_sent_proofs`' work, on `record` and `store`."""
+def check_due_proofs(record: SentProofRecord, store: RoomStore, now: int,
+                     monotonic: Callable[[], float] = time.monotonic) -> None:
+    """`WebhookHandlers._record_sent_proofs`' work, on `record` and `store`;
+    `monotonic` (seconds) measures the SENT_PROOF_POST_S budget."""
     rooms: dict[str, RoomState | None] = {}
-    give_up_at = time.monotonic() + SENT_PROOF_POST_S
+    give_up_at = monotonic() + SENT_PROOF_POST_S
     for proof in record.take_due(now):
         room_id, incarnation, seq, attempt = proof.attempt
         try:
-            if time.monotonic() > give_up_at:
+            if monotonic() > give_up_at:
                 raise TimeoutError(f"the proofs of this post took over {SENT_PROOF_POST_S} s")
             if room_id not in rooms:
                 rooms[room_id] = store.read_room(room_id, deadline_s=SENT_PROOF_CALL_S)
@@ -197,7 +199,7 @@ class WebhookHandlers:
         there) is checked against every enabled app's secret: 401 if none
         signed it, else 400 (a body without `object` is read in the signing
         app's own format)."""
-        arrived = core.now_us()
+        arrived = self.core.now_us()
         try:
             payload = json.loads(raw)
         except (ValueError, UnicodeDecodeError):
@@ -249,7 +251,7 @@ class WebhookHandlers:
             if settings.sent_proof:
                 settle_applied(self.core.sent_proofs, mine)
         if settings.sent_proof:
-            self._record_sent_proofs(core.now_us())
+            self._record_sent_proofs(self.core.now_us())
         return reply
 
     def _record_sent_proofs(self, now: int) -> None:
@@ -280,7 +282,7 @@ class WebhookHandlers:
         counts = op_counts()
         reads, writes = counts.firestore_reads, counts.firestore_writes
         try:
-            check_due_proofs(self.core.sent_proofs, self.core.store, now)
+            check_due_proofs(self.core.sent_proofs, self.core.store, now, self.core.monotonic)
         finally:  # the proof's share of this request's counts (bench-core, make cost)
             counts.proof_reads += counts.firestore_reads - reads
             counts.proof_writes += counts.firestore_writes - writes

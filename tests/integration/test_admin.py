@@ -67,7 +67,7 @@ def test_a_caller_who_is_not_an_operator_is_refused_and_changes_nothing(stack, s
     assert post_push(stack, room_id, "m1", silent).status_code == 200
     svc = service(stack, store)
     svc.core.incident = None
-    admin = AdminService.build(svc, AdminSettings("local", ("alice@example.com",), (), "k"))
+    admin = AdminService.build(svc, store, AdminSettings("local", ("alice@example.com",), (), "k"))
     pause = json.dumps({"action": "rooms.pause", "args": {"room": room_id, "reason": "hold"}}).encode()
     refused = admin.handle(pause, f"Bearer {local_token('k', 'mallory@example.com')}", stack.url("admin"))
     assert refused.status == 403 and "mallory@example.com" in refused.body["error"]

@@ -247,7 +247,7 @@ def test_every_outcome_kind_is_published_once_per_message_end(stack, store, outc
         b'{"type":"text","text":"hi"}', "dl-1"))
     # skipped: an operator ends a message in flight.
     push(svc, rooms["skipped"], silent, "m1")
-    Operators(svc).skip(rooms["skipped"], 1, "tester@example.com", "wrong text")
+    Operators(svc, store=store).skip(rooms["skipped"], 1, "tester@example.com", "wrong text")
     # cancelled: a scheduled message cancelled before its time, its push then delivered twice.
     store.cancel_scheduled(rooms["cancelled"], "m1", "tester@example.com", "wrong price")
     soon = utc_iso(time.time_ns() // 1000 + 300_000)

@@ -24,7 +24,7 @@ from shared.events import (
 )
 from shared.room import Phase
 from shared.service import DeliveryService
-from tests.unit.service.test_faults import Knobs, World, push_body, service_time
+from tests.unit.service.test_faults import Knobs, World, push_body, seams
 
 LOCAL = AdminSettings("local", (), (), "the-key")
 GOOGLE = AdminSettings("google", (), ("gcloud-client-id",), "")
@@ -145,16 +145,15 @@ def test_with_the_switch_on_a_push_is_stored_and_its_send_waits_as_the_same_atte
     world = World(Knobs())
     switch = StubSwitch()
     service = DeliveryService(world.settings, world.policy, world.store, world.timers,
-                              {"whatsapp": world.platform}, world.events, incident=switch)  # type: ignore[arg-type]
-    with service_time(world):
-        for i in (1, 2):
-            assert service.handle_push(push_body("room-i", f"m{i}", "15550001", "hi", f"p{i}",
-                                                 world.clock.now_us())).status == 200
-        state = world.store.load_room("room-i")
-        assert world.platform.calls == []
-        assert state.in_flight.phase is Phase.PACED and state.in_flight.attempt == 1
-        assert state.in_flight.due_at_us >= world.clock.now_us() + 14_000_000
-        assert [m.message_id for m in state.pending] == ["m2"]
+                              {"whatsapp": world.platform}, world.events, incident=switch, **seams(world))  # type: ignore[arg-type]
+    for i in (1, 2):
+        assert service.handle_push(push_body("room-i", f"m{i}", "15550001", "hi", f"p{i}",
+                                             world.clock.now_us())).status == 200
+    state = world.store.load_room("room-i")
+    assert world.platform.calls == []
+    assert state.in_flight.phase is Phase.PACED and state.in_flight.attempt == 1
+    assert state.in_flight.due_at_us >= world.clock.now_us() + 14_000_000
+    assert [m.message_id for m in state.pending] == ["m2"]
 
 
 # ---------------------------------------------------------------- one request, one trace

@@ -62,7 +62,7 @@ def lines() -> list[dict[str, Any]]:
     settings = dataclasses.replace(config.load(), max_send_attempts=1, event_log_path="", metrics_log_path="",
                                    webhook_mode="direct")
     store, platform, log = FakeRoomStore(clock), FakePlatform(clock, settings.send_timeout_ms), Lines()
-    svc = DeliveryService(settings, policy_from_settings(settings), store, FakeTimers(clock),  # type: ignore[arg-type]
+    svc = DeliveryService(settings, policy_from_settings(settings), store, FakeTimers(clock),
                           {"whatsapp": platform}, log)  # type: ignore[arg-type]
 
     def flight(room: str) -> Any:

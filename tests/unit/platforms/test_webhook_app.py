@@ -9,7 +9,7 @@ import dataclasses
 import json
 
 from shared.providers.whatsapp import sign
-from tests.unit.service.test_faults import Knobs, World, build_service, service_time
+from tests.unit.service.test_faults import Knobs, World, build_service
 
 SHARED_SECRET = "one-meta-app-secret"
 
@@ -29,15 +29,13 @@ def service_with(**secrets: str):
 def test_one_app_secret_for_whatsapp_and_messenger_lets_messenger_receipts_in():
     world, service = service_with(whatsapp_app_secret=SHARED_SECRET, messenger_app_secret=SHARED_SECRET)
     raw = receipt_body()
-    with service_time(world):
-        reply = service.handle_status_webhook(raw, sign(raw, SHARED_SECRET))
+    reply = service.handle_status_webhook(raw, sign(raw, SHARED_SECRET))
     assert reply.status == 200 and reply.body["receipts"] == 1, reply
 
 
 def test_a_messenger_payload_signed_with_another_apps_secret_is_refused_401_and_changes_nothing():
     world, service = service_with(whatsapp_app_secret="whatsapp-secret", messenger_app_secret="messenger-secret")
     raw = receipt_body()
-    with service_time(world):
-        reply = service.handle_status_webhook(raw, sign(raw, "whatsapp-secret"))
+    reply = service.handle_status_webhook(raw, sign(raw, "whatsapp-secret"))
     assert reply.status == 401
     assert world.events.events == []

@@ -138,21 +138,14 @@ def test_a_scheduled_message_that_entered_is_not_ended_skipped_by_a_later_copy_a
 
     world, service, _client = setup()
     body = push(world, "promo-1", 10)
-    with service_time_of(world):
-        assert service.handle_push(body).body["result"] == "scheduled"
-        world.clock.advance_ms(11_000)
-        assert service.handle_push(body, scheduled_entry=True).status == 200  # its task: it enters
-        world.store.cancel_scheduled("room-s", "promo-1", "ops", "campaign withdrawn")  # too late
-        again = service.handle_push(body, scheduled_entry=True)  # Cloud Tasks runs the task again
+    assert service.handle_push(body).body["result"] == "scheduled"
+    world.clock.advance_ms(11_000)
+    assert service.handle_push(body, scheduled_entry=True).status == 200  # its task: it enters
+    world.store.cancel_scheduled("room-s", "promo-1", "ops", "campaign withdrawn")  # too late
+    again = service.handle_push(body, scheduled_entry=True)  # Cloud Tasks runs the task again
     assert again.body.get("result") != "cancelled", again.body
     assert "skipped" not in kinds(world, "promo-1"), kinds(world, "promo-1")
     assert kinds(world, "promo-1").count("enqueued") == 1
-
-
-def service_time_of(world):
-    from tests.unit.service.test_faults import service_time
-
-    return service_time(world)
 
 
 def _dead_letter_copy(body: bytes) -> bytes:
@@ -174,10 +167,9 @@ def test_the_dead_letter_copy_of_a_cancelled_scheduled_message_ends_skipped_not_
 
     world, service, _client = setup()
     body = push(world, "promo-1", 10)
-    with service_time_of(world):
-        world.store.cancel_scheduled("room-s", "promo-1", "ops", "campaign withdrawn")
-        world.clock.advance_ms(11_000)
-        reply = service.handle_dead_letter(_dead_letter_copy(body))
+    world.store.cancel_scheduled("room-s", "promo-1", "ops", "campaign withdrawn")
+    world.clock.advance_ms(11_000)
+    reply = service.handle_dead_letter(_dead_letter_copy(body))
     assert reply.body["result"] == "cancelled", reply.body
     assert "parked" not in kinds(world, "promo-1") and kinds(world, "promo-1").count("skipped") == 1
     assert world.store.load_room("room-s") is None or not world.store.load_room("room-s").holds_messages
@@ -189,8 +181,7 @@ def test_the_dead_letter_copy_of_a_scheduled_message_before_its_time_waits_for_i
 
     world, service, client = setup()
     body = push(world, "promo-1", 60)
-    with service_time_of(world):
-        reply = service.handle_dead_letter(_dead_letter_copy(body))
+    reply = service.handle_dead_letter(_dead_letter_copy(body))
     assert reply.body["result"] == "scheduled", reply.body
     assert "parked" not in kinds(world, "promo-1") and len(client.created) == 1
 
@@ -208,10 +199,9 @@ def test_a_cancel_after_the_message_came_leaves_its_task_so_a_full_room_still_ge
 
     world, service, client = setup()
     body = push(world, "promo-1", 10)
-    with service_time_of(world):
-        assert service.handle_push(body).body["result"] == "scheduled"
-        world.clock.advance_ms(11_000)
-        verdict, _ = world.store.claim_cancelled_end("room-s", "promo-1")  # its task comes: let in
+    assert service.handle_push(body).body["result"] == "scheduled"
+    world.clock.advance_ms(11_000)
+    verdict, _ = world.store.claim_cancelled_end("room-s", "promo-1")  # its task comes: let in
     assert verdict == "not_cancelled"
     admin = types.SimpleNamespace(operators=types.SimpleNamespace(store=world.store),
                                   scheduled_factory=lambda: service.scheduled)
@@ -228,11 +218,10 @@ def test_a_scheduled_message_let_in_without_a_hold_is_not_ended_skipped_by_a_lat
 
     world, service, _client = setup()
     body = push(world, "promo-1", 10)
-    with service_time_of(world):
-        world.clock.advance_ms(11_000)  # its hold never happened: the first copy comes after its time
-        assert service.handle_push(body).body["result"] == "ok"
-        world.store.cancel_scheduled("room-s", "promo-1", "ops", "campaign withdrawn")  # too late
-        again = service.handle_push(body)  # a duplicate of the push
+    world.clock.advance_ms(11_000)  # its hold never happened: the first copy comes after its time
+    assert service.handle_push(body).body["result"] == "ok"
+    world.store.cancel_scheduled("room-s", "promo-1", "ops", "campaign withdrawn")  # too late
+    again = service.handle_push(body)  # a duplicate of the push
     assert again.body.get("result") != "cancelled", again.body
     assert "skipped" not in kinds(world, "promo-1"), kinds(world, "promo-1")
 

@@ -10,7 +10,7 @@ import json
 from shared.providers.whatsapp import sign
 from shared.room import Enqueue, SendOutcome, SendReturned, decide, make_delivery_id
 from tests.fakes import FakeStatusQueue
-from tests.unit.service.test_faults import SECRET, Knobs, World, build_service, service_time
+from tests.unit.service.test_faults import SECRET, Knobs, World, build_service
 
 PSID = "2400000077"
 
@@ -46,9 +46,8 @@ def run(watermark_offset_ms: int) -> dict:
     service = build_service(world)
     delivery_id = messenger_room(world, "room-e")
     stamp_ms = world.clock.now_us() // 1000 + 100  # the platform stamped it before our send call returned
-    with service_time(world):
-        for body in (page(echo(delivery_id, stamp_ms)), page(delivery(stamp_ms + watermark_offset_ms))):
-            assert service.handle_status_webhook(body, sign(body, SECRET)).status == 200
+    for body in (page(echo(delivery_id, stamp_ms)), page(delivery(stamp_ms + watermark_offset_ms))):
+        assert service.handle_status_webhook(body, sign(body, SECRET)).status == 200
     return world.store.load_room("room-e").counts
 
 
@@ -73,29 +72,28 @@ def run_receipt_before_return_and_echo(watermark_offset_ms: int, mode: str = "di
     world.settings = dataclasses.replace(world.settings, messenger_app_secret=SECRET, webhook_mode=mode)
     service = build_service(world)
     queue = FakeStatusQueue()
-    service.core._status_queue = queue  # type: ignore[assignment]
+    service.core._status_queue = queue
     room = "room-k"
     now = world.clock.now_us()
     world.store.apply(room, lambda s: decide(s, Enqueue("m1", "messenger", PSID, "hi", now, now), world.policy, "t"))
     state = world.store.load_room(room)
     delivery_id = make_delivery_id(room, state.incarnation, 1, 1, state.in_flight.started_at_us)
     stamp_ms = now // 1000 + 100
-    with service_time(world):
-        body = page(delivery(stamp_ms + watermark_offset_ms))  # before the return and the echo
-        assert service.handle_status_webhook(body, sign(body, SECRET)).status == 200
-        if mode == "queued":
-            for published in list(queue.published):
-                service.statuses.apply_receipt_events(list(published.events()), "status")
-            queue.published.clear()
-        world.store.apply(room, lambda s: decide(s, SendReturned(state.incarnation, 1, 1, SendOutcome.ACCEPTED,
-                                                                 now + 300_000, "c", provider_message_id="mid.1"),
-                                                 world.policy, "t"))
-        assert world.store.load_room(room).counts == {}  # no echo yet: nothing proven
-        body = page(echo(delivery_id, stamp_ms))
-        assert service.handle_status_webhook(body, sign(body, SECRET)).status == 200
-        queued = len(queue.published)
+    body = page(delivery(stamp_ms + watermark_offset_ms))  # before the return and the echo
+    assert service.handle_status_webhook(body, sign(body, SECRET)).status == 200
+    if mode == "queued":
         for published in list(queue.published):
             service.statuses.apply_receipt_events(list(published.events()), "status")
+        queue.published.clear()
+    world.store.apply(room, lambda s: decide(s, SendReturned(state.incarnation, 1, 1, SendOutcome.ACCEPTED,
+                                                             now + 300_000, "c", provider_message_id="mid.1"),
+                                             world.policy, "t"))
+    assert world.store.load_room(room).counts == {}  # no echo yet: nothing proven
+    body = page(echo(delivery_id, stamp_ms))
+    assert service.handle_status_webhook(body, sign(body, SECRET)).status == 200
+    queued = len(queue.published)
+    for published in list(queue.published):
+        service.statuses.apply_receipt_events(list(published.events()), "status")
     return world.store.load_room(room).counts, queued
 
 

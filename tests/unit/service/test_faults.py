@@ -54,18 +54,15 @@ import json
 import re
 import sys
 from collections import defaultdict
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
-from unittest import mock
 
 import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-import shared.service.core as service_module
 from shared import config
 from shared.events import EventType, utc_iso
 from shared.providers.whatsapp import sign
@@ -81,6 +78,7 @@ from shared.room import (
     WatchdogSweep,
     policy_from_settings,
 )
+from shared.room import decide as room_decide
 from shared.service import DEAD_LETTER_COUNT_ATTRIBUTE, TRANSIENT_ERRORS, DeliveryService
 from shared.tasks import timer_body
 from tests.fakes import (
@@ -112,10 +110,6 @@ TERMINAL = frozenset(str(e) for e in (EventType.ACKED, EventType.FAILED, EventTy
                                       EventType.SKIPPED))
 ENDS_THAT_RELEASE_EARLY = frozenset({str(EventType.ACKED), str(EventType.FAILED)})  # inv. 2: "unless acked or failed"
 NEVER_SEEN = "never seen by its room"  # shared.room's reason for a dead-letter copy parked at the tail
-
-_REAL_DECIDE = service_module.decide
-_REAL_ARM_RETRY = service_module._arm_retry
-
 
 @dataclass(frozen=True)
 class Knobs:
@@ -161,7 +155,7 @@ class World:
     def decide(self, state: RoomState, event: RoomEvent, policy: Policy, component: str) -> Decision:
         """`shared.room.decide`, checked: a timer, the watchdog, a status or a
         send outcome changes the room only for the exact attempt it names."""
-        decision = _REAL_DECIDE(state, event, policy, component)
+        decision = room_decide(state, event, policy, component)
         self.decided_rooms.append(state.room_id)
         if decision.state is not None:
             problem = _misapplied(state, event, policy)
@@ -192,20 +186,15 @@ def _misapplied(state: RoomState, event: RoomEvent, policy: Policy) -> str | Non
 
 def build_service(world: World) -> DeliveryService:
     """A fresh service instance (as after a cold start) over the world's fakes."""
-    return DeliveryService(world.settings, world.policy, world.store, world.timers,  # type: ignore[arg-type]
-                           {"whatsapp": world.platform}, world.events)  # type: ignore[arg-type]
+    return DeliveryService(world.settings, world.policy, world.store, world.timers,
+                           {"whatsapp": world.platform}, world.events, **seams(world))  # type: ignore[arg-type]
 
 
-@contextmanager
-def service_time(world: World) -> Iterator[None]:
-    """The service reads the time only through `shared.service.now_us`
-    (shared/push.py is handed it): point it at the simulated clock; tenacity's
-    waits between timer arms pass simulated time; `decide` is checked."""
-    with mock.patch.object(service_module, "now_us", world.clock.now_us), \
-            mock.patch.object(service_module, "_arm_retry",
-                              lambda fn: _REAL_ARM_RETRY(fn).retry_with(sleep=world.clock.sleep_s)), \
-            mock.patch.object(service_module, "decide", world.decide):
-        yield
+def seams(world: World) -> dict[str, Any]:
+    """The service's clock, arm-retry sleep and rules on the world's: its
+    simulated clock, simulated waits between timer arms, and the checked
+    `decide` (`DeliveryService`'s keyword arguments; nothing is patched)."""
+    return {"clock": world.clock, "sleep": world.clock.sleep_s, "decide": world.decide}
 
 
 def push_body(room_id: str, message_id: str, recipient: str, text: str, pubsub_id: str, publish_us: int,
@@ -394,8 +383,7 @@ class RoomDeliveryMachine(RuleBasedStateMachine):
         store = self.world.store
         store.allowed_rooms.append(frozenset(rooms) if rooms is not None else None)
         try:
-            with service_time(self.world):
-                return fn(self.service, *args)
+            return fn(self.service, *args)
         except Crash:
             self.service = build_service(self.world)  # the next request lands on a new instance
             return None

@@ -31,7 +31,7 @@ from shared.service import DeliveryService
 from shared.service import webhook as webhook_module
 from shared.status_queue import QueuedStatus, RoomStatuses
 from tests.fakes import FakeStatusQueue
-from tests.unit.service.test_faults import SECRET, Knobs, World, push_body, service_time, status_body
+from tests.unit.service.test_faults import SECRET, Knobs, World, push_body, seams, status_body
 
 
 class DownStore:
@@ -60,9 +60,9 @@ def entry() -> Iterator[Any]:
 
 
 def service_over(world: World, store: Any, queue: FakeStatusQueue | None = None) -> DeliveryService:
-    return DeliveryService(world.settings, world.policy, store, world.timers,  # type: ignore[arg-type]
+    return DeliveryService(world.settings, world.policy, store, world.timers,
                            {"whatsapp": world.platform}, world.events,  # type: ignore[arg-type]
-                           status_queue=(lambda: queue) if queue is not None else None)  # type: ignore[arg-type,return-value]
+                           status_queue=(lambda: queue) if queue is not None else None, **seams(world))
 
 
 def status_push(room_id: str, delivery_id: str) -> bytes:
@@ -99,8 +99,7 @@ def test_every_entry_point_answers_503_when_firestore_fails(entry, function, exc
     store = DownStore(exc)
     app = service_over(world, store, queue)
     handler, args = requests_of_every_entry_point(world)[function]
-    with service_time(world):
-        response = entry.respond(app, function, getattr(app, handler), *args)
+    response = entry.respond(app, function, getattr(app, handler), *args)
     assert response.status_code == 503, (function, response.get_data())
     assert store.calls  # it did reach Firestore
     assert world.platform.calls == [] and queue.failures == {}  # nothing sent; a timeout is never counted
@@ -183,7 +182,7 @@ def test_the_sent_proofs_of_one_post_stop_after_their_budget(monkeypatch, capsys
     rooms = {f"room-{i}": "unknown_reached" for i in range(5)}
     world, service, _, ids = rooms_with_a_send("on", rooms)
     clock = [0.0]
-    monkeypatch.setattr(webhook_module.time, "monotonic", lambda: clock[0])
+    service.core.monotonic = lambda: clock[0]  # the budget's clock: the reads' simulated time
     reads: list[str] = []
     real = world.store.read_room
 
@@ -194,10 +193,9 @@ def test_the_sent_proofs_of_one_post_stop_after_their_budget(monkeypatch, capsys
 
     monkeypatch.setattr(world.store, "read_room", slow_read)
     body = statuses(*[(ids[r], "sent", rendezvous_sender(r, NUMBERS)) for r in rooms])
-    with service_time(world):
-        from shared.providers.whatsapp import sign
+    from shared.providers.whatsapp import sign
 
-        assert service.handle_status_webhook(body, sign(body, SECRET)).status == 200
+    assert service.handle_status_webhook(body, sign(body, SECRET)).status == 200
     assert len(reads) == 3, reads  # 0.9, 1.8, 2.7 s: the third read ends past the budget; no fourth
     assert f"over {webhook_module.SENT_PROOF_POST_S} s" in capsys.readouterr().out
     proven = [r for r in rooms if world.store.load_room(r).in_flight.phase.value == "sent"]

@@ -162,7 +162,7 @@ class World:
         self.pubsub, self.db = FakePubSub(down), FakeDb()
         self.outcomes = OutcomePublisher("p", "outcomes", self.db, client=self.pubsub, wait_s=0.1)
         self.timers = FakeTimers(self.clock)
-        self.service = DeliveryService(self.settings, self.policy, self.store, self.timers,  # type: ignore[arg-type]
+        self.service = DeliveryService(self.settings, self.policy, self.store, self.timers,
                                        {"whatsapp": self.platform}, RecordingEventLog(self.clock),  # type: ignore[arg-type]
                                        outcomes=self.outcomes)
 

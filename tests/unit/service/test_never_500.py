@@ -24,7 +24,7 @@ from shared.providers.whatsapp import sign
 from shared.push import Rejected, parse_push
 from shared.service import TRANSIENT_ERRORS, DeliveryService, Reply
 from shared.status_queue import KIND_RECIPIENT_RECEIPTS, KIND_ROOM_STATUSES
-from tests.unit.service.test_faults import SECRET, Knobs, World, build_service, service_time
+from tests.unit.service.test_faults import SECRET, Knobs, World, build_service
 
 SETTINGS = settings(max_examples=150, deadline=None, derandomize=True, database=None,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
@@ -134,8 +134,7 @@ def answered(world: World, call) -> Reply | None:
     """The handler's reply, or None when it raised a transient error (the
     entry point's 503). Any other exception is a 500 and fails the test."""
     try:
-        with service_time(world):
-            return call()
+        return call()
     except TRANSIENT_ERRORS:
         return None
 
@@ -227,15 +226,13 @@ def test_a_deliver_at_that_overflows_in_utc_is_kept_as_rejected_not_a_500():
                                    "attributes": attrs, "messageId": "101",
                                    "publishTime": datetime.now(UTC).isoformat()}}).encode()
     world, service = world_and_service()
-    with service_time(world):
-        for reply in (service.handle_push(body), service.handle_dead_letter(body)):
-            assert reply.status == 200 and reply.body["result"] == "rejected", reply
+    for reply in (service.handle_push(body), service.handle_dead_letter(body)):
+        assert reply.status == 200 and reply.body["result"] == "rejected", reply
     assert all("attributes.deliver_at: must be a time from 1970 to 9998" in r["reason"] for r in world.store.rejected.values()) and world.store.rejected
 
 
 def test_a_signed_webhook_whose_object_is_a_list_is_a_400():
     raw = json.dumps({"object": ["page"], "entry": []}).encode()
     world, service = world_and_service()
-    with service_time(world):
-        assert service.handle_status_webhook(raw, sign(raw, SECRET)).status == 400
+    assert service.handle_status_webhook(raw, sign(raw, SECRET)).status == 400
 

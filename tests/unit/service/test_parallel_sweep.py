@@ -9,7 +9,7 @@ import dataclasses
 from google.api_core import exceptions as gexc
 
 from shared.room import Enqueue, decide
-from tests.unit.service.test_faults import WATCHDOG_GRACE_MS, Knobs, World, build_service, service_time
+from tests.unit.service.test_faults import WATCHDOG_GRACE_MS, Knobs, World, build_service
 
 
 def overdue_rooms(world: World, n: int) -> list[str]:
@@ -27,8 +27,7 @@ def test_a_sweep_rescues_every_overdue_room_once_in_batches_several_at_a_time():
     world = World(Knobs(sweep_batch_size=7))
     world.settings = dataclasses.replace(world.settings, sweep_concurrency=8)
     rooms = overdue_rooms(world, 40)
-    with service_time(world):
-        body = build_service(world).handle_sweep().body
+    body = build_service(world).handle_sweep().body
     assert (body["overdue"], body["rescued"], body["failed"], body["left"]) == (40, 40, 0, 0)
     rescued = [e.room_id for e in world.events.events if e.event == "watchdog_rescued"]
     assert sorted(rescued) == rooms  # every room once
@@ -47,8 +46,7 @@ def test_a_room_that_fails_is_counted_and_left_and_the_others_are_rescued(monkey
         return real_apply(room_id, decide_fn)
 
     monkeypatch.setattr(world.store, "apply", apply)
-    with service_time(world):
-        body = build_service(world).handle_sweep().body
+    body = build_service(world).handle_sweep().body
     assert (body["overdue"], body["rescued"], body["failed"]) == (10, 9, 1)
 
 
@@ -56,10 +54,8 @@ def test_a_spent_budget_leaves_the_rest_for_the_next_sweep():
     world = World(Knobs(sweep_batch_size=50))
     world.settings = dataclasses.replace(world.settings, sweep_concurrency=2, sweep_budget_s=0)
     rooms = overdue_rooms(world, 5)
-    with service_time(world):
-        body = build_service(world).handle_sweep().body
+    body = build_service(world).handle_sweep().body
     assert (body["overdue"], body["rescued"]) == (0, 0)
     assert all(world.store.load_room(r).wake_at_us < world.clock.now_us() for r in rooms)  # still overdue
     world.settings = dataclasses.replace(world.settings, sweep_budget_s=45)
-    with service_time(world):
-        assert build_service(world).handle_sweep().body["rescued"] == 5  # the next sweep takes them
+    assert build_service(world).handle_sweep().body["rescued"] == 5  # the next sweep takes them

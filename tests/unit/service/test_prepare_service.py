@@ -16,7 +16,7 @@ from shared.prepare import prepare_body
 from shared.providers.base import Media, PrepareResult
 from shared.room import Prepare
 from shared.service import TimerArmFailed
-from tests.unit.service.test_faults import Knobs, World, build_service, service_time
+from tests.unit.service.test_faults import Knobs, World, build_service
 
 ROOM = "room-p"
 
@@ -65,12 +65,11 @@ def test_a_prepare_task_cloud_tasks_refuses_answers_503_and_the_redelivered_push
     world, tasks = World(Knobs()), FakePrepareTasks()
     service = service_with(world, tasks, FakePreparer(PrepareResult(media_id="mid-1")))
     tasks.fail = 3  # every quick retry of the first request
-    with service_time(world), pytest.raises(TimerArmFailed):  # the entry point answers 503
+    with pytest.raises(TimerArmFailed):  # the entry point answers 503
         service.handle_push(image_push(world, "i1"))
     assert [e.event for e in world.events.events][-1] == "prepare_request_failed"
     assert tasks.requested == [] and world.platform.calls == []
-    with service_time(world):
-        assert service.handle_push(image_push(world, "i1")).status == 200  # Pub/Sub's redelivery
+    assert service.handle_push(image_push(world, "i1")).status == 200  # Pub/Sub's redelivery
     assert [(p.seq, p.attempt) for p in tasks.requested] == [(1, 1)]
 
 
@@ -78,10 +77,9 @@ def test_the_prepare_handler_uploads_stores_the_media_id_and_the_waiting_head_is
     world, tasks = World(Knobs()), FakePrepareTasks()
     preparer = FakePreparer(PrepareResult(media_id="mid-1"))
     service = service_with(world, tasks, preparer)
-    with service_time(world):
-        service.handle_push(image_push(world, "i1"))
-        assert world.platform.calls == []  # the head waits for its preparation
-        reply = service.handle_prepare(json.dumps(prepare_body(tasks.requested[0])).encode())
+    service.handle_push(image_push(world, "i1"))
+    assert world.platform.calls == []  # the head waits for its preparation
+    reply = service.handle_prepare(json.dumps(prepare_body(tasks.requested[0])).encode())
     assert reply.body["result"] == "prepared" and preparer.calls == [("image", "https://media.test/i1.png")]
     (call,) = world.platform.calls
     assert call.media == Media("image", media_id="mid-1") and call.text == "i1"
@@ -91,15 +89,14 @@ def test_a_task_for_a_message_that_needs_nothing_any_more_uploads_nothing():
     world, tasks = World(Knobs()), FakePrepareTasks()
     preparer = FakePreparer(PrepareResult(media_id="mid-1"))
     service = service_with(world, tasks, preparer)
-    with service_time(world):
-        service.handle_push(image_push(world, "i1"))
-        service.handle_push(image_push(world, "i2"))
-        first, second = (json.dumps(prepare_body(p)).encode() for p in tasks.requested)
-        service.handle_prepare(first)
-        again = service.handle_prepare(first)  # Cloud Tasks ran it twice
-        service.skip(ROOM, 2, "ops", "not wanted")
-        after_skip = service.handle_prepare(second)
-        dropped = service.handle_prepare(b'{"room_id": "x"}')
+    service.handle_push(image_push(world, "i1"))
+    service.handle_push(image_push(world, "i2"))
+    first, second = (json.dumps(prepare_body(p)).encode() for p in tasks.requested)
+    service.handle_prepare(first)
+    again = service.handle_prepare(first)  # Cloud Tasks ran it twice
+    service.skip(ROOM, 2, "ops", "not wanted")
+    after_skip = service.handle_prepare(second)
+    dropped = service.handle_prepare(b'{"room_id": "x"}')
     assert again.body["result"] == after_skip.body["result"] == "nothing to prepare"
     assert preparer.calls == [("image", "https://media.test/i1.png")]
     assert dropped.status == 200 and dropped.body["result"] == "dropped"
@@ -108,9 +105,8 @@ def test_a_task_for_a_message_that_needs_nothing_any_more_uploads_nothing():
 def test_a_permanent_failure_is_stored_and_the_message_dead_lettered_by_the_default_policy():
     world, tasks = World(Knobs()), FakePrepareTasks()
     service = service_with(world, tasks, FakePreparer(PrepareResult(error="HTTP 404 on the link", permanent=True)))
-    with service_time(world):
-        service.handle_push(image_push(world, "i1"))
-        reply = service.handle_prepare(json.dumps(prepare_body(tasks.requested[0])).encode())
+    service.handle_push(image_push(world, "i1"))
+    reply = service.handle_prepare(json.dumps(prepare_body(tasks.requested[0])).encode())
     assert reply.body["result"] == "failed" and world.platform.calls == []
     ends = [(e.event, e.reason) for e in world.events.events if e.event == "dead_lettered"]
     assert ends and "HTTP 404 on the link" in ends[0][1]

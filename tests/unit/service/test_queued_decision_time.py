@@ -6,10 +6,7 @@ the ack latency's end."""
 
 from __future__ import annotations
 
-from unittest import mock
-
 from shared.room import Enqueue, decide
-from shared.service import core as service_module
 from shared.status_queue import QueuedStatus, RoomStatuses
 from tests.unit.service.test_status_queue import World
 
@@ -18,15 +15,14 @@ QUEUE_WAIT_MS = 5000  # a backlog, or a `status` outage being worked off
 
 def test_a_status_that_waited_in_the_queue_passes_the_baton_to_a_send_that_goes_out():
     w = World()
-    with mock.patch.object(service_module, "now_us", w.clock.now_us):
-        delivery = w.room_in_flight("room-a")
-        now = w.clock.now_us()
-        w.store.apply("room-a", lambda s: decide(s, Enqueue("m2", "whatsapp", "15550001", "two", now, now),
-                                                 w.policy, "test"))
-        received = w.clock.now_us()
-        batch = RoomStatuses("room-a", received, (QueuedStatus(delivery, "delivered"),))
-        w.clock.advance_ms(QUEUE_WAIT_MS)
-        assert w.service.handle_status_push(w.push_of(batch)).body["applied"] == 1
+    delivery = w.room_in_flight("room-a")
+    now = w.clock.now_us()
+    w.store.apply("room-a", lambda s: decide(s, Enqueue("m2", "whatsapp", "15550001", "two", now, now),
+                                             w.policy, "test"))
+    received = w.clock.now_us()
+    batch = RoomStatuses("room-a", received, (QueuedStatus(delivery, "delivered"),))
+    w.clock.advance_ms(QUEUE_WAIT_MS)
+    assert w.service.handle_status_push(w.push_of(batch)).body["applied"] == 1
     events = w.events.events
     assert [e.event for e in events if e.event in ("sent", "send_failed")] == ["sent"], \
         [(e.event, e.reason) for e in events]

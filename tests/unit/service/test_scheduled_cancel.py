@@ -19,7 +19,7 @@ from google.api_core import exceptions as gexc
 
 from shared.events import utc_iso
 from shared.scheduled import ScheduledHold
-from tests.unit.service.test_faults import Knobs, World, build_service, service_time
+from tests.unit.service.test_faults import Knobs, World, build_service
 
 S = 1_000_000
 
@@ -69,12 +69,11 @@ def kinds(world: World, mid: str) -> list[str]:
 def test_a_cancelled_message_redelivered_after_its_time_is_not_sent_and_ends_once():
     world, service, client = setup()
     body = push(world, "m1", 10)
-    with service_time(world):
-        assert service.handle_push(body).body["result"] == "scheduled"
-        world.store.cancel_scheduled("room-s", "m1", "ops", "campaign withdrawn")
-        world.clock.advance_ms(11_000)
-        first = service.handle_push(body)  # Pub/Sub redelivers the original push after its time
-        second = service.handle_push(body, scheduled_entry=True)  # then its task comes
+    assert service.handle_push(body).body["result"] == "scheduled"
+    world.store.cancel_scheduled("room-s", "m1", "ops", "campaign withdrawn")
+    world.clock.advance_ms(11_000)
+    first = service.handle_push(body)  # Pub/Sub redelivers the original push after its time
+    second = service.handle_push(body, scheduled_entry=True)  # then its task comes
     assert (first.body["result"], second.body["result"]) == ("cancelled", "cancelled")
     assert kinds(world, "m1").count("skipped") == 1 and "enqueued" not in kinds(world, "m1")
     assert world.platform.calls == []
@@ -82,8 +81,7 @@ def test_a_cancelled_message_redelivered_after_its_time_is_not_sent_and_ends_onc
 
 def test_cancel_deletes_the_task_by_the_name_its_hold_recorded():
     world, service, client = setup()
-    with service_time(world):
-        service.handle_push(push(world, "m1", 3600))
+    service.handle_push(push(world, "m1", 3600))
     recorded = world.store.cancel_scheduled("room-s", "m1", "ops", "withdrawn")
     assert recorded is not None and service.scheduled.delete(recorded["task"])
     assert client.deleted == [f"{service.scheduled.queue_path}/tasks/{recorded['task']}"]
@@ -93,14 +91,12 @@ def test_cancel_deletes_the_task_by_the_name_its_hold_recorded():
 def test_a_hop_task_that_comes_early_is_held_again_not_dropped():
     world, service, client = setup()
     body = push(world, "m1", 10)
-    with service_time(world):
-        service.handle_push(body)
-        world.clock.advance_ms(8_000)  # Cloud Tasks' clock runs 2 s ahead of the function's
-        assert service.handle_push(body, scheduled_entry=True).body["result"] == "scheduled"
+    service.handle_push(body)
+    world.clock.advance_ms(8_000)  # Cloud Tasks' clock runs 2 s ahead of the function's
+    assert service.handle_push(body, scheduled_entry=True).body["result"] == "scheduled"
     assert len(client.created) == 2, sorted(client.created)  # a second task, under a name of its own
-    with service_time(world):
-        world.clock.advance_ms(2_500)
-        assert service.handle_push(body, scheduled_entry=True).body["result"] == "ok"
+    world.clock.advance_ms(2_500)
+    assert service.handle_push(body, scheduled_entry=True).body["result"] == "ok"
     assert kinds(world, "m1").count("enqueued") == 1
 
 
@@ -110,15 +106,13 @@ def test_two_rooms_scheduling_the_same_message_id_both_enter_and_cancel_is_per_r
     and record; a cancel names its room and touches no other."""
     world, service, client = setup()
     bodies = {room: push(world, "promo-1", 10, room) for room in ("room-a", "room-b", "room-c")}
-    with service_time(world):
-        for body in bodies.values():
-            assert service.handle_push(body).body["result"] == "scheduled"
+    for body in bodies.values():
+        assert service.handle_push(body).body["result"] == "scheduled"
     assert len(client.created) == 3, sorted(client.created)  # not ALREADY_EXISTS taken as done
     world.store.cancel_scheduled("room-c", "promo-1", "ops", "withdrawn in room-c only")
-    with service_time(world):
-        world.clock.advance_ms(11_000)
-        results = {room: service.handle_push(body, scheduled_entry=True).body["result"]
-                   for room, body in bodies.items()}
+    world.clock.advance_ms(11_000)
+    results = {room: service.handle_push(body, scheduled_entry=True).body["result"]
+               for room, body in bodies.items()}
     assert results == {"room-a": "ok", "room-b": "ok", "room-c": "cancelled"}
     entered = sorted(e.room_id for e in world.events.events if e.event == "enqueued" and e.message_id == "promo-1")
     assert entered == ["room-a", "room-b"]

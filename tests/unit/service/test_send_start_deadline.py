@@ -19,7 +19,7 @@ from tests.unit.service.test_faults import (
     World,
     call_timer,
     push_body,
-    service_time,
+    seams,
     status_body,
 )
 
@@ -44,8 +44,8 @@ class SlowWindow:
 
 
 def build(world: World, window: SlowWindow) -> DeliveryService:
-    return DeliveryService(world.settings, world.policy, world.store, world.timers,  # type: ignore[arg-type]
-                           {"whatsapp": world.platform}, world.events, sender_window=window)  # type: ignore[arg-type]
+    return DeliveryService(world.settings, world.policy, world.store, world.timers,
+                           {"whatsapp": world.platform}, world.events, sender_window=window, **seams(world))  # type: ignore[arg-type]
 
 
 def run_due_timers(world: World, service: DeliveryService) -> None:
@@ -58,9 +58,8 @@ def test_a_slot_take_past_the_start_deadline_makes_no_call():
     world = World(Knobs())
     window = SlowWindow(world, slow_take=1, ms=SEND_START_DEADLINE_MS + 500)
     service = build(world, window)
-    with service_time(world):
-        assert service.handle_push(push_body("room-d", "m1", "15550001", "hi", "p1", world.clock.now_us())).status \
-            == 200
+    assert service.handle_push(push_body("room-d", "m1", "15550001", "hi", "p1", world.clock.now_us())).status \
+        == 200
     assert world.platform.calls == []  # too late to start: the room's rules decide (a refused send)
     assert any(e.event == "send_failed" and "SEND_START_DEADLINE_MS" in (e.error_title or "")
                for e in world.events.events)
@@ -76,28 +75,27 @@ def test_the_issue_reproduction_no_copy_of_m1_after_m2():
     window = SlowWindow(world, slow_take=2, ms=SEND_START_DEADLINE_MS + SEND_TIMEOUT_MS + 1000)
     service = build(world, window)
     room = "room-d"
-    with service_time(world):
-        world.platform.fail_next_send("unknown_reached")
-        assert service.handle_push(push_body(room, "m1", "15550001", "one", "p1", world.clock.now_us())).status \
-            == 200
-        assert service.handle_push(push_body(room, "m2", "15550001", "two", "p2", world.clock.now_us())).status \
-            == 200
-        first = world.platform.calls[0]
-        incarnation = world.store.load_room(room).incarnation
+    world.platform.fail_next_send("unknown_reached")
+    assert service.handle_push(push_body(room, "m1", "15550001", "one", "p1", world.clock.now_us())).status \
+        == 200
+    assert service.handle_push(push_body(room, "m2", "15550001", "two", "p2", world.clock.now_us())).status \
+        == 200
+    first = world.platform.calls[0]
+    incarnation = world.store.load_room(room).incarnation
 
-        def meanwhile() -> None:
-            # m1#1 reached the device; the room waits for the send window of m1#2, then hands over.
-            raw, sig = status_body([(make_delivery_id(room, incarnation, 1, 1, first.decided_us), "wamid.1",
-                                     "delivered")], world.clock.now_us())
-            assert service.handle_status_webhook(raw, sig).status == 200
-            world.clock.advance_ms(SEND_START_DEADLINE_MS + SEND_TIMEOUT_MS)
-            run_due_timers(world, service)
+    def meanwhile() -> None:
+        # m1#1 reached the device; the room waits for the send window of m1#2, then hands over.
+        raw, sig = status_body([(make_delivery_id(room, incarnation, 1, 1, first.decided_us), "wamid.1",
+                                 "delivered")], world.clock.now_us())
+        assert service.handle_status_webhook(raw, sig).status == 200
+        world.clock.advance_ms(SEND_START_DEADLINE_MS + SEND_TIMEOUT_MS)
+        run_due_timers(world, service)
 
-        window.meanwhile = meanwhile
-        # m1#1 held past its hold, no ack: its timer resends it (m1#2), whose take is slow.
-        for _ in range(4):
-            world.clock.advance_ms(2000)
-            run_due_timers(world, service)
+    window.meanwhile = meanwhile
+    # m1#1 held past its hold, no ack: its timer resends it (m1#2), whose take is slow.
+    for _ in range(4):
+        world.clock.advance_ms(2000)
+        run_due_timers(world, service)
     taken = [(c.seq, c.attempt) for c in world.platform.reached_calls(room)]
     assert taken[:2] == [(1, 1), (2, 1)], taken
     assert (1, 2) not in [(c.seq, c.attempt) for c in world.platform.calls], taken

@@ -15,7 +15,7 @@ from shared.sender_window import SlotTaken
 from shared.senders import rendezvous_sender
 from shared.service import DeliveryService
 from tests.fakes import FakePlatform
-from tests.unit.service.test_faults import SECRET, SEND_TIMEOUT_MS, Knobs, World, push_body, service_time
+from tests.unit.service.test_faults import SECRET, SEND_TIMEOUT_MS, Knobs, World, push_body, seams
 
 NUMBERS = ("1001", "1002", "1003")
 
@@ -38,17 +38,16 @@ def three_numbers(window: object = None) -> tuple[World, DeliveryService, dict[s
     platforms = {n: FakePlatform(world.clock, SEND_TIMEOUT_MS) for n in NUMBERS}
     clients = {"whatsapp": platforms["1001"], **{f"whatsapp:{n}": p for n, p in platforms.items()}}
     service = DeliveryService(world.settings, world.policy, world.store, world.timers, clients,  # type: ignore[arg-type]
-                              world.events, sender_window=window)  # type: ignore[arg-type]
+                              world.events, sender_window=window, **seams(world))  # type: ignore[arg-type]
     return world, service, platforms
 
 
 def test_each_room_is_sent_from_its_number():
     world, service, platforms = three_numbers()
     rooms = [f"room-{i}" for i in range(30)]
-    with service_time(world):
-        for i, room in enumerate(rooms):
-            now = world.clock.now_us()
-            assert service.handle_push(push_body(room, f"m{i}", "15550001", "hi", f"p{i}", now)).status == 200
+    for i, room in enumerate(rooms):
+        now = world.clock.now_us()
+        assert service.handle_push(push_body(room, f"m{i}", "15550001", "hi", f"p{i}", now)).status == 200
     sent_from = {call.room_id: n for n, p in platforms.items() for call in p.calls}
     assert sent_from == {room: rendezvous_sender(room, NUMBERS) for room in rooms}
     assert len(set(sent_from.values())) == 3
@@ -58,9 +57,8 @@ def test_a_number_at_its_rate_makes_the_room_wait_without_a_call():
     window = BusyOnce()
     world, service, platforms = three_numbers(window)
     room = "room-busy"
-    with service_time(world):
-        now = world.clock.now_us()
-        assert service.handle_push(push_body(room, "m1", "15550001", "hi", "p1", now)).status == 200
+    now = world.clock.now_us()
+    assert service.handle_push(push_body(room, "m1", "15550001", "hi", "p1", now)).status == 200
     number = rendezvous_sender(room, NUMBERS)
     assert window.takes == [(number, 5 if number == "1003" else 75)]
     assert sum(len(p.calls) for p in platforms.values()) == 0
@@ -81,16 +79,15 @@ def whatsapp_status(delivery_id: str, number: str) -> bytes:
 def test_a_status_of_a_number_this_deployment_does_not_send_from_changes_nothing():
     world, service, platforms = three_numbers()
     room = "room-s"
-    with service_time(world):
-        now = world.clock.now_us()
-        service.handle_push(push_body(room, "m1", "15550001", "hi", "p1", now))
-        state = world.store.load_room(room)
-        delivery_id = make_delivery_id(room, state.incarnation, 1, 1, state.in_flight.started_at_us)
-        for number in ("2009", rendezvous_sender(room, NUMBERS)):
-            body = whatsapp_status(delivery_id, number)
-            assert service.handle_status_webhook(body, sign(body, SECRET)).status == 200
-            if number == "2009":
-                assert world.store.load_room(room).counts == {}
+    now = world.clock.now_us()
+    service.handle_push(push_body(room, "m1", "15550001", "hi", "p1", now))
+    state = world.store.load_room(room)
+    delivery_id = make_delivery_id(room, state.incarnation, 1, 1, state.in_flight.started_at_us)
+    for number in ("2009", rendezvous_sender(room, NUMBERS)):
+        body = whatsapp_status(delivery_id, number)
+        assert service.handle_status_webhook(body, sign(body, SECRET)).status == 200
+        if number == "2009":
+            assert world.store.load_room(room).counts == {}
     assert world.store.load_room(room).counts == {"acked": 1}
     assert any(e.event == "status_ignored" and (e.reason or "").startswith("other_sender") for e in world.events.events)
 
@@ -100,15 +97,14 @@ def test_a_status_from_another_of_our_numbers_than_the_messages_changes_nothing(
     room = "room-w"
     own = rendezvous_sender(room, NUMBERS)
     other = next(n for n in NUMBERS if n != own)
-    with service_time(world):
-        now = world.clock.now_us()
-        service.handle_push(push_body(room, "m1", "15550001", "hi", "p1", now))
-        state = world.store.load_room(room)
-        delivery_id = make_delivery_id(room, state.incarnation, 1, 1, state.in_flight.started_at_us)
-        body = whatsapp_status(delivery_id, other)
-        assert service.handle_status_webhook(body, sign(body, SECRET)).status == 200
-        assert world.store.load_room(room).counts == {}
-        body = whatsapp_status(delivery_id, own)
-        assert service.handle_status_webhook(body, sign(body, SECRET)).status == 200
+    now = world.clock.now_us()
+    service.handle_push(push_body(room, "m1", "15550001", "hi", "p1", now))
+    state = world.store.load_room(room)
+    delivery_id = make_delivery_id(room, state.incarnation, 1, 1, state.in_flight.started_at_us)
+    body = whatsapp_status(delivery_id, other)
+    assert service.handle_status_webhook(body, sign(body, SECRET)).status == 200
+    assert world.store.load_room(room).counts == {}
+    body = whatsapp_status(delivery_id, own)
+    assert service.handle_status_webhook(body, sign(body, SECRET)).status == 200
     assert world.store.load_room(room).counts == {"acked": 1}
     assert [e.reason for e in world.events.events if e.event == "status_ignored"] == [f"wrong_sender: {other}"]

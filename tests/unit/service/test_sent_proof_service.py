@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from typing import Any
 
 import pytest
 from google.api_core import exceptions as gexc
@@ -22,7 +23,7 @@ from shared.senders import rendezvous_sender
 from shared.service import DeliveryService
 from shared.service.webhook import SENT_PROOF_CALL_S
 from tests.fakes import FakeStatusQueue
-from tests.unit.service.test_faults import SECRET, push_body, service_time, timer_body
+from tests.unit.service.test_faults import SECRET, push_body, timer_body
 from tests.unit.service.test_sender_service import NUMBERS, three_numbers
 
 
@@ -47,9 +48,8 @@ def rooms_with_a_send(proof: str, outcomes: dict[str, str | None]):
     for i, (room, outcome) in enumerate(outcomes.items()):
         if outcome is not None:
             platforms[rendezvous_sender(room, NUMBERS)].fail_next_send(outcome)
-        with service_time(world):
-            assert service.handle_push(push_body(room, "m1", "15550001", "hi", f"p{i}",
-                                                 world.clock.now_us())).status == 200
+        assert service.handle_push(push_body(room, "m1", "15550001", "hi", f"p{i}",
+                                             world.clock.now_us())).status == 200
         state = world.store.load_room(room)
         assert state.in_flight.phase is (Phase.SENT if outcome is None else Phase.UNKNOWN)
         ids[room] = make_delivery_id(room, state.incarnation, 1, 1, state.in_flight.started_at_us)
@@ -77,8 +77,7 @@ def counting(monkeypatch, store, name: str) -> list[tuple]:
 
 
 def post(world, service, body: bytes) -> int:
-    with service_time(world):
-        return service.handle_status_webhook(body, sign(body, SECRET)).status
+    return service.handle_status_webhook(body, sign(body, SECRET)).status
 
 
 @pytest.mark.parametrize("proof, phase", [("on", Phase.SENT), ("off", Phase.UNKNOWN)])
@@ -91,11 +90,18 @@ def test_a_sent_status_holds_an_unknown_attempt_as_sent_only_when_the_switch_is_
     assert [e.get("num") for e in echoes.values()] == ([number] if proof == "on" else [])
 
 
+def seams_of(service: DeliveryService) -> dict[str, Any]:
+    """`service`'s clock, arm-retry sleep and rules: another instance of the
+    same world (`DeliveryService`'s keyword arguments)."""
+    core = service.core
+    return {"clock": core.clock, "sleep": core.sleep, "decide": core.decide}
+
+
 def another_instance(service: DeliveryService) -> DeliveryService:
     """A second function instance of the same deployment: same store,
     timers, platforms and log, its own memory."""
-    return DeliveryService(service.settings, service.policy, service.store, service.timers,  # type: ignore[arg-type]
-                           service.senders, service.events)
+    return DeliveryService(service.settings, service.policy, service.store, service.timers,
+                           service.senders, service.events, **seams_of(service))
 
 
 def test_a_sent_status_of_an_attempt_whose_send_returned_accepted_costs_another_instance_a_read_no_write(
@@ -148,8 +154,8 @@ def queued_instance(service: DeliveryService) -> DeliveryService:
     proofs wait)."""
     settings = dataclasses.replace(service.settings, webhook_mode="queued")
     queue = FakeStatusQueue()
-    other = DeliveryService(settings, service.policy, service.store, service.timers,  # type: ignore[arg-type]
-                            service.senders, service.events, status_queue=lambda: queue)
+    other = DeliveryService(settings, service.policy, service.store, service.timers,
+                            service.senders, service.events, status_queue=lambda: queue, **seams_of(service))
     other.published = queue.published  # type: ignore[attr-defined]
     return other
 
@@ -233,7 +239,7 @@ def test_a_sent_status_while_the_send_has_no_recorded_outcome_makes_it_time_out_
     world, service, platforms = three_numbers()
     number = rendezvous_sender("room-s", NUMBERS)
     world.store.fail_next_accept()
-    with service_time(world), pytest.raises(gexc.ServiceUnavailable):
+    with pytest.raises(gexc.ServiceUnavailable):
         service.handle_push(push_body("room-s", "m1", "15550001", "hi", "p1", world.clock.now_us()))
     state = world.store.load_room("room-s")
     assert state.in_flight.phase is Phase.SENDING
@@ -243,9 +249,8 @@ def test_a_sent_status_while_the_send_has_no_recorded_outcome_makes_it_time_out_
     policy = world.policy
     hold_until = state.in_flight.started_at_us + (policy.send_window_ms + policy.ack_timeout_ms) * 1000
     world.clock.advance_to_us(hold_until + 1000)
-    with service_time(world):
-        for task in world.timers.due():
-            service.handle_timer(json.dumps(timer_body(task.timer)).encode())
+    for task in world.timers.due():
+        service.handle_timer(json.dumps(timer_body(task.timer)).encode())
     assert world.store.load_room("room-s").counts == {"timed_out": 1}
     assert len(platforms[number].calls) == 1  # not sent a second time
 

@@ -15,7 +15,16 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from shared import config
-from shared.room import Enqueue, decide, make_delivery_id, policy_from_settings
+from shared.room import (
+    Decision,
+    Enqueue,
+    Policy,
+    RoomEvent,
+    RoomState,
+    decide,
+    make_delivery_id,
+    policy_from_settings,
+)
 from shared.service import TRANSIENT_ERRORS, DeliveryService
 from shared.status_queue import QueuedStatus, RoomStatuses, StatusPublishFailed
 from tests.fakes import FakePlatform, FakeRoomStore, FakeStatusQueue, FakeTimers, RecordingEventLog, SimClock
@@ -55,7 +64,12 @@ def test_webhook_mode_must_be_queued_or_direct(monkeypatch):
 
 
 class World:
+    """A service on fakes and a simulated clock; `bug`, when set, is what
+    the room's rules raise (a bug in `decide`: the service is given this
+    world's `decide`)."""
+
     def __init__(self, mode: str = "queued", max_attempts: int = 3) -> None:
+        self.bug: Exception | None = None
         self.clock = SimClock()
         self.settings = dataclasses.replace(config.load(), webhook_mode=mode, status_max_attempts=max_attempts,
                                             whatsapp_app_secret=SECRET, event_log_path="", metrics_log_path="")
@@ -64,9 +78,14 @@ class World:
         self.queue = FakeStatusQueue()
         self.platform = FakePlatform(self.clock, self.settings.send_timeout_ms)
         self.events = RecordingEventLog(self.clock)
-        self.service = DeliveryService(self.settings, self.policy, self.store, FakeTimers(self.clock),  # type: ignore[arg-type]
+        self.service = DeliveryService(self.settings, self.policy, self.store, FakeTimers(self.clock),
                                        {"whatsapp": self.platform}, self.events,  # type: ignore[arg-type]
-                                       status_queue=lambda: self.queue)  # type: ignore[arg-type,return-value]
+                                       status_queue=lambda: self.queue, clock=self.clock, decide=self.decide)
+
+    def decide(self, state: RoomState, event: RoomEvent, policy: Policy, component: str) -> Decision:
+        if self.bug is not None:
+            raise self.bug
+        return decide(state, event, policy, component)
 
     def room_in_flight(self, room_id: str) -> str:
         """A room with one message in flight (made through the store only);
@@ -148,15 +167,11 @@ def test_a_status_naming_another_room_is_not_applied_to_either():
     assert w.store.load_room("room-a").counts == {} and w.store.load_room("room-b").counts == {}
 
 
-def test_a_failing_status_is_retried_then_moved_to_the_error_queue_after_max_attempts(monkeypatch):
+def test_a_failing_status_is_retried_then_moved_to_the_error_queue_after_max_attempts():
     w = World(max_attempts=3)
     delivery = w.room_in_flight("room-a")
     batch = RoomStatuses("room-a", w.clock.now_us(), (QueuedStatus(delivery, "delivered"),))
-
-    def bug(*_args, **_kwargs):
-        raise KeyError("in_flight")
-
-    monkeypatch.setattr(w.service.core, "apply", bug)
+    w.bug = KeyError("in_flight")
     for _ in range(2):
         with pytest.raises(KeyError):  # 500: Pub/Sub redelivers
             w.service.handle_status_push(w.push_of(batch))
@@ -172,17 +187,17 @@ def test_a_transient_failure_is_retried_without_limit_and_never_moved_aside(monk
     w = World(max_attempts=2)
     delivery = w.room_in_flight("room-a")
     batch = RoomStatuses("room-a", w.clock.now_us(), (QueuedStatus(delivery, "delivered"),))
-    real_apply = w.service.core.apply
+    real_apply = w.store.apply
 
     def down(*_args, **_kwargs):
         raise gexc.ServiceUnavailable("Firestore down")
 
-    monkeypatch.setattr(w.service.core, "apply", down)
+    monkeypatch.setattr(w.store, "apply", down)  # the fake Firestore is down
     for _ in range(5):
         with pytest.raises(gexc.ServiceUnavailable):
             w.service.handle_status_push(w.push_of(batch))
     assert w.queue.failures == {} and w.queue.error_queue == []
-    monkeypatch.setattr(w.service.core, "apply", real_apply)
+    monkeypatch.setattr(w.store, "apply", real_apply)
     assert w.service.handle_status_push(w.push_of(batch)).body["applied"] == 1
 
 

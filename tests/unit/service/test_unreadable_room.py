@@ -11,7 +11,7 @@ import json
 import pytest
 
 from shared.room import InFlight, Phase, QueuedMessage, RecipientReceipt, RoomState, make_delivery_id, room_to_doc
-from tests.unit.service.test_faults import Knobs, World, build_service, push_body, service_time, status_body
+from tests.unit.service.test_faults import Knobs, World, build_service, push_body, status_body
 
 # A room document `room_from_doc` cannot read: no `incarnation` (KeyError).
 UNREADABLE = {"next_seq": 2, "wake_at_us": 1, "in_flight_to": "messenger:PSID-1", "in_flight": {"attempt": 1}}
@@ -20,13 +20,12 @@ UNREADABLE = {"next_seq": 2, "wake_at_us": 1, "in_flight_to": "messenger:PSID-1"
 def test_the_watchdog_rescues_a_healthy_room_behind_an_unreadable_one(capsys):
     world = World(Knobs())
     service = build_service(world)
-    with service_time(world):
-        world.timers.lose_next_task()  # the healthy room's timer task is lost: only the watchdog wakes it
-        assert service.handle_push(push_body("room-ok", "m1", "15550001", "hi", "p1", world.clock.now_us())).status \
-            == 200
-        world.store.docs["room-bad"] = dict(UNREADABLE)  # the oldest wake-up: first in the sweep's query
-        world.clock.advance_ms(world.settings.ack_timeout_ms + world.settings.watchdog_grace_ms + 10_000)
-        reply = service.handle_sweep()
+    world.timers.lose_next_task()  # the healthy room's timer task is lost: only the watchdog wakes it
+    assert service.handle_push(push_body("room-ok", "m1", "15550001", "hi", "p1", world.clock.now_us())).status \
+        == 200
+    world.store.docs["room-bad"] = dict(UNREADABLE)  # the oldest wake-up: first in the sweep's query
+    world.clock.advance_ms(world.settings.ack_timeout_ms + world.settings.watchdog_grace_ms + 10_000)
+    reply = service.handle_sweep()
     assert reply.status == 200 and (reply.body["failed"], reply.body["rescued"]) == (1, 1), reply.body
     assert any(e.event == "watchdog_rescued" and e.room_id == "room-ok" for e in world.events.events)
     errors = [json.loads(x) for x in capsys.readouterr().out.splitlines() if x.startswith("{")]
@@ -37,19 +36,18 @@ def test_the_watchdog_rescues_a_healthy_room_behind_an_unreadable_one(capsys):
 def test_a_status_webhook_applies_the_other_rooms_statuses_then_fails(capsys):
     world = World(Knobs())
     service = build_service(world)
-    with service_time(world):
-        assert service.handle_push(push_body("room-ok", "m1", "15550001", "hi", "p1", world.clock.now_us())).status \
-            == 200
-        world.store.docs["room-bad"] = dict(UNREADABLE)
-        ok = world.store.load_room("room-ok")
-        call = world.platform.calls[0]
-        raw, sig = status_body([
-            (make_delivery_id("room-bad", 7, 1, 1, call.decided_us), "wamid.x", "delivered"),
-            (make_delivery_id("room-ok", ok.incarnation, 1, 1, call.decided_us), call.provider_message_id,
-             "delivered"),
-        ], world.clock.now_us())
-        with pytest.raises(KeyError):
-            service.handle_status_webhook(raw, sig)
+    assert service.handle_push(push_body("room-ok", "m1", "15550001", "hi", "p1", world.clock.now_us())).status \
+        == 200
+    world.store.docs["room-bad"] = dict(UNREADABLE)
+    ok = world.store.load_room("room-ok")
+    call = world.platform.calls[0]
+    raw, sig = status_body([
+        (make_delivery_id("room-bad", 7, 1, 1, call.decided_us), "wamid.x", "delivered"),
+        (make_delivery_id("room-ok", ok.incarnation, 1, 1, call.decided_us), call.provider_message_id,
+         "delivered"),
+    ], world.clock.now_us())
+    with pytest.raises(KeyError):
+        service.handle_status_webhook(raw, sig)
     assert world.store.load_room("room-ok").counts == {"acked": 1}  # applied although the room before it failed
     assert "room-bad" in capsys.readouterr().out
 
@@ -69,7 +67,7 @@ def test_a_receipt_reaches_every_readable_room_of_its_recipient(capsys):
     world.store.docs["room-a-bad"] = dict(UNREADABLE)  # sorted first by rooms_sending_to
     world.store.docs["room-b-ok"] = messenger_room("room-b-ok", now)
     receipt = RecipientReceipt("messenger", "PSID-1", "delivered", None, ("mid.1",), now + 1000)
-    with service_time(world), pytest.raises(KeyError):
+    with pytest.raises(KeyError):
         service.statuses.apply_receipt_events([receipt], "webhook")
     assert world.store.load_room("room-b-ok").counts == {"acked": 1}
     assert "room-a-bad" in capsys.readouterr().out
@@ -84,15 +82,14 @@ def test_a_full_batch_of_unreadable_rooms_does_not_hide_the_healthy_room_behind_
     world = World(Knobs(sweep_batch_size=5))
     world.settings = dataclasses.replace(world.settings, sweep_concurrency=concurrency)
     service = build_service(world)
-    with service_time(world):
-        world.timers.lose_next_task()  # only the watchdog can wake the healthy room
-        assert service.handle_push(push_body("room-ok", "m1", "15550001", "hi", "p1", world.clock.now_us())).status \
-            == 200
-        bad = [f"room-bad-{i}" for i in range(world.settings.sweep_batch_size)]
-        for i, room in enumerate(bad):
-            world.store.docs[room] = {**UNREADABLE, "wake_at_us": 1 + i}  # older than the healthy room's wake-up
-        world.clock.advance_ms(world.settings.ack_timeout_ms + world.settings.watchdog_grace_ms + 10_000)
-        reply = service.handle_sweep()
+    world.timers.lose_next_task()  # only the watchdog can wake the healthy room
+    assert service.handle_push(push_body("room-ok", "m1", "15550001", "hi", "p1", world.clock.now_us())).status \
+        == 200
+    bad = [f"room-bad-{i}" for i in range(world.settings.sweep_batch_size)]
+    for i, room in enumerate(bad):
+        world.store.docs[room] = {**UNREADABLE, "wake_at_us": 1 + i}  # older than the healthy room's wake-up
+    world.clock.advance_ms(world.settings.ack_timeout_ms + world.settings.watchdog_grace_ms + 10_000)
+    reply = service.handle_sweep()
     assert reply.status == 200, reply.body
     assert (reply.body["overdue"], reply.body["failed"], reply.body["rescued"]) == (len(bad) + 1, len(bad), 1)
     assert [e.room_id for e in world.events.events if e.event == "watchdog_rescued"] == ["room-ok"]

@@ -157,6 +157,6 @@ class ScaleWorld:
 
         windows = {function: SenderWindow(db, random.Random(seed + i), monotonic_ns=sim_ns)  # type: ignore[arg-type]
                    for i, function in enumerate(SENDING_FUNCTIONS)}
-        service = DeliveryService(settings, policy_from_settings(settings), store, timers,  # type: ignore[arg-type]
-                                  {"whatsapp": platform}, log)  # type: ignore[arg-type]
+        service = DeliveryService(settings, policy_from_settings(settings), store, timers,
+                                  {"whatsapp": platform}, log, clock=clock)  # type: ignore[arg-type]
         return cls(clock, meter, store, timers, platform, log, settings, service, windows)

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from shared.room import Pause, Resume
-from shared.service import Reply, core
+from shared.service import Reply
 
 if TYPE_CHECKING:
     from tools.sim.simulation.world import World
@@ -52,5 +52,6 @@ def operate(world: World, drain: bool) -> None:
     world.sched.at(world.sched.now_us() + every * 1000, lambda: operate(world, world.sched.now_us() > world.drain_us))
 
 def _operator_event(world: World, room_id: str, event: type) -> Reply:
-    world.service.apply(room_id, event("simulation", "operator in the simulation", core.now_us()), "operator")
+    world.service.apply(room_id, event("simulation", "operator in the simulation",
+                                       world.service.core.now_us()), "operator")
     return Reply(200, {})

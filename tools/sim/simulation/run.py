@@ -1,9 +1,8 @@
 """One seed's run, and a batch of seeds with their summary.
 
-`run_seed(seed)` builds a `World`, points the service's clock, retry sleeps
-and time budgets at the scheduler's virtual clock (the service reads the time
-only through `shared.service.core.now_us` and `time.monotonic` in its budget
-checks), runs it, and judges it (checks.py). A failing seed is run again
+`run_seed(seed)` builds a `World` (its services take the scheduler's virtual
+clock, retry sleeps, time budgets and sweep pool as arguments: world.py),
+runs it, and judges it (checks.py). A failing seed is run again
 with only the room that failed (`shrink`): when that still fails, its trace
 is the shorter one, and its replay command names the room.
 """
@@ -12,36 +11,13 @@ from __future__ import annotations
 
 import contextlib
 import time
-import types
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from unittest import mock
 
-import shared.service.core as service_core
-import shared.service.timers as service_timers
-import shared.service.webhook as service_webhook
 from tools.sim.simulation import lifecycle
 from tools.sim.simulation.checks import Finding, check, trace
 from tools.sim.simulation.world import World
-
-_REAL_ARM_RETRY = service_core._arm_retry
-
-
-@contextlib.contextmanager
-def virtual_time(world: World) -> Iterator[None]:
-    """The service's clock, retry sleeps and budgets on the world's scheduler."""
-    sched = world.sched
-    fake_time = types.SimpleNamespace(monotonic=sched.monotonic, time=lambda: sched.now_us() / 1e6,
-                                      sleep=sched.sleep_s)
-    with mock.patch.object(service_core, "now_us", sched.now_us), \
-            mock.patch.object(service_core, "_arm_retry",
-                              lambda fn: _REAL_ARM_RETRY(fn).retry_with(sleep=sched.sleep_s)), \
-            mock.patch.object(service_timers, "time", fake_time), \
-            mock.patch.object(service_webhook, "time", fake_time), \
-            mock.patch.object(service_timers, "ThreadPoolExecutor", lambda max_workers: sched.pool(max_workers)), \
-            contextlib.redirect_stdout(None):
-        yield
 
 
 @dataclass
@@ -56,7 +32,7 @@ class SeedResult:
 def run_seed(seed: int, only_rooms: frozenset[str] | None = None, without: frozenset[str] = frozenset()) -> SeedResult:
     """Run and judge one seed (see the module); `without`: fault kinds left out."""
     world = World(seed, only_rooms, without)
-    with virtual_time(world):
+    with contextlib.redirect_stdout(None):  # the service's logs
         world.run()
     exercised: Counter[str] = Counter()
     findings = check(world, exercised)

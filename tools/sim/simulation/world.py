@@ -193,10 +193,13 @@ class World:
         preparers: dict[str, Any] = {f"whatsapp:{spec.phone_number_id}": SimPreparer(self, spec.phone_number_id)
                                      for spec in settings.whatsapp_sender_specs}
         preparers["whatsapp"] = SimPreparer(self, NUMBERS[0])
-        return DeliveryService(settings, policy_from_settings(settings), store_port, timer_port,  # type: ignore[arg-type]
+        # The service's clock, retry sleeps, budgets and sweep pool on the scheduler's virtual time.
+        sched = self.sched
+        return DeliveryService(settings, policy_from_settings(settings), store_port, timer_port,
                                senders, self.events, status_queue=lambda: self.status_queue,  # type: ignore[arg-type]
                                sender_window=self.window, scheduled=self.scheduled_hold,  # type: ignore[arg-type]
-                               prepare_tasks=self.prepare_scheduler, preparers=preparers)
+                               prepare_tasks=self.prepare_scheduler, preparers=preparers,
+                               clock=sched, sleep=sched.sleep_s, monotonic=sched.monotonic, pool=sched.pool)
 
     def _change_numbers(self) -> None:
         """A configuration change between invocations: a sending number
