@@ -321,6 +321,13 @@ def rooms_to(admin: Admin, args: Args, actor: str) -> Any:
     return run(admin, args, actor)
 
 
+def rooms_from(admin: Admin, args: Args, actor: str) -> Any:
+    """`rooms.from`: the rooms sending from one WhatsApp number (shared/admin/numbers.py)."""
+    from shared.admin.numbers import rooms_from as run
+
+    return run(admin, args, actor)
+
+
 ACTIONS: dict[str, Callable[[Admin, Args, str], Any]] = {
     "settings": settings,
     "status": status,
@@ -333,6 +340,7 @@ ACTIONS: dict[str, Callable[[Admin, Args, str], Any]] = {
     "rooms.find": rooms_find,
     "rooms.timeline": rooms_timeline,
     "rooms.to": rooms_to,
+    "rooms.from": rooms_from,
     "rooms.bulk": rooms_bulk,
     "rooms.pause": rooms_pause,
     "rooms.resume": rooms_resume,
