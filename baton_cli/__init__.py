@@ -8,6 +8,7 @@ import click
 def GROUPS() -> list[click.Command]:  # noqa: N802 - a registry, read like a constant
     """The commands and command groups of `baton`, in help order. A new group
     is a module of this package with a `click.Group`, and one line here."""
+    import baton_cli.bulk  # noqa: F401 - adds `rooms to|from|bulk` to the `rooms` group
     from baton_cli.console import console
     from baton_cli.dead_letters import dead_letters
     from baton_cli.deployment import pause_all, resume_all, status

@@ -35,6 +35,7 @@ def status(env: Env, as_json: bool, skip_error_queue: bool) -> None:
     rows = [["incident switch", _incident_line(o["incident"])],
             *[[f"rooms {k.replace('_', ' ')}", f"{v:,}"] for k, v in o["rooms"].items()],
             *[[f"  in flight to {p}", f"{n:,}"] for p, n in o["in_flight_by_provider"].items()],
+            *[[f"  in flight from WhatsApp number {n}", f"{c:,}"] for n, c in o.get("in_flight_by_number", {}).items()],
             ["dead letters kept", f"{o['dead_letters_kept']:,}"],
             ["rejected pushes kept", f"{o['rejected_pushes_kept']:,}"],
             ["scheduled, waiting", capped(o["scheduled"])]]

@@ -151,8 +151,10 @@ class Env:
         url = self.admin_url or f"https://{self.region}-{self.project}.cloudfunctions.net/{self.name_prefix}-admin"
         return url, lambda: google_id_token(url)
 
-    def call(self, action: str, **args: Any) -> Any:
-        """Run `action` in the admin function; its `result`.
+    def call(self, action: str, /, **args: Any) -> Any:
+        """Run `action` in the admin function; its `result`. `action` is
+        positional-only: an action's own `action` argument (`rooms.bulk`'s)
+        passes by name among `args`.
 
         Raises:
             Failure: with the exit code of the answer (module docstring).

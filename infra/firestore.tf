@@ -74,7 +74,10 @@ resource "google_firestore_field" "ttl" {
 # Indexed: `parked` (a small count: its writes spread over every room's id,
 # no sequential range) and `in_flight_to` (`{provider}:{recipient}` of the
 # message in flight: a Messenger or Instagram receipt names only the
-# recipient, and finds its rooms by an equality query on it).
+# recipient, and finds its rooms by an equality query on it), and
+# `in_flight_from` (the WhatsApp phone-number id of the attempt in flight: a
+# handful of values, each index range spread over the rooms' ids; the
+# console counts and lists the rooms per sending number by equality).
 resource "google_firestore_field" "room_unindexed" {
   for_each = toset([
     "pending", "recent_ids", "ended", "counts", "in_flight", "awaiting", "accepted", "echoes", "held",

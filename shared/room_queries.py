@@ -10,6 +10,7 @@ Firestore bills (one at least, one per document found).
 
 from __future__ import annotations
 
+import contextvars
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -297,3 +298,52 @@ class RoomQueries:
         op_counts().firestore_reads += 1
         return int(result[0][0].value)
 
+
+
+class SendingNumberQueries:
+    """The rooms sending from one WhatsApp number: the room document's
+    `in_flight_from` (the phone-number id of the attempt in flight, None
+    otherwise; shared/room/codec.py), on Firestore's automatic single-field
+    index (a handful of values, each index range spread over the rooms' ids:
+    no sequential range). For the console's overview and its listing by
+    number (shared/admin/numbers.py); beside `RoomQueries`, on the store's
+    client and call options."""
+
+    FIELD = "in_flight_from"
+
+    def __init__(self, client: firestore.Client, call: dict[str, Any]) -> None:
+        """The store's client, its calls' retry and timeout."""
+        self._db = client
+        self._call = call
+
+    def count_sending_from(self, numbers: list[str]) -> dict[str, int]:
+        """Rooms with an attempt in flight from each of `numbers` (phone-number
+        ids): one count aggregation each, asked at once (one read per 1,000
+        index entries counted)."""
+        if not numbers:
+            return {}
+
+        def ask(number: str) -> int:
+            query: Any = self._db.collection(ROOMS).where(filter=FieldFilter(self.FIELD, "==", number))
+            result = query.count(alias="n").get(**{**self._call, "timeout": COUNT_DEADLINE_S})
+            op_counts().firestore_reads += 1
+            return int(result[0][0].value)
+
+        # Each in a copy of the caller's context: its reads are the request's.
+        with ThreadPoolExecutor(max_workers=min(len(numbers), SHARD_QUERY_CONCURRENCY)) as pool:
+            futures = [pool.submit(contextvars.copy_context().run, ask, n) for n in numbers]
+            return {n: f.result() for n, f in zip(numbers, futures, strict=True)}
+
+    def list_sending_from(self, number: str, limit: int,
+                          cursor: str | None = None) -> tuple[list[tuple[str, dict[str, Any]]], str | None]:
+        """One page of the rooms sending from `number`, by room id: an
+        equality query ordered by document id, `limit` documents read (one at
+        least). Returns ([(room_id, document)], the next page's cursor (the
+        last room id) or None); `cursor` is an earlier one's."""
+        rooms = self._db.collection(ROOMS)
+        query = rooms.where(filter=FieldFilter(self.FIELD, "==", number)).order_by("__name__")
+        if cursor:
+            query = query.start_after({"__name__": rooms.document(cursor)})
+        rows = [(snap.id, snap.to_dict() or {}) for snap in query.limit(limit).stream(**self._call)]
+        op_counts().firestore_reads += max(1, len(rows))
+        return rows, (rows[-1][0] if len(rows) == limit else None)

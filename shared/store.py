@@ -53,7 +53,7 @@ from shared.room import (
     room_from_doc,
     room_to_doc,
 )
-from shared.room_queries import SHARD_QUERY_CONCURRENCY, RoomQueries
+from shared.room_queries import SHARD_QUERY_CONCURRENCY, RoomQueries, SendingNumberQueries
 from shared.shards import SHARD_FIELD, index_shard
 
 # A fresh id in every room write: after a commit whose answer was lost, the
@@ -136,6 +136,7 @@ class RoomStore:
         self.count_rooms = queries.count_rooms
         self.count_in_flight = queries.count_in_flight
         self.count_collection = queries.count_collection
+        self.numbers = SendingNumberQueries(client, self._call)  # the console's rooms per WhatsApp number
 
     def _call_within(self, deadline_s: float | None) -> dict[str, Any]:
         """The retry and timeout of one call: the store's, or one try of

@@ -21,8 +21,6 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-import time
-from collections import Counter
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -30,7 +28,7 @@ from typing import Any
 from shared.admin.incident import IncidentSwitch
 from shared.admin.outcomes import outcomes_list, outcomes_replay
 from shared.admin.overview import activity_ended, activity_recent
-from shared.events import utc_iso
+from shared.admin.queues import scheduled_cancel, scheduled_list, statuses_list, statuses_replay
 from shared.operators import Operators, parse_dead_letter_id
 
 
@@ -309,71 +307,6 @@ def rejects_replay(admin: Admin, args: Args, actor: str) -> dict[str, Any]:
     return result
 
 
-# ---------------------------------------------------------------- the status error queue
-
-
-def statuses_list(admin: Admin, args: Args, actor: str) -> list[dict[str, Any]]:
-    records = admin.error_queue_factory().list(args.text("room"), args.number("limit", 1000, 1, 100_000))
-    return [asdict(r) for r in records]
-
-
-def statuses_replay(admin: Admin, args: Args, actor: str) -> dict[str, Any]:
-    """Publish the error queue's statuses again (shared/admin/error_queue.py),
-    logging `statuses_replayed` with the actor per room or recipient, also
-    for what was published before a failure (which still fails the request);
-    `dry_run`: what it would replay."""
-    room, limit = args.text("room"), args.number("limit", 1000, 1, 100_000)
-    queue = admin.error_queue_factory()
-    if args.flag("dry_run"):
-        records = [r for r in queue.list(room, limit) if r.target is not None]
-        return {"dry_run": True, "rooms": len({r.target for r in records}), "messages": len(records),
-                "statuses": sum(r.statuses for r in records)}
-    replayed: Counter[str] = Counter()
-    try:
-        counts = queue.replay(room, limit, on_replayed=lambda target: replayed.update([target]))
-    finally:  # what was published before a failure is logged too, and that failure still raises
-        log_replays(admin.operators, replayed, actor)
-    return {**counts, "actor": actor}
-
-
-def log_replays(operators: Any, replayed: Counter[str], actor: str) -> list[str]:
-    """Log `statuses_replayed` per target; a line that cannot be written does
-    not hide the others. Returns what could not be logged."""
-    missing = []
-    for target, n in sorted(replayed.items()):
-        try:
-            operators.log_statuses_replayed(target, n, actor)
-        except Exception as exc:  # noqa: BLE001 - the replay's own outcome matters more; say what is missing
-            missing.append(f"{target} ({n}): {exc}")
-    return missing
-
-
-# ---------------------------------------------------------------- scheduled messages
-
-
-def scheduled_list(admin: Admin, args: Args, actor: str) -> list[dict[str, Any]]:
-    waiting = admin.scheduled_factory().list(args.text("room"), args.number("limit", 1000, 1, 1_000_000))
-    return [{**asdict(m), "deliver_at": utc_iso(m.deliver_at_us)} for m in waiting]
-
-
-def scheduled_cancel(admin: Admin, args: Args, actor: str) -> dict[str, Any]:
-    """Cancel room `room_id`'s scheduled message `message_id` (shared/scheduled.py); other rooms' messages
-    with the same id are not touched (a message id is unique per room only)."""
-    room_id, message_id = args.text("room_id", required=True) or "", args.text("message_id", required=True) or ""
-    reason = args.text("reason", required=True) or ""
-    if args.flag("dry_run"):
-        waiting = [m for m in admin.scheduled_factory().list(room_id, 10_000) if m.message_id == message_id]
-        return {"dry_run": True, "room_id": room_id, "message_id": message_id, "rooms": len(waiting[:1]),
-                "messages": len(waiting[:1]), "deliver_at": utc_iso(waiting[0].deliver_at_us) if waiting else None}
-    recorded = admin.operators.store.cancel_scheduled(room_id, message_id, actor, reason)
-    # A copy let in already (`entered_at`): too late; its task may be retrying a full room, so it stays.
-    task = None if (recorded or {}).get("entered_at") is not None else (recorded or {}).get("task")
-    deleted = admin.scheduled_factory().delete(task) if task else False
-    was_waiting = recorded is not None and (recorded.get("deliver_at_us") or 0) > time.time_ns() // 1000
-    return {"room_id": room_id, "message_id": message_id, "was_waiting": was_waiting, "task": task,
-            "task_deleted": deleted, "actor": actor}
-
-
 def rooms_bulk(admin: Admin, args: Args, actor: str) -> Any:
     """`rooms.bulk`: one room action on many rooms (shared/admin/bulk.py, which builds on this module)."""
     from shared.admin.bulk import rooms_bulk as run
@@ -384,6 +317,13 @@ def rooms_bulk(admin: Admin, args: Args, actor: str) -> Any:
 def rooms_to(admin: Admin, args: Args, actor: str) -> Any:
     """`rooms.to`: the rooms with a message in flight to a recipient (shared/admin/bulk.py)."""
     from shared.admin.bulk import rooms_to as run
+
+    return run(admin, args, actor)
+
+
+def rooms_from(admin: Admin, args: Args, actor: str) -> Any:
+    """`rooms.from`: the rooms sending from one WhatsApp number (shared/admin/numbers.py)."""
+    from shared.admin.numbers import rooms_from as run
 
     return run(admin, args, actor)
 
@@ -400,6 +340,7 @@ ACTIONS: dict[str, Callable[[Admin, Args, str], Any]] = {
     "rooms.find": rooms_find,
     "rooms.timeline": rooms_timeline,
     "rooms.to": rooms_to,
+    "rooms.from": rooms_from,
     "rooms.bulk": rooms_bulk,
     "rooms.pause": rooms_pause,
     "rooms.resume": rooms_resume,

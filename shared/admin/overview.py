@@ -2,7 +2,8 @@
 dashboard show a queue system: rooms holding messages, in flight (per
 provider), paused, with parked messages, overdue (past the watchdog's
 grace), dead letters and rejected pushes kept, scheduled messages waiting,
-the status error queue's depth, and the incident switch.
+the status error queue's depth, and the incident switch; the rooms in
+flight per WhatsApp sending number (shared/admin/numbers.py).
 
 Every room figure is a Firestore count aggregation over an index (no scan;
 one read per 1,000 entries counted), all of them asked at once; the scheduled messages and
@@ -40,6 +41,8 @@ def overview(admin: Any, with_error_queue: bool = True, now_us: int | None = Non
         google.api_core.exceptions.GoogleAPICallError: a query failed.
     """
     store = admin.operators.store
+    from shared.admin.numbers import sending_numbers
+
     s = admin.settings
     now = time.time_ns() // 1000 if now_us is None else now_us
     providers = sorted(s.enabled_providers)
@@ -55,6 +58,9 @@ def overview(admin: Any, with_error_queue: bool = True, now_us: int | None = Non
     }
     for p in providers:
         asks[f"in_flight:{p}"] = functools.partial(store.count_in_flight, p)
+    numbers = sending_numbers(s)
+    if numbers:  # one count aggregation per WhatsApp number, asked at once
+        asks["in_flight:numbers"] = functools.partial(store.numbers.count_sending_from, numbers)
     # Independent queries, asked at once (each in the request's context: its reads are counted).
     with ThreadPoolExecutor(max_workers=OVERVIEW_CONCURRENCY) as pool:
         futures = {name: pool.submit(contextvars.copy_context().run, ask) for name, ask in asks.items()}
@@ -69,6 +75,7 @@ def overview(admin: Any, with_error_queue: bool = True, now_us: int | None = Non
             "overdue": got["overdue"],
         },
         "in_flight_by_provider": in_flight,
+        "in_flight_by_number": got.get("in_flight:numbers", {}),
         "dead_letters_kept": got["dead_letters_kept"],
         "rejected_pushes_kept": got["rejected_pushes_kept"],
         "scheduled": _capped(got["scheduled"], SCHEDULED_CAP),

@@ -13,6 +13,7 @@ Routes (all under `PREFIX`; GET unless said):
 - `/console/rooms?q=ID`: a room by its id, else the rooms whose events name
   message id ID (`rooms.find`); `?kind=stuck|lag|paused|parked&cursor=C`:
   one page of a listing (`rooms.list`, PAGE rooms), with a link to the next;
+  `?number=N&cursor=C`: the rooms sending from WhatsApp number N (`rooms.from`);
 - `/console/ended?outcome=O&provider=P`: the last hour's newest messages
   that ended with outcome O (of provider P) (`activity.ended`);
 - `/console/room?id=ROOM`: the room's state (`rooms.show`), its timeline
@@ -210,6 +211,8 @@ class Console:
             if len(found["rooms"]) == 1:
                 return Page(303, "", {"Location": f"{PREFIX}/room?{urlencode({'id': found['rooms'][0]})}"})
             return self._render(caller, "rooms.html", q=q, found=found["rooms"], kind=None, rows=None)
+        if query.get("number"):
+            return self._rooms_from(caller, query["number"], query)
         kind = query.get("kind") or "lag"
         if kind not in LISTS["kind"]:
             return self._error(400, "No such list", f"kind must be one of {', '.join(LISTS['kind'])}")
@@ -225,6 +228,24 @@ class Console:
                             rows=page["rooms"], next_url=next_url, kinds=LIST_TITLES, as_of=kept.as_of,
                             ttl_s=self._lists.ttl_s, again=self._lists.asking((kind, cursor)),
                             fresh_url=f"{PREFIX}/rooms?{urlencode({'kind': kind, **({'cursor': cursor} if cursor else {}), 'fresh': '1'})}")
+
+    def _rooms_from(self, caller: Caller, number: str, query: dict[str, str]) -> Page:
+        """One page of the rooms sending from WhatsApp number `number` (`rooms.from`), kept like the listings."""
+        cursor = query.get("cursor") or None
+        status, kept = self._lists.get((f"number:{number}", cursor),
+                                       lambda: self._call(caller, "rooms.from", number=number, limit=PAGE,
+                                                          cursor=cursor),
+                                       fresh=query.get("fresh") == "1")
+        if status != 200:
+            return self._error(status, "List unavailable", str(kept))
+        page = kept.answer
+        next_url = f"{PREFIX}/rooms?{urlencode({'number': number, 'cursor': page['next']})}" if page["next"] else None
+        again_args = {"number": number, **({"cursor": cursor} if cursor else {}), "fresh": "1"}
+        return self._render(caller, "rooms.html", q=None, found=None, kind=None, number=number,
+                            title=f"Rooms sending from WhatsApp number {number}", rows=page["rooms"],
+                            next_url=next_url, kinds=LIST_TITLES, as_of=kept.as_of, ttl_s=self._lists.ttl_s,
+                            again=self._lists.asking((f"number:{number}", cursor)),
+                            fresh_url=f"{PREFIX}/rooms?{urlencode(again_args)}")
 
     def _room(self, caller: Caller, query: dict[str, str]) -> Page:
         room = (query.get("id") or "").strip()

@@ -124,6 +124,8 @@ def room_to_doc(state: RoomState) -> dict[str, Any]:
         },
         # Indexed: a receipt that names only the recipient finds its rooms by it.
         "in_flight_to": None if flight is None else recipient_key(flight.message.provider, flight.message.recipient),
+        # Indexed: the console counts and lists the rooms sending from each WhatsApp number.
+        "in_flight_from": None if flight is None else flight.number,
         "pending": [message_to_doc(m) for m in state.pending],
         "ended": [f"{e.seq} {e.outcome} {e.message_id}" + (f" {e.attempts}" if e.attempts else "")
                   for e in state.ended],

@@ -94,6 +94,13 @@ def test_an_operator_finds_a_room_by_message_id_pauses_it_and_resumes_it_in_the_
     # The last hour: the first message's ack is counted, charted, and listed behind its link.
     assert page.locator("#chart rect").count() >= 1 and page.inner_text("#acked-share").endswith("%")
     page.screenshot(path=str(shots / "overview.png"), full_page=True)
+    # Per sending number: the stack's WhatsApp number, counted, linking to its rooms (by room id).
+    number_row = page.locator("#counts tr.per-number")
+    assert number_row.count() >= 1 and re.search(r"in flight from WhatsApp number \d+\s+\d+", number_row.first.inner_text())
+    number_row.first.locator("a").click()
+    page.wait_for_selector("#rooms")
+    assert page.inner_text("h2").startswith("Rooms sending from WhatsApp number ")
+    page.goto(stack.console_url)
     page.click("#hour a[href$='outcome=acked']")
     page.wait_for_selector("#ended")
     assert page.locator("#ended a", has_text=room).count() >= 1

@@ -34,7 +34,7 @@ def full_room() -> dict[str, Any]:
     a pause, a pace bucket; plus the fields the store adds."""
     msg = QueuedMessage(2, "m2", "whatsapp", "15550001", "hi", T - 5000, T - 4000, sequence=2, attempts=1)
     flight = InFlight(msg, 2, T, Phase.SENT, T + 3_000_000, "req-1", deadline_us=T + 2_000_000,
-                      provider_message_id="mid.1", returned_at_us=T + 100, platform_ts_us=T + 50)
+                      provider_message_id="mid.1", returned_at_us=T + 100, platform_ts_us=T + 50, number="111")
     state = RoomState(
         room_id="room-1", incarnation=T - DAY_US // 2, next_seq=4, in_flight=flight,
         pending=(QueuedMessage(3, "m3", "whatsapp", "15550001", "next", T - 3000, T - 2000),),
@@ -108,9 +108,10 @@ def test_a_time_field_the_queries_need_is_sharded_not_just_unindexed(tf):
 
 def test_every_indexed_room_field_is_one_a_query_uses(tf):
     """What stays indexed is what the code queries: `parked` (a count),
-    `in_flight_to` (a recipient key), and the shard-composite fields."""
+    `in_flight_to` (a recipient key), `in_flight_from` (a WhatsApp number:
+    the console's counts and list per number), and the shard-composite fields."""
     indexed = set(full_room()) - exempt_fields(tf)
-    assert indexed == {"parked", "in_flight_to"}
+    assert indexed == {"parked", "in_flight_to", "in_flight_from"}
 
 
 def test_the_sender_window_time_is_not_indexed(tf):

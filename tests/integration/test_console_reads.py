@@ -48,3 +48,28 @@ def test_each_page_of_the_room_list_reads_at_most_what_it_shows_plus_one_page_an
     assert listed == expected  # every room once, oldest head of line first, across pages
     assert store.count_rooms("lag") == len(rooms)  # one aggregation per group of shards
     assert pages == -(-len(rooms) // PAGE)
+
+
+def test_the_rooms_sending_from_a_number_are_counted_and_listed_a_page_at_a_time(stack):
+    """`in_flight_from` as the store writes it (a room in flight from a number,
+    one from another, one with nothing in flight), then counted per number
+    and listed by room id, each page reading what it shows."""
+    client = firestore.Client(project="baton-local", database=f"console-numbers-{uuid.uuid4().hex[:6]}")
+    store = RoomStore(client, retention_hours=1, index_shards=16, deadline_s=60.0)
+    rooms = {f"num-{i:03d}": ("111" if i % 3 else "222") for i in range(45)}
+    for room, number in rooms.items():
+        client.collection("rooms").document(room).set({"in_flight_from": number, "next_seq": 2})
+    client.collection("rooms").document("idle").set({"in_flight_from": None, "next_seq": 1})
+
+    begin_request()
+    assert store.numbers.count_sending_from(["111", "222", "333"]) == {"111": 30, "222": 15, "333": 0}
+    assert op_counts().firestore_reads == 3  # one count aggregation each
+    listed, cursor = [], None
+    while True:
+        begin_request()
+        page, cursor = store.numbers.list_sending_from("111", PAGE, cursor)
+        assert op_counts().firestore_reads == max(1, len(page))
+        listed += [room for room, _ in page]
+        if cursor is None:
+            break
+    assert listed == sorted(r for r, n in rooms.items() if n == "111")

@@ -462,3 +462,33 @@ def test_a_count_aggregation_gets_firestores_own_60_s_not_the_stores_10_s_deadli
     queries._call = {"retry": "the store's", "timeout": 10.0}  # noqa: SLF001 - as RoomStore sets it
     assert queries._count(Query()) == 3  # noqa: SLF001
     assert asked == {"retry": "the store's", "timeout": COUNT_DEADLINE_S} and COUNT_DEADLINE_S == 60.0
+
+
+class NumbersAdmin(OverviewAdmin):
+    """An OverviewAdmin with two WhatsApp numbers, and their rooms (`rooms.from`)."""
+
+    def run(self, action: str, args: dict[str, Any], caller: Caller) -> Reply:
+        if action == "status":
+            reply = super().run(action, args, caller)
+            return Reply(200, {"result": {**reply.body["result"], "in_flight_by_number": {"111": 2, "222": 0}}})
+        if action == "rooms.from":
+            self.calls.append((action, args, caller.identity))
+            rows = [ROOM] if not args.get("cursor") else []
+            return Reply(200, {"result": {"number": args["number"], "rooms": rows,
+                                          "next": "r<1>" if not args.get("cursor") else None}})
+        return super().run(action, args, caller)
+
+
+def test_the_overview_counts_each_sending_number_and_links_it_to_its_rooms():
+    admin = NumbersAdmin()
+    console = Console(admin)
+    body = page(console, "GET", "/console/").body
+    assert "in flight from WhatsApp number 111</td><td class=\"n\">2<" in body
+    assert 'href="/console/rooms?number=111"' in body and 'href="/console/rooms?number=222"' in body
+    listed = page(console, "GET", "/console/rooms", {"number": "111"})
+    assert listed.status == 200 and "Rooms sending from WhatsApp number 111" in listed.body
+    assert admin.calls[-1] == ("rooms.from", {"number": "111", "limit": 50}, "alice@example.com")
+    assert "r&lt;1&gt;" in listed.body and 'href="/console/rooms?number=111&amp;cursor=r%3C1%3E"' in listed.body
+    assert 'id="bulk-list"' not in listed.body  # the whole-list bulk form takes a listing kind only
+    page(console, "GET", "/console/rooms", {"number": "111", "cursor": "r<1>"})
+    assert admin.calls[-1][1] == {"number": "111", "limit": 50, "cursor": "r<1>"}
