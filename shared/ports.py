@@ -26,6 +26,7 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
+    from shared import outbox
     from shared.room import CancelTimer, Decision, Prepare, RoomState, ScheduleTimer
     from shared.scheduled import ScheduledMessage
     from shared.shards import ShardCursor
@@ -42,6 +43,11 @@ class Clock(Protocol):
 
 class RoomStore(Protocol):
     """The rooms and what the handlers keep beside them (shared/store.py)."""
+
+    # Where `apply` logs the events an earlier write left in the room's
+    # outbox, before its commit replaces them (shared/outbox.py); the
+    # service sets it to its event log.
+    outbox_sink: outbox.Sink | None
 
     def apply(self, room_id: str, decide_fn: Callable[[RoomState], Decision]) -> Decision:
         """Decide on the room's state and commit the decision, atomically;
