@@ -212,6 +212,10 @@ class FakeRoomStore:
         self.between_read_and_commit: Callable[[str], None] | None = None
         # As RoomStore.outbox_sink: logs what a transaction finds left in the outbox (shared/outbox.py).
         self.outbox_sink: outbox.Sink | None = None
+        # The outbox's reads, as the real store's; a test sets them to the code
+        # before the outbox (nothing left read back, no-op reads log nothing).
+        self.left_behind = outbox.left_behind
+        self.concerning = outbox.concerning
 
     # -- faults
 
@@ -280,9 +284,9 @@ class FakeRoomStore:
             unconfirmed = None
             decision, version = self._decide(decide_fn, room_id)
             stored = self.docs.get(room_id)
-            left = outbox.left_behind(room_id, stored)  # the outbox, as the real store (shared/outbox.py)
+            left = self.left_behind(room_id, stored)  # the outbox, as the real store (shared/outbox.py)
             if decision.state is None:
-                left = outbox.concerning(left, decision.events)
+                left = self.concerning(left, decision.events)
             if left and self.outbox_sink is not None:
                 outbox.log_left_behind(room_id, left, self.outbox_sink)
             if decision.state is None:

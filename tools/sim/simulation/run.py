@@ -14,6 +14,7 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from tools.sim.simulation import lifecycle
 from tools.sim.simulation.checks import Finding, check, trace
@@ -29,9 +30,11 @@ class SeedResult:
     without: frozenset[str] = frozenset()
 
 
-def run_seed(seed: int, only_rooms: frozenset[str] | None = None, without: frozenset[str] = frozenset()) -> SeedResult:
-    """Run and judge one seed (see the module); `without`: fault kinds left out."""
-    world = World(seed, only_rooms, without)
+def run_seed(seed: int, only_rooms: frozenset[str] | None = None, without: frozenset[str] = frozenset(),
+             store_options: dict[str, Any] | None = None) -> SeedResult:
+    """Run and judge one seed (see the module); `without`: fault kinds left
+    out; `store_options`: attributes set on the fake store (World)."""
+    world = World(seed, only_rooms, without, store_options)
     with contextlib.redirect_stdout(None):  # the service's logs
         world.run()
     exercised: Counter[str] = Counter()

@@ -100,7 +100,8 @@ class World:
     """One run: build it with a seed, `run()`, then read its records (checks.py)."""
 
     def __init__(self, seed: int, only_rooms: frozenset[str] | None = None,
-                 without: frozenset[str] = frozenset()) -> None:
+                 without: frozenset[str] = frozenset(), store_options: dict[str, Any] | None = None) -> None:
+        """`store_options`: attributes set on the fake store (a test's code before a fix)."""
         self.seed = seed
         self.sched = Scheduler(random.Random(seed))
         self.faults = Faults(self.sched.rng)
@@ -117,6 +118,8 @@ class World:
         self.policy = policy_from_settings(self.settings)
         self.ttl_ms = ttl_ms(seed)
         self.store = FakeRoomStore(self.sched, retention_ms=self.ttl_ms or 3_600_000)  # type: ignore[arg-type]
+        for name, value in (store_options or {}).items():
+            setattr(self.store, name, value)
         self.deleted: list[tuple[int, str]] = []  # (at_us, room_id): rooms Firestore's TTL deleted
         self.ended_before: dict[str, list[Any]] = {}  # room -> what it had ended before TTL deleted it
         self.claims, self.cancels = record_claims(self)
