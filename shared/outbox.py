@@ -36,7 +36,13 @@ What it costs: no read or write; Cloud Logging bytes for the lines logged a
 second time (those no later write cleared: an enqueue into a busy room, a
 room's last ack; `make bench-core` counts lines per message, `make cost`
 prices them), and the entry's bytes in the room document (a few hundred
-bytes per event, inside MAX_ROOM_BYTES' headroom below 1 MiB).
+bytes per event, inside MAX_ROOM_BYTES' headroom below 1 MiB). Where a room
+is allowed that close to Firestore's 1 MiB limit that the entry would cross
+it (MAX_ROOM_BYTES up to 1,048,576 is a valid setting), `fitted` writes it
+without the entry: the write's lines are logged after its commit as before,
+without the outbox's guard against a crash in between, rather than a
+document Firestore refuses ("maximum entity size", every write of the room
+failing).
 
 Not covered: lines logged outside a room transaction (`sent`,
 `send_unknown`, `send_failed`, `timer_arm_failed`, ...) are logged once,
@@ -53,6 +59,7 @@ from contextvars import ContextVar
 from dataclasses import asdict, replace
 from typing import Any
 
+from shared import docsize
 from shared.events import DeliveryEvent, EventType
 from shared.opcounts import OpCounts, op_counts
 from shared.room import Decision
@@ -117,6 +124,16 @@ def entry(decision: Decision, write_id: str, carried: dict[str, Any] | None = No
     if decision.events:
         out[write_key(write_id)] = [_record(e) for e in decision.events]
     return out
+
+
+def fitted(path: str, doc: dict[str, Any]) -> dict[str, Any]:
+    """`doc` (a room write's fields, with its `outbox` entry) as written:
+    unchanged if it fits Firestore's 1 MiB document limit
+    (docsize.MAX_DOCUMENT_BYTES, https://cloud.google.com/firestore/quotas#limits),
+    else with an empty outbox. `path`: the document's path, `rooms/{id}`."""
+    if docsize.document_size(path, doc) <= docsize.MAX_DOCUMENT_BYTES:
+        return doc
+    return {**doc, OUTBOX: {}}
 
 
 def _entries(doc: dict[str, Any] | None) -> dict[str, Any]:

@@ -205,6 +205,7 @@ class RoomStore:
                    "expire_at": None if state.holds_messages or state.paused else expire_at,
                    outbox.OUTBOX: outbox.entry(decision, write_id,
                                                outbox.carried(stored, left) if self.outbox_sink is None else None)}
+            doc = outbox.fitted(f"{ROOMS}/{room_id}", doc)  # never past 1 MiB for the outbox's sake
             batch = self._db.batch()
             if snap.exists:
                 batch.update(ref, doc, option=self._db.write_option(last_update_time=snap.update_time))
