@@ -1,6 +1,6 @@
 """No text in the repository names a path it does not have, or anything
-outside it (issue 45, item 7: 14 references to the deleted shared/room.py
-and shared/service.py, 12 to a design file beside the checkout).
+outside it (issue 45, item 7: 14 references to the room and service
+modules the split deleted, 12 to a design file beside the checkout).
 
 What counts as a reference: in every text file git tracks (code, docs,
 Terraform, make files, .ci/run, requirements, HTML), a relative path that
@@ -95,8 +95,8 @@ def test_every_module_the_repository_runs_or_imports_exists_in_it():
 
 def test_nothing_points_outside_the_repository():
     """A `../` that leaves the repository (the design notes' folder beside a
-    checkout, `../shared/DESIGN.md`) names what a reader of the repository
-    does not have; one that stays inside must exist."""
+    checkout) names what a reader of the repository does not have; one that
+    stays inside must exist."""
     outside = set()
     for name in tracked_text_files():
         for ref in OUTSIDE.findall(read(name)):
@@ -110,9 +110,11 @@ def test_nothing_points_outside_the_repository():
 
 def test_the_checks_see_a_missing_path_a_missing_module_and_one_outside():
     """The patterns themselves: each case the repository once had is caught."""
-    text = ("see shared/room.py and `tools/nowhere/` (python -m tools.nowhere); ../shared/DESIGN.md says so.\n"
+    # Built from parts, so that this file names no such path itself.
+    gone, outside = "shared/" + "room.py", "../elsewhere/NOTES.md"
+    text = (f"see {gone} and `tools/nowhere/` (python -m tools.nowhere); {outside} says so.\n"
             'spawn([py, "-m", "tools.gone"])')
-    assert [r for r in PATH.findall(text) if not exists(r)] == ["shared/room.py", "tools/nowhere/"]
+    assert [r for r in PATH.findall(text) if not exists(r)] == [gone, "tools/nowhere/"]
     assert [m for m in MODULE.findall(text) if not module_exists(m)] == ["tools.nowhere", "tools.gone"]
-    assert OUTSIDE.findall(text) == ["../shared/DESIGN.md"]
+    assert OUTSIDE.findall(text) == [outside]
     assert exists("shared/room/entry.py") and exists("tools/") and module_exists("shared.room.entry")
