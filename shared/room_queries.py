@@ -4,26 +4,26 @@
 Firestore client, call options and index shard count. The time-valued
 fields are indexed behind the room's shard (shared/shards.py): the
 watchdog asks shard by shard, the operators' listings every shard in one
-query (`shard in [...]`, `shard_groups`); each query counts the reads
-Firestore bills (one at least, one per document found).
+query (`shard in [...]`, `shard_groups`). Every query goes through the
+store's counted calls (shared/firestore_calls.py), which count the reads
+Firestore bills (one at least, one per document found; one per count
+aggregation).
 """
 
 from __future__ import annotations
 
-import contextvars
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from google.cloud import firestore
 from google.cloud.firestore_v1.base_query import FieldFilter
 
-from shared.opcounts import op_counts
+from shared.firestore_calls import PARALLEL_CALLS, FirestoreCalls
 from shared.room import ROOMS
 from shared.shards import SHARD_FIELD, SHARDED_FIELDS, ShardCursor, merge_by_value
 
 # Shards one sharded query asks at a time (threads of one call).
-SHARD_QUERY_CONCURRENCY = 16
+SHARD_QUERY_CONCURRENCY = PARALLEL_CALLS
 # How long one count aggregation may take (s): Firestore ends one that cannot
 # finish in 60 s (https://firebase.google.com/docs/firestore/query-data/aggregation-queries#limitations);
 # the store's 10 s deadline is for a room's reads and writes. On the emulator a
@@ -51,10 +51,10 @@ def shard_groups(shards: int) -> list[list[int]]:
 class RoomQueries:
     """Queries over the room collection (`RoomStore.queries`)."""
 
-    def __init__(self, client: firestore.Client, call: dict[str, Any], index_shards: int) -> None:
-        """The store's client, its calls' retry and timeout, INDEX_SHARDS."""
-        self._db = client
-        self._call = call
+    def __init__(self, calls: FirestoreCalls, index_shards: int) -> None:
+        """The store's counted calls (its client, retry and timeout), INDEX_SHARDS."""
+        self._fs = calls
+        self._db = calls.client
         self._shards = index_shards
 
     def room_ref(self, room_id: str) -> firestore.DocumentReference:
@@ -110,19 +110,15 @@ class RoomQueries:
         Returns {shard: [(room_id, document)]} in that order; counts the reads."""
         col = self._db.collection(ROOMS)
 
-        def ask(shard: int) -> list[tuple[str, dict[str, Any]]]:
-            query = narrow(col.where(filter=FieldFilter(SHARD_FIELD, "==", shard))).order_by(name).order_by("__name__")
+        def query(shard: int) -> Any:
+            q = narrow(col.where(filter=FieldFilter(SHARD_FIELD, "==", shard))).order_by(name).order_by("__name__")
             if shard in after:
                 value, room_id = after[shard]
-                query = query.start_after({name: value, "__name__": self.room_ref(room_id)})
-            return [(snap.id, snap.to_dict()) for snap in query.limit(per_shard).stream(**self._call)]
+                q = q.start_after({name: value, "__name__": self.room_ref(room_id)})
+            return q.limit(per_shard)
 
-        if not shards:
-            return {}
-        with ThreadPoolExecutor(max_workers=min(len(shards), SHARD_QUERY_CONCURRENCY)) as pool:
-            pages = dict(zip(shards, pool.map(ask, shards), strict=True))
-        op_counts().firestore_reads += sum(max(1, len(page)) for page in pages.values())
-        return pages
+        pages = self._fs.stream_all({shard: query(shard) for shard in shards})
+        return {shard: [(snap.id, snap.to_dict() or {}) for snap in page] for shard, page in pages.items()}
 
     def _ask_shards(self, name: str, narrow: Callable[[Any], Any], limit: int,
                     after: tuple[int, str] | None) -> list[tuple[str, dict[str, Any]]]:
@@ -172,24 +168,18 @@ class RoomQueries:
         Returns {key: [(room_id, document)]} in that order; counts the reads."""
         col = self._db.collection(ROOMS)
 
-        def ask(key: int) -> list[tuple[str, dict[str, Any]]]:
+        def query(key: int) -> Any:
             shards = groups[key]
             flt = FieldFilter(SHARD_FIELD, "==", shards[0]) if len(shards) == 1 else \
                 FieldFilter(SHARD_FIELD, "in", shards)
-            query = narrow(col.where(filter=flt)).order_by(name).order_by("__name__")
+            q = narrow(col.where(filter=flt)).order_by(name).order_by("__name__")
             start = after.get(key)
             if start is not None:
-                query = query.start_after({name: start[0], "__name__": self.room_ref(start[1])})
-            return [(snap.id, snap.to_dict() or {}) for snap in query.limit(per_group).stream(**self._call)]
+                q = q.start_after({name: start[0], "__name__": self.room_ref(start[1])})
+            return q.limit(per_group)
 
-        keys = list(groups)
-        if len(keys) == 1:
-            pages = {keys[0]: ask(keys[0])}
-        else:
-            with ThreadPoolExecutor(max_workers=min(len(keys), SHARD_QUERY_CONCURRENCY)) as pool:
-                pages = dict(zip(keys, pool.map(ask, keys), strict=True))
-        op_counts().firestore_reads += sum(max(1, len(page)) for page in pages.values())
-        return pages
+        pages = self._fs.stream_all({key: query(key) for key in groups})
+        return {key: [(snap.id, snap.to_dict() or {}) for snap in page] for key, page in pages.items()}
 
     def rooms_sending_to(self, recipient_key: str) -> list[str]:
         """Ids of every room whose in-flight message goes to `recipient_key`
@@ -200,21 +190,19 @@ class RoomQueries:
         hold it to its ack timeout); one read at least, even when nothing
         matches, and one per room found."""
         query = self._db.collection(ROOMS).where(filter=FieldFilter("in_flight_to", "==", recipient_key))
-        ids = [snap.id for snap in query.select([]).stream(**self._call)]
-        op_counts().firestore_reads += max(1, len(ids))
-        return ids
+        return [snap.id for snap in self._fs.stream(query.select([]))]
 
     # -- the operators' queries (shared/operators.py, the `baton` CLI)
 
     def room_doc(self, room_id: str) -> dict[str, Any] | None:
         """The stored room document as Firestore has it (with `expire_at`), or None."""
-        snap = self.room_ref(room_id).get(**self._call)
+        snap = self.room_ref(room_id).get(**self._fs.call)  # not counted (the operators' views)
         return snap.to_dict() if snap.exists else None
 
     def room_docs(self, room_ids: list[str]) -> dict[str, dict[str, Any]]:
         """Several room documents in one batched read: room id -> document (missing ones left out)."""
         refs = [self.room_ref(r) for r in room_ids]
-        return {s.id: s.to_dict() or {} for s in self._db.get_all(refs, **self._call) if s.exists} if refs else {}
+        return {s.id: s.to_dict() or {} for s in self._db.get_all(refs, **self._fs.call) if s.exists} if refs else {}
 
     def list_rooms(self, kind: str, limit: int, cursor: str | None = None,
                    before_us: int | None = None) -> tuple[list[tuple[str, dict[str, Any]]], str | None]:
@@ -253,8 +241,7 @@ class RoomQueries:
             query = self._db.collection(ROOMS).where(filter=flt).order_by(name).order_by("__name__")
             if after is not None:
                 query = query.start_after({name: after[0], "__name__": self.room_ref(after[1])})
-            rows = [(snap.id, snap.to_dict() or {}) for snap in query.limit(limit).stream(**self._call)]
-            op_counts().firestore_reads += max(1, len(rows))
+            rows = [(snap.id, snap.to_dict() or {}) for snap in self._fs.stream(query.limit(limit))]
         next_cursor = f"{rows[-1][1][name]}:{rows[-1][0]}" if len(rows) == limit else None
         return rows, next_cursor
 
@@ -277,10 +264,9 @@ class RoomQueries:
         col = self._db.collection(ROOMS)
         if name not in SHARDED_FIELDS:
             return self._count(col.where(filter=flt))
-        groups = shard_groups(self._shards)  # one count aggregation per group, asked at once
-        with ThreadPoolExecutor(max_workers=min(len(groups), SHARD_QUERY_CONCURRENCY)) as pool:
-            return sum(pool.map(lambda g: self._count(col.where(filter=FieldFilter(SHARD_FIELD, "in", g))
-                                                      .where(filter=flt)), groups))
+        # One count aggregation per group, asked at once.
+        return sum(self._fs.count_all([col.where(filter=FieldFilter(SHARD_FIELD, "in", g)).where(filter=flt)
+                                       for g in shard_groups(self._shards)], COUNT_DEADLINE_S))
 
     def count_in_flight(self, provider: str) -> int:
         """Rooms with a message in flight to `provider` (`in_flight_to` starts
@@ -294,9 +280,7 @@ class RoomQueries:
         return self._count(self._db.collection(name))
 
     def _count(self, query: Any) -> int:
-        result = query.count(alias="n").get(**{**self._call, "timeout": COUNT_DEADLINE_S})
-        op_counts().firestore_reads += 1
-        return int(result[0][0].value)
+        return self._fs.count(query, COUNT_DEADLINE_S)
 
 
 
@@ -311,28 +295,19 @@ class SendingNumberQueries:
 
     FIELD = "in_flight_from"
 
-    def __init__(self, client: firestore.Client, call: dict[str, Any]) -> None:
-        """The store's client, its calls' retry and timeout."""
-        self._db = client
-        self._call = call
+    def __init__(self, calls: FirestoreCalls) -> None:
+        """The store's counted calls (its client, retry and timeout)."""
+        self._fs = calls
+        self._db = calls.client
 
     def count_sending_from(self, numbers: list[str]) -> dict[str, int]:
         """Rooms with an attempt in flight from each of `numbers` (phone-number
         ids): one count aggregation each, asked at once (one read per 1,000
         index entries counted)."""
-        if not numbers:
-            return {}
-
-        def ask(number: str) -> int:
-            query: Any = self._db.collection(ROOMS).where(filter=FieldFilter(self.FIELD, "==", number))
-            result = query.count(alias="n").get(**{**self._call, "timeout": COUNT_DEADLINE_S})
-            op_counts().firestore_reads += 1
-            return int(result[0][0].value)
-
-        # Each in a copy of the caller's context: its reads are the request's.
-        with ThreadPoolExecutor(max_workers=min(len(numbers), SHARD_QUERY_CONCURRENCY)) as pool:
-            futures = [pool.submit(contextvars.copy_context().run, ask, n) for n in numbers]
-            return {n: f.result() for n, f in zip(numbers, futures, strict=True)}
+        rooms = self._db.collection(ROOMS)
+        counted = self._fs.count_all([rooms.where(filter=FieldFilter(self.FIELD, "==", n)) for n in numbers],
+                                     COUNT_DEADLINE_S)
+        return dict(zip(numbers, counted, strict=True))
 
     def list_sending_from(self, number: str, limit: int,
                           cursor: str | None = None) -> tuple[list[tuple[str, dict[str, Any]]], str | None]:
@@ -344,6 +319,5 @@ class SendingNumberQueries:
         query = rooms.where(filter=FieldFilter(self.FIELD, "==", number)).order_by("__name__")
         if cursor:
             query = query.start_after({"__name__": rooms.document(cursor)})
-        rows = [(snap.id, snap.to_dict() or {}) for snap in query.limit(limit).stream(**self._call)]
-        op_counts().firestore_reads += max(1, len(rows))
+        rows = [(snap.id, snap.to_dict() or {}) for snap in self._fs.stream(query.limit(limit))]
         return rows, (rows[-1][0] if len(rows) == limit else None)

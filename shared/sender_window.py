@@ -129,7 +129,8 @@ from typing import Any
 from google.api_core import exceptions as gexc
 from google.cloud import firestore
 
-from shared.opcounts import op_counts
+from shared.firestore_calls import FirestoreCalls
+from shared.opcounts import counted_as, note_slot_use
 
 SENDER_WINDOWS = "sender_windows"
 WINDOW_US = 1_000_000  # one slot lets one send through per this many us (1 s)
@@ -148,7 +149,7 @@ def _record_use(phone_number_id: str, d: int, slot: int, at_us: int) -> None:
     """Note a send let through `slot` of document `d` at `at_us` (epoch us,
     the slot's stamp) in this request's operation record (METRICS_LOG_PATH:
     `make demo-senders` compares the stamps with the platform's arrivals)."""
-    op_counts().window_slots.append((phone_number_id, d, slot, at_us))
+    note_slot_use(phone_number_id, d, slot, at_us)
 
 
 @dataclass(frozen=True)
@@ -198,6 +199,10 @@ class SenderWindow:
     def __init__(self, client: firestore.Client, rng: random.Random | None = None,
                  slots_per_document: int = 0, monotonic_ns: Callable[[], int] = time.monotonic_ns) -> None:
         self._client = client
+        # Its reads and writes, counted as Firestore's and as the window's
+        # (`take` runs in `counted_as("window")`); a write counts whatever its
+        # answer, a refused take or renewal included.
+        self._fs = FirestoreCalls(client, {}, writes_tried=True)
         self._monotonic_ns = monotonic_ns
         self._rng = rng or random.Random()
         self._lock = threading.Lock()
@@ -229,6 +234,11 @@ class SenderWindow:
         """
         if rate_per_s <= 0:
             return None
+        with counted_as("window"):
+            return self._take(phone_number_id, rate_per_s, now_us)
+
+    def _take(self, phone_number_id: str, rate_per_s: int, now_us: int) -> SlotTaken | None:
+        """`take`, for a limited rate, its Firestore calls counted as the window's."""
         entered_ns = self._monotonic_ns()
         documents = -(-rate_per_s // self._k)
 
@@ -290,8 +300,7 @@ class SenderWindow:
         stamp = clock()
         until = stamp + max(lease_us, WRITE_GRACE_US)
         try:
-            result = ref.update({"last_us": until},
-                                option=self._client.write_option(last_update_time=held.update_time))
+            result = self._fs.update(ref, {"last_us": until}, last_update_time=held.update_time)
         except (gexc.FailedPrecondition, gexc.Conflict, gexc.NotFound):
             with self._lock:
                 number.held.pop(d, None)
@@ -300,9 +309,6 @@ class SenderWindow:
             with self._lock:
                 held.writing = False
             raise
-        finally:
-            op_counts().firestore_writes += 1
-            op_counts().window_writes += 1
         with self._lock:
             held.until_us, held.update_time, held.writing = until, result.update_time, False
             # Its send leaves after this write: its next one through this
@@ -321,9 +327,7 @@ class SenderWindow:
         first slot; SlotTaken when none was free."""
         for i, d in enumerate(picked):
             ref = self._client.collection(SENDER_WINDOWS).document(self.document_id(phone_number_id, d))
-            snap = ref.get()
-            op_counts().firestore_reads += 1
-            op_counts().window_reads += 1
+            snap = self._fs.get(ref)
             last = (snap.to_dict() or {}).get("last_us") if snap.exists else None
             t = clock()
             if last is not None and t - last < SPAN_US:
@@ -338,16 +342,12 @@ class SenderWindow:
             until = stamp + max(lease, WRITE_GRACE_US)
             try:
                 if snap.exists:
-                    result = ref.update({"last_us": until},
-                                        option=self._client.write_option(last_update_time=snap.update_time))
+                    result = self._fs.update(ref, {"last_us": until}, since=snap)
                 else:
-                    result = ref.create({"last_us": until})
+                    result = self._fs.create(ref, {"last_us": until})
             except (gexc.FailedPrecondition, gexc.Conflict, gexc.AlreadyExists):
                 ready.append(stamp + SPAN_US)  # another send took it just now
                 continue
-            finally:
-                op_counts().firestore_writes += 1
-                op_counts().window_writes += 1
             with self._lock:
                 fresh.until_us, fresh.update_time = until, result.update_time
                 number.held[d] = fresh

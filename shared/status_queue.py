@@ -45,6 +45,8 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from shared.counted import counted_publisher
+from shared.firestore_calls import FirestoreCalls
 from shared.providers.registry import WHATSAPP
 
 KIND_ROOM_STATUSES = "room_statuses"
@@ -217,13 +219,14 @@ class StatusQueue:
 
         # A webhook waits for its publishes: no batching delay (the default
         # waits up to 10 ms for a batch to fill).
-        self._client = pubsub_v1.PublisherClient(
+        self._client = counted_publisher(pubsub_v1.PublisherClient(  # each publish counted (shared/counted.py)
             batch_settings=BatchSettings(max_latency=0.001),
-            publisher_options=PublisherOptions(enable_message_ordering=True, timeout=timeout_s))
+            publisher_options=PublisherOptions(enable_message_ordering=True, timeout=timeout_s)))
         self._topic = self._client.topic_path(project, topic)
         self._error_topic = self._client.topic_path(project, error_topic)
         self._timeout_s = timeout_s
         self._db = db
+        self._fs = FirestoreCalls(db, {})  # the failure counts' calls, counted
         self._retention_hours = retention_hours
 
     def record_failure(self, pubsub_message_id: str, room_id: str, error: str) -> int:
@@ -238,14 +241,10 @@ class StatusQueue:
 
         from google.cloud import firestore
 
-        from shared.store import op_counts
-
         ref = self._db.collection(STATUS_FAILURES).document(pubsub_message_id)
-        ref.set({"count": firestore.Increment(1), "room_id": room_id, "last_error": error[:1000],
-                 "expire_at": datetime.now(UTC) + timedelta(hours=self._retention_hours)}, merge=True)
-        snap = ref.get()
-        op_counts().firestore_writes += 1
-        op_counts().firestore_reads += 1
+        self._fs.set(ref, {"count": firestore.Increment(1), "room_id": room_id, "last_error": error[:1000],
+                           "expire_at": datetime.now(UTC) + timedelta(hours=self._retention_hours)}, merge=True)
+        snap = self._fs.get(ref)
         return int(snap.get("count"))
 
     def dead_letter(self, data: bytes, room_id: str, reason: str, attempts: int,
@@ -256,9 +255,6 @@ class StatusQueue:
         Raises:
             StatusPublishFailed: Pub/Sub did not take it.
         """
-        from shared.store import op_counts
-
-        op_counts().status_publishes += 1
         try:
             self._client.publish(self._error_topic, data, kind=kind, room_id=room_id,
                                  reason=reason[:500], attempts=str(attempts)).result(timeout=self._timeout_s)
@@ -284,9 +280,6 @@ class StatusQueue:
         for u in unroutable:
             pending.append((self._client.publish(self._error_topic, json.dumps(u.record, default=str).encode(),
                                                  kind=KIND_UNROUTABLE, reason=u.reason[:500]), ""))
-        from shared.store import op_counts
-
-        op_counts().status_publishes += len(pending)
         errors = []
         for future, key in pending:
             try:

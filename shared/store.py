@@ -115,7 +115,7 @@ class RoomStore:
         self._clock = clock
         self._fs = FirestoreCalls(client, self._call)  # counted calls (shared/firestore_calls.py)
         self.records = KeptRecords(self._fs, self._expire_at, clock)
-        self.queries = RoomQueries(client, self._call, index_shards)
+        self.queries = RoomQueries(self._fs, index_shards)
         # Forwarded to the parts (the class docstring): thin delegations.
         records, queries = self.records, self.queries
         self.keep_rejected = records.keep_rejected
@@ -136,7 +136,7 @@ class RoomStore:
         self.count_rooms = queries.count_rooms
         self.count_in_flight = queries.count_in_flight
         self.count_collection = queries.count_collection
-        self.numbers = SendingNumberQueries(client, self._call)  # the console's rooms per WhatsApp number
+        self.numbers = SendingNumberQueries(self._fs)  # the console's rooms per WhatsApp number
 
     def _call_within(self, deadline_s: float | None) -> dict[str, Any]:
         """The retry and timeout of one call: the store's, or one try of
@@ -175,16 +175,14 @@ class RoomStore:
                 was unreachable (the caller answers 5xx so the request is retried).
         """
         ref = self.room_ref(room_id)
-        counts = op_counts()
         unconfirmed: tuple[str, Decision, int] | None = None  # a commit whose answer was lost
         for attempt in range(self._max_attempts):
-            snap = ref.get(**self._call)
-            counts.firestore_reads += 1
+            snap = self._fs.get(ref)
             stored = snap.to_dict() if snap.exists else None
             if unconfirmed is not None and stored is not None and stored.get(WRITE_ID) == unconfirmed[0]:
                 # Our own commit landed although its answer said otherwise:
                 # its decision stands, and its effects must still run.
-                counts.firestore_writes += unconfirmed[2]
+                self._fs.landed(unconfirmed[2])
                 return unconfirmed[1]
             unconfirmed = None
             read = room_from_doc(room_id, stored)
@@ -215,7 +213,7 @@ class RoomStore:
                 # Data, not a side effect: committed atomically with the room.
                 batch.set(self.records.dead_letter_ref(effect), self.records.dead_letter_doc(effect, expire_at))
             try:
-                batch.commit(**self._call)
+                self._fs.commit(batch, 1 + len(decision.dead_letters))
             except (gexc.FailedPrecondition, gexc.AlreadyExists, gexc.Aborted):
                 # Another writer came first, or the client library retried a
                 # commit of ours that had landed (its answer lost): the next
@@ -226,13 +224,11 @@ class RoomStore:
             except (gexc.DeadlineExceeded, gexc.ServiceUnavailable, gexc.InternalServerError, gexc.RetryError):
                 # The commit's answer is unknown: it may have landed. Read
                 # once more; if it did, the decision stands, else the error.
-                landed = ref.get(**self._call).to_dict() or {}
-                counts.firestore_reads += 1
+                landed = self._fs.get(ref).to_dict() or {}
                 if landed.get(WRITE_ID) != write_id:
                     raise
-                counts.firestore_writes += 1 + len(decision.dead_letters)
+                self._fs.landed(1 + len(decision.dead_letters))
                 return decision
-            counts.firestore_writes += 1 + len(decision.dead_letters)
             return decision
         raise ContentionError(f"room {room_id!r} changed under {self._max_attempts} attempts in a row")
 
@@ -257,10 +253,9 @@ class RoomStore:
         fields: dict[str, Any] = {f"accepted.{key}": deadline_us,
                                   **dict.fromkeys(outbox.cleared(room_id), firestore.DELETE_FIELD)}
         try:
-            self.room_ref(room_id).update(fields, **self._call)
+            self._fs.update(self.room_ref(room_id), fields)
         except gexc.NotFound:
             return  # no such room: nothing waits for this send
-        op_counts().firestore_writes += 1
 
     def record_echo(self, room_id: str, incarnation: int, seq: int, attempt: int, platform_ts_us: int,
                     provider_message_id: str | None, number: str | None = None,

@@ -23,7 +23,9 @@ from tenacity import retry, retry_if_exception_type, stop_after_attempt, wait_ex
 from shared import outbox
 from shared.clock import SYSTEM_CLOCK
 from shared.config import Settings
+from shared.counted import CountedSender
 from shared.events import METRICS_LOG_TYPE, DeliveryEvent, EventLog, EventType, JsonLineWriter, utc_iso
+from shared.opcounts import begin_request, invocation_counts
 from shared.outcomes import OutcomePublisher, outcome_record
 from shared.ports import Clock, PrepareTasks, RoomStore, ScheduledHolds, StatusPublisher, Timers
 from shared.prepare import untag_media
@@ -47,7 +49,7 @@ from shared.room import decide as room_decide
 from shared.sender_window import SenderWindow
 from shared.service.sent_proofs import SentProofRecord
 from shared.status_queue import StatusPublishFailed
-from shared.store import ContentionError, begin_request, op_counts
+from shared.store import ContentionError
 
 if TYPE_CHECKING:
     from shared.admin.incident import IncidentSwitch
@@ -282,8 +284,7 @@ class ServiceCore:
                 result = SendResult(SendOutcome.REFUSED,
                                     error_title="send not started within SEND_START_DEADLINE_MS (after its slot take)")
             else:
-                op_counts().send_calls += 1
-                result = sender.send(msg.recipient, msg.text, send.delivery_id, **kind)
+                result = CountedSender(sender).send(msg.recipient, msg.text, send.delivery_id, **kind)
         returned = self.now_us()
         common: dict[str, Any] = dict(seq=msg.seq, attempt=send.attempt, message_id=msg.message_id,
                                       provider=msg.provider, delivery_id=send.delivery_id, trigger=str(send.trigger))
@@ -336,15 +337,9 @@ class ServiceCore:
         the benchmark's and the cost estimate's source."""
         if self._metrics is None:
             return
-        c = op_counts()
         self._metrics.write({
             "log_type": METRICS_LOG_TYPE, "function": function, "ts": utc_iso(started_us),
-            "duration_ms": (self.now_us() - started_us) / 1000, "http_status": status,
-            "firestore_reads": c.firestore_reads, "firestore_writes": c.firestore_writes,
-            "tasks_created": c.tasks_created, "send_calls": c.send_calls, "status_publishes": c.status_publishes,
-            "window_reads": c.window_reads, "window_writes": c.window_writes,
-            "proof_reads": c.proof_reads, "proof_writes": c.proof_writes, "window_slots": c.window_slots,
-        })
+            "duration_ms": (self.now_us() - started_us) / 1000, "http_status": status, **invocation_counts()})
 
 
 def start_request() -> int:

@@ -44,6 +44,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from shared.counted import counted_publisher
 from shared.providers import registry
 from shared.providers.base import InboundItem
 from shared.status_queue import PUBLISH_TIMEOUT_S, StatusPublishFailed
@@ -112,7 +113,7 @@ class InboundPublisher:
             client = pubsub_v1.PublisherClient(
                 batch_settings=BatchSettings(max_latency=0.001),
                 publisher_options=PublisherOptions(enable_message_ordering=True, timeout=timeout_s))
-        self._client = client
+        self._client = counted_publisher(client)  # each publish counted (shared/counted.py)
         self.topic = client.topic_path(project, topic)
         self._error_topic = None if error_topic is None else client.topic_path(project, error_topic)
         self._timeout_s = timeout_s
@@ -124,9 +125,6 @@ class InboundPublisher:
             InboundPublishFailed: Pub/Sub did not take it (and, with an error
                 topic, did not take it there either).
         """
-        from shared.store import op_counts
-
-        op_counts().status_publishes += 1
         try:
             self._client.publish(self.topic, post.data, ordering_key=post.ordering_key,
                                  **post.attributes).result(timeout=self._timeout_s)
@@ -140,7 +138,6 @@ class InboundPublisher:
         if self._error_topic is None:
             raise InboundPublishFailed(f"the inbound topic did not take a post: {error}")
         try:
-            op_counts().status_publishes += 1
             self._client.publish(self._error_topic, post.data, kind=KIND_INBOUND, reason=_clip(
                 f"the inbound topic did not take it: {error}"), ordering_key_wanted=post.ordering_key,
                 **post.attributes).result(timeout=self._timeout_s)

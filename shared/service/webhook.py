@@ -16,7 +16,7 @@ from google.api_core import exceptions as gexc
 
 from shared.config import Settings
 from shared.events import DeliveryEvent, EventType, utc_iso
-from shared.opcounts import op_counts
+from shared.opcounts import counted_as
 from shared.ports import RoomStore
 from shared.providers.graph import handshake_challenge, signature_valid
 from shared.providers.meta_messaging import MessagingItem
@@ -279,13 +279,8 @@ class WebhookHandlers:
         503 or a 500 would hold every room's statuses in this post until
         Meta sends it again, and retries would hold the answer.
         """
-        counts = op_counts()
-        reads, writes = counts.firestore_reads, counts.firestore_writes
-        try:
+        with counted_as("proof"):  # the proof's share of this request's counts (bench-core, make cost)
             check_due_proofs(self.core.sent_proofs, self.core.store, now, self.core.monotonic)
-        finally:  # the proof's share of this request's counts (bench-core, make cost)
-            counts.proof_reads += counts.firestore_reads - reads
-            counts.proof_writes += counts.firestore_writes - writes
 
     def _record_echo(self, item: MessagingItem, arrived: int) -> RecipientReceipt | None:
         """Record an echo's platform stamp for the attempt its metadata names

@@ -446,6 +446,7 @@ def test_a_rejected_push_and_the_status_error_queue_are_replayed_from_their_list
 def test_a_count_aggregation_gets_firestores_own_60_s_not_the_stores_10_s_deadline():
     from types import SimpleNamespace
 
+    from shared.firestore_calls import FirestoreCalls
     from shared.room_queries import COUNT_DEADLINE_S, RoomQueries
 
     asked: dict[str, Any] = {}
@@ -458,8 +459,8 @@ def test_a_count_aggregation_gets_firestores_own_60_s_not_the_stores_10_s_deadli
             asked.update(options)
             return [[SimpleNamespace(value=3)]]
 
-    queries = RoomQueries.__new__(RoomQueries)
-    queries._call = {"retry": "the store's", "timeout": 10.0}  # noqa: SLF001 - as RoomStore sets it
+    # The store's counted calls, with its call options (as RoomStore sets them).
+    queries = RoomQueries(FirestoreCalls(None, {"retry": "the store's", "timeout": 10.0}), 1)  # type: ignore[arg-type]
     assert queries._count(Query()) == 3  # noqa: SLF001
     assert asked == {"retry": "the store's", "timeout": COUNT_DEADLINE_S} and COUNT_DEADLINE_S == 60.0
 

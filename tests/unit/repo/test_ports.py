@@ -50,7 +50,8 @@ def test_the_store_holds_its_records_and_queries_on_its_own_client_and_call_opti
     store = RoomStore(client, retention_hours=1, index_shards=4)
     assert isinstance(store.records, KeptRecords) and isinstance(store.queries, RoomQueries)
     assert store.records._db is client and store.queries._db is client  # noqa: SLF001
-    assert store.records._fs is store._fs and store.queries._call is store._call  # noqa: SLF001
+    assert store.records._fs is store._fs and store.queries._fs is store._fs  # noqa: SLF001
+    assert store.numbers._fs is store._fs and store._fs.call is store._call  # noqa: SLF001
     assert store.queries._shards == 4  # noqa: SLF001
 
 
