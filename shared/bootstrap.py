@@ -2,8 +2,8 @@
 
 The entry points (functions/main.py) and the tools call `bootstrap()` (or
 `wire()`, which also gives the Firestore store the operators' views read);
-unit tests build `DeliveryService` themselves with in-memory fakes
-(tests/fakes.py).
+unit tests build `DeliveryService(ServiceCore(...))` themselves with
+in-memory fakes (tests/fakes.py).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from shared.providers import make_preparers, make_senders
 from shared.room import policy_from_settings
 from shared.scheduled import ScheduledHold
 from shared.sender_window import SenderWindow
-from shared.service import DeliveryService
+from shared.service import DeliveryService, ServiceCore
 from shared.service.inbound import InboundPublisher
 from shared.status_queue import StatusQueue
 from shared.store import RoomStore
@@ -50,16 +50,16 @@ def wire(settings: config.Settings | None = None) -> tuple[DeliveryService, Room
     store = RoomStore(db, settings.retention_hours, index_shards=settings.index_shards)
     tasks = make_client(settings)
     timers = TimerScheduler(tasks, settings)
-    service = DeliveryService(settings, policy_from_settings(settings), store, timers, make_senders(settings),
-                              EventLog(settings.event_log_path, quiet=quiet_rules(settings.quiet_events)),
-                              status_queue=lambda: StatusQueue(settings.project, settings.status_topic,
-                                                               settings.status_error_topic, db, settings.retention_hours),
-                              scheduled=ScheduledHold(tasks, settings),
-                              prepare_tasks=PrepareScheduler(tasks, settings), preparers=make_preparers(settings),
-                              sender_window=SenderWindow(db), incident=IncidentSwitch(db),
-                              outcomes=OutcomePublisher(settings.project, settings.outcomes_topic, db)
-                              if settings.outcomes == "on" else None,
-                              inbound=InboundPublisher(settings.project, settings.inbound_topic,
-                                                       settings.status_error_topic if settings.webhook_mode == "queued"
-                                                       else None) if settings.inbound_topic else None)
-    return service, store
+    core = ServiceCore(settings, policy_from_settings(settings), store, timers, make_senders(settings),
+                       EventLog(settings.event_log_path, quiet=quiet_rules(settings.quiet_events)),
+                       status_queue=lambda: StatusQueue(settings.project, settings.status_topic,
+                                                        settings.status_error_topic, db, settings.retention_hours),
+                       scheduled=ScheduledHold(tasks, settings),
+                       prepare_tasks=PrepareScheduler(tasks, settings), preparers=make_preparers(settings),
+                       sender_window=SenderWindow(db), incident=IncidentSwitch(db),
+                       outcomes=OutcomePublisher(settings.project, settings.outcomes_topic, db)
+                       if settings.outcomes == "on" else None,
+                       inbound=InboundPublisher(settings.project, settings.inbound_topic,
+                                                settings.status_error_topic if settings.webhook_mode == "queued"
+                                                else None) if settings.inbound_topic else None)
+    return DeliveryService(core), store

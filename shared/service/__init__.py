@@ -33,29 +33,20 @@ the entry points' one facade.
 from __future__ import annotations
 
 import copy
-import time
-from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
-from shared.clock import SYSTEM_CLOCK
 from shared.config import Settings
 from shared.events import EventLog
 from shared.outcomes import OutcomePublisher
-from shared.ports import Clock, PrepareTasks, RoomStore, ScheduledHolds, StatusPublisher, Timers
+from shared.ports import Clock, RoomStore, ScheduledHolds, StatusPublisher, Timers
 from shared.providers import Sender
-from shared.providers.base import Preparer
 from shared.room import Decision, Policy, Redrive, RoomEvent, Skip
-from shared.room import decide as room_decide
-from shared.sender_window import SenderWindow
 from shared.service.core import (
     DEAD_LETTER_COUNT_ATTRIBUTE,
     TRANSIENT_ERRORS,
-    DecideFn,
     Reply,
     ServiceCore,
     TimerArmFailed,
-    WorkerPool,
     now_us,
     start_request,
 )
@@ -69,7 +60,6 @@ from shared.service.webhook import WebhookHandlers
 
 if TYPE_CHECKING:
     from shared.admin.incident import IncidentSwitch
-    from shared.service.inbound import InboundPublisher
 
 __all__ = ["DEAD_LETTER_COUNT_ATTRIBUTE", "TRANSIENT_ERRORS", "DeliveryService", "Reply", "ServiceCore",
            "TimerArmFailed", "now_us", "start_request"]
@@ -83,46 +73,14 @@ class DeliveryService:
     passes its request to the one handler object that owns it.
 
     Args:
-        settings: the environment's settings.
-        policy: the room policy (timeouts in ms, limits).
-        store: the rooms (`shared.ports.RoomStore`: shared/store.py's Firestore adapter, or a fake).
-        timers: the rooms' timers (`shared.ports.Timers`: shared/tasks.py's Cloud Tasks adapter, or a fake).
-        senders: provider name -> platform client.
-        events: where delivery events go.
-        status_queue: builds the status-queue publisher on first use (queued
-            webhook mode; the functions that never publish never build it).
-        scheduled: holds messages with a later `deliver_at` (shared/scheduled.py),
-            or None (such a message then enters its room at once).
-        prepare_tasks: creates the prepare tasks (shared/prepare.py, or a fake
-            with `request`); None: a `Prepare` effect fails like a timer that
-            cannot be armed.
-        preparers: provider name -> what prepares its messages (uploads media).
-        sender_window, incident, outcomes, inbound: as `ServiceCore`'s.
-        The seams tests and the simulation give (production takes the defaults):
-        clock: the time, epoch microseconds (`shared.clock.SYSTEM_CLOCK`).
-        decide: the room's rules (`shared.room.decide`; tests pass a checked copy).
-        sleep: the wait between a timer's or a prepare task's arm tries, seconds
-            (`time.sleep`; the simulation passes one that takes simulated time).
-        monotonic: the budgets' clock, seconds (`time.monotonic`: the sweep's
-            SWEEP_BUDGET_S, the webhook's SENT_PROOF_POST_S).
-        pool: builds the sweep's worker pool from a worker count
-            (`ThreadPoolExecutor`; the simulation's runs them in its scheduler).
+        core: the ports, settings, policy and seams every handler shares
+            (`ServiceCore`, shared/service/core.py, where its arguments are
+            described); shared/bootstrap.py `wire` builds it on the
+            production adapters, tests and the simulation on fakes.
     """
 
-    def __init__(self, settings: Settings, policy: Policy, store: RoomStore, timers: Timers,
-                 senders: dict[str, Sender], events: EventLog,
-                 status_queue: Callable[[], StatusPublisher] | None = None, scheduled: ScheduledHolds | None = None,
-                 prepare_tasks: PrepareTasks | None = None, preparers: dict[str, Preparer] | None = None,
-                 sender_window: SenderWindow | None = None, incident: IncidentSwitch | None = None,
-                 outcomes: OutcomePublisher | None = None, inbound: InboundPublisher | None = None, *,
-                 clock: Clock = SYSTEM_CLOCK, decide: DecideFn = room_decide,
-                 sleep: Callable[[float], None] = time.sleep, monotonic: Callable[[], float] = time.monotonic,
-                 pool: Callable[[int], WorkerPool] = ThreadPoolExecutor) -> None:
-        self.core = ServiceCore(settings, policy, store, timers, senders, events, status_queue=status_queue,
-                                scheduled=scheduled, prepare_tasks=prepare_tasks, preparers=preparers,
-                                sender_window=sender_window, incident=incident, outcomes=outcomes, inbound=inbound,
-                                clock=clock, decide=decide, sleep=sleep, monotonic=monotonic, pool=pool)
-        self._compose(self.core)
+    def __init__(self, core: ServiceCore) -> None:
+        self._compose(core)
 
     def _compose(self, core: ServiceCore) -> None:
         """The handler objects, each holding `core`."""
@@ -200,6 +158,10 @@ class DeliveryService:
         return self.core.status_queue()
 
     # The core's ports, read-only (the operators' tools and the admin function read them).
+
+    @property
+    def clock(self) -> Clock:
+        return self.core.clock
 
     @property
     def settings(self) -> Settings:

@@ -6,6 +6,37 @@ and the timer arm retry's sleep through the core: tests and the simulation
 pass a simulated clock, a checked `decide` and a simulated sleep as the
 constructor's arguments (issue 45, item 5), no module attribute is patched.
 Must not hold any entry point's parsing (the handler modules do).
+
+`ServiceCore`'s arguments:
+
+    settings: the environment's settings.
+    policy: the room policy (timeouts in ms, limits).
+    store: the rooms (`shared.ports.RoomStore`: shared/store.py's Firestore adapter, or a fake).
+    timers: the rooms' timers (`shared.ports.Timers`: shared/tasks.py's Cloud Tasks adapter, or a fake).
+    senders: provider name (or `provider:number`) -> platform client.
+    events: where delivery events go.
+    status_queue: builds the status-queue publisher on first use (queued
+        webhook mode; the functions that never publish never build it).
+    scheduled: holds messages with a later `deliver_at` (shared/scheduled.py),
+        or None (such a message then enters its room at once).
+    prepare_tasks: creates the prepare tasks (shared/prepare.py, or a fake
+        with `request`); None: a `Prepare` effect fails like a timer that
+        cannot be armed.
+    preparers: provider name -> what prepares its messages (uploads media).
+    sender_window: the WhatsApp numbers' per-second windows
+        (shared/sender_window.py), None: not limited.
+    incident: the incident switch (shared/admin/incident.py), None: never held.
+    outcomes: the outcomes topic (shared/outcomes.py), None: OUTCOMES=off.
+    inbound: the inbound topic (shared/service/inbound.py), None: not forwarded.
+    The seams tests and the simulation give (production takes the defaults):
+    clock: the time, epoch microseconds (`shared.clock.SYSTEM_CLOCK`).
+    decide: the room's rules (`shared.room.decide`; tests pass a checked copy).
+    sleep: the wait between a timer's or a prepare task's arm tries, seconds
+        (`time.sleep`; the simulation passes one that takes simulated time).
+    monotonic: the budgets' clock, seconds (`time.monotonic`: the sweep's
+        SWEEP_BUDGET_S, the webhook's SENT_PROOF_POST_S).
+    pool: builds the sweep's worker pool from a worker count
+        (`ThreadPoolExecutor`; the simulation's runs them in its scheduler).
 """
 
 from __future__ import annotations
@@ -105,8 +136,7 @@ class ServiceCore:
     """What every handler shares: apply an event to a room, then run what it
     decided (log the events, arm timers, send, follow the send's outcome).
 
-    Args: as `DeliveryService` (shared/service/__init__.py), its seams
-    (clock, decide, sleep, monotonic, pool) included.
+    Args: the module docstring's list.
     """
 
     def __init__(self, settings: Settings, policy: Policy, store: RoomStore, timers: Timers,

@@ -127,15 +127,15 @@ def test_transient_firestore_failure_answers_503(stack, monkeypatch):
     from shared.events import EventLog
     from shared.providers import make_senders
     from shared.room import policy_from_settings
-    from shared.service import DeliveryService
+    from shared.service import DeliveryService, ServiceCore
     from shared.tasks import TimerScheduler, make_client
     from tools.local.stack import free_port
 
     monkeypatch.setenv("FIRESTORE_EMULATOR_HOST", f"127.0.0.1:{free_port()}")  # nobody listens there
     settings = stack_settings()
     dead = RoomStore(firestore.Client(project="baton-local"), 1, deadline_s=1.0)
-    app = DeliveryService(settings, policy_from_settings(settings), dead, TimerScheduler(make_client(settings), settings),
-                make_senders(settings), EventLog(keep=True))
+    app = DeliveryService(ServiceCore(settings, policy_from_settings(settings), dead, TimerScheduler(make_client(settings), settings),
+                make_senders(settings), EventLog(keep=True)))
     import functions.main as entry
 
     attrs = {"room_id": "r-down", "provider": "whatsapp", "recipient": "15550001", "message_id": "m1"}

@@ -17,7 +17,7 @@ from shared.events import EventLog
 from shared.providers import make_senders
 from shared.providers.whatsapp import sign
 from shared.room import Enqueue, decide, make_delivery_id, policy_from_settings
-from shared.service import DEAD_LETTER_COUNT_ATTRIBUTE, DeliveryService, TimerArmFailed
+from shared.service import DEAD_LETTER_COUNT_ATTRIBUTE, DeliveryService, ServiceCore, TimerArmFailed
 from shared.store import RoomStore
 from shared.tasks import TimerScheduler, make_client
 from tests.conftest import room_events, stack_settings, wait_for
@@ -36,9 +36,9 @@ def service(stack, store: RoomStore, **overrides) -> DeliveryService:
     """An in-process service on the stack's Firestore, Cloud Tasks and fake platform."""
     settings = dataclasses.replace(stack_settings(), whatsapp_api_base=stack.fake_url,
                                    timeout_url=stack.url("timeout"), tasks_queue_count=4, **overrides)
-    return DeliveryService(settings, policy_from_settings(settings), store,
-                           TimerScheduler(make_client(settings), settings), make_senders(settings),
-                           EventLog(keep=True))
+    return DeliveryService(ServiceCore(settings, policy_from_settings(settings), store,
+                                       TimerScheduler(make_client(settings), settings), make_senders(settings),
+                                       EventLog(keep=True)))
 
 
 def platform_sends(stack, room: str) -> list[dict]:

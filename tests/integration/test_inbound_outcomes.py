@@ -33,7 +33,7 @@ from shared.providers import make_senders
 from shared.providers.whatsapp import sign
 from shared.room import policy_from_settings
 from shared.scheduled import ScheduledHold
-from shared.service import DeliveryService
+from shared.service import DeliveryService, ServiceCore
 from shared.service.inbound import InboundPublisher, InboundPublishFailed
 from shared.store import RoomStore
 from shared.tasks import TimerScheduler, make_client
@@ -99,10 +99,10 @@ def service(stack, store: RoomStore, outcomes: OutcomePublisher | None = None, i
     settings = dataclasses.replace(stack_settings(), whatsapp_api_base=stack.fake_url,
                                    timeout_url=stack.url("timeout"), **overrides)
     tasks = make_client(settings)
-    return DeliveryService(settings, policy_from_settings(settings), store, TimerScheduler(tasks, settings),
-                           make_senders(settings), EventLog(keep=True), scheduled=ScheduledHold(tasks, settings),
-                           outcomes=outcomes or OutcomePublisher(PROJECT, OUTCOMES_TOPIC, store._db),
-                           inbound=inbound)
+    return DeliveryService(ServiceCore(settings, policy_from_settings(settings), store, TimerScheduler(tasks, settings),
+                                       make_senders(settings), EventLog(keep=True), scheduled=ScheduledHold(tasks, settings),
+                                       outcomes=outcomes or OutcomePublisher(PROJECT, OUTCOMES_TOPIC, store._db),
+                                       inbound=inbound))
 
 
 def push(svc: DeliveryService, room: str, recipient: str, message_id: str, **attrs: str) -> Any:

@@ -96,7 +96,7 @@ def run(stack, args) -> dict:
     from shared import config
     from shared.providers import make_senders
     from shared.room import policy_from_settings
-    from shared.service import DeliveryService
+    from shared.service import DeliveryService, ServiceCore
     from shared.store import RoomStore
     from shared.tasks import TimerScheduler, make_client
 
@@ -105,8 +105,8 @@ def run(stack, args) -> dict:
                                    event_log_path="")
     policy = policy_from_settings(settings)
     store = RoomStore(firestore.Client(project=settings.project), retention_hours=1)
-    service = DeliveryService(settings, policy, store, TimerScheduler(make_client(settings), settings),
-                              make_senders(settings), QuietLog())
+    service = DeliveryService(ServiceCore(settings, policy, store, TimerScheduler(make_client(settings), settings),
+                                          make_senders(settings), QuietLog()))
     rooms = [f"sweep-{i:06d}" for i in range(args.rooms)]
     # Decided long enough ago that the hold (send window + ack timeout) and the grace have passed.
     decided = time.time_ns() // 1000 - (policy.send_window_ms + policy.ack_timeout_ms + GRACE_MS + 5000) * 1000

@@ -23,7 +23,7 @@ from shared.events import (
     trace_fields,
 )
 from shared.room import Phase
-from shared.service import DeliveryService
+from shared.service import DeliveryService, ServiceCore
 from tests.unit.service.test_faults import Knobs, World, push_body, seams
 
 LOCAL = AdminSettings("local", (), (), "the-key")
@@ -144,8 +144,8 @@ class StubSwitch:
 def test_with_the_switch_on_a_push_is_stored_and_its_send_waits_as_the_same_attempt_with_no_call():
     world = World(Knobs())
     switch = StubSwitch()
-    service = DeliveryService(world.settings, world.policy, world.store, world.timers,
-                              {"whatsapp": world.platform}, world.events, incident=switch, **seams(world))  # type: ignore[arg-type]
+    service = DeliveryService(ServiceCore(world.settings, world.policy, world.store, world.timers,
+                                          {"whatsapp": world.platform}, world.events, incident=switch, **seams(world)))  # type: ignore[arg-type]
     for i in (1, 2):
         assert service.handle_push(push_body("room-i", f"m{i}", "15550001", "hi", f"p{i}",
                                              world.clock.now_us())).status == 200

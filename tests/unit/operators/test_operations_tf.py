@@ -28,7 +28,7 @@ import pytest
 from shared import config
 from shared.events import LOG_TYPE, METRICS_LOG_TYPE, TERMINAL_EVENTS, DeliveryEvent
 from shared.room import Pause, Skip, StatusUpdate, TimerFired, WatchdogSweep, policy_from_settings
-from shared.service import DeliveryService
+from shared.service import DeliveryService, ServiceCore
 from tests.fakes import FakePlatform, FakeRoomStore, FakeTimers, SimClock
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -62,8 +62,8 @@ def lines() -> list[dict[str, Any]]:
     settings = dataclasses.replace(config.load(), max_send_attempts=1, event_log_path="", metrics_log_path="",
                                    webhook_mode="direct")
     store, platform, log = FakeRoomStore(clock), FakePlatform(clock, settings.send_timeout_ms), Lines()
-    svc = DeliveryService(settings, policy_from_settings(settings), store, FakeTimers(clock),
-                          {"whatsapp": platform}, log)  # type: ignore[arg-type]
+    svc = DeliveryService(ServiceCore(settings, policy_from_settings(settings), store, FakeTimers(clock),
+                                      {"whatsapp": platform}, log))  # type: ignore[arg-type]
 
     def flight(room: str) -> Any:
         return store.load_room(room).in_flight

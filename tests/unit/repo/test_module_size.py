@@ -109,3 +109,12 @@ def test_the_service_is_composed_not_assembled_from_mixins():
                     assembled[f"{module.__name__}:{name}"] = bases
     bases = [b.__name__ for b in shared.service.DeliveryService.__mro__[1:] if b.__module__.startswith("shared.")]
     assert not assembled and not bases, f"assembled from project classes: {assembled or bases}"
+
+
+def test_the_facade_takes_a_built_core_not_a_copy_of_its_arguments():
+    """Issue 45: `DeliveryService`'s constructor repeated `ServiceCore`'s
+    keyword list; it takes the built core (shared/bootstrap.py `wire`)."""
+    import shared.service
+
+    params = list(inspect.signature(shared.service.DeliveryService).parameters)
+    assert params == ["core"], params

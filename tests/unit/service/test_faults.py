@@ -79,7 +79,7 @@ from shared.room import (
     policy_from_settings,
 )
 from shared.room import decide as room_decide
-from shared.service import DEAD_LETTER_COUNT_ATTRIBUTE, TRANSIENT_ERRORS, DeliveryService
+from shared.service import DEAD_LETTER_COUNT_ATTRIBUTE, TRANSIENT_ERRORS, DeliveryService, ServiceCore
 from shared.tasks import timer_body
 from tests.fakes import (
     T0_US,
@@ -186,8 +186,8 @@ def _misapplied(state: RoomState, event: RoomEvent, policy: Policy) -> str | Non
 
 def build_service(world: World) -> DeliveryService:
     """A fresh service instance (as after a cold start) over the world's fakes."""
-    return DeliveryService(world.settings, world.policy, world.store, world.timers,
-                           {"whatsapp": world.platform}, world.events, **seams(world))  # type: ignore[arg-type]
+    return DeliveryService(ServiceCore(world.settings, world.policy, world.store, world.timers,
+                                       {"whatsapp": world.platform}, world.events, **seams(world)))  # type: ignore[arg-type]
 
 
 def seams(world: World) -> dict[str, Any]:

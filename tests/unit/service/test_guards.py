@@ -27,7 +27,7 @@ import pytest
 from google.api_core import exceptions as gexc
 
 from shared.room import make_delivery_id
-from shared.service import DeliveryService
+from shared.service import DeliveryService, ServiceCore
 from shared.service import webhook as webhook_module
 from shared.status_queue import QueuedStatus, RoomStatuses
 from tests.fakes import FakeStatusQueue
@@ -60,9 +60,9 @@ def entry() -> Iterator[Any]:
 
 
 def service_over(world: World, store: Any, queue: FakeStatusQueue | None = None) -> DeliveryService:
-    return DeliveryService(world.settings, world.policy, store, world.timers,
-                           {"whatsapp": world.platform}, world.events,  # type: ignore[arg-type]
-                           status_queue=(lambda: queue) if queue is not None else None, **seams(world))
+    return DeliveryService(ServiceCore(world.settings, world.policy, store, world.timers,
+                                       {"whatsapp": world.platform}, world.events,  # type: ignore[arg-type]
+                                       status_queue=(lambda: queue) if queue is not None else None, **seams(world)))
 
 
 def status_push(room_id: str, delivery_id: str) -> bytes:

@@ -20,7 +20,7 @@ from shared.events import DeliveryEvent, EventType
 from shared.outcomes import OutcomePublisher, kept_id, outcome_record
 from shared.providers import meta_messaging, whatsapp
 from shared.room import TimerFired, policy_from_settings
-from shared.service import DeliveryService
+from shared.service import DeliveryService, ServiceCore
 from shared.service.inbound import InboundPost, InboundPublisher, InboundPublishFailed, forward_inbound
 from tests.fakes import FakePlatform, FakeRoomStore, FakeTimers, RecordingEventLog, SimClock
 from tests.unit.service.test_faults import SECRET, status_body
@@ -162,9 +162,9 @@ class World:
         self.pubsub, self.db = FakePubSub(down), FakeDb()
         self.outcomes = OutcomePublisher("p", "outcomes", self.db, client=self.pubsub, wait_s=0.1)
         self.timers = FakeTimers(self.clock)
-        self.service = DeliveryService(self.settings, self.policy, self.store, self.timers,
-                                       {"whatsapp": self.platform}, RecordingEventLog(self.clock),  # type: ignore[arg-type]
-                                       outcomes=self.outcomes)
+        self.service = DeliveryService(ServiceCore(self.settings, self.policy, self.store, self.timers,
+                                                   {"whatsapp": self.platform}, RecordingEventLog(self.clock),  # type: ignore[arg-type]
+                                                   outcomes=self.outcomes))
 
     def push(self, room: str, message_id: str) -> None:
         from tests.integration.test_functions import push_body

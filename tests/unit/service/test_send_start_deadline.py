@@ -11,7 +11,7 @@ from collections.abc import Callable
 
 from shared.room import make_delivery_id
 from shared.sender_window import SlotTaken
-from shared.service import DeliveryService
+from shared.service import DeliveryService, ServiceCore
 from tests.unit.service.test_faults import (
     SEND_START_DEADLINE_MS,
     SEND_TIMEOUT_MS,
@@ -44,8 +44,8 @@ class SlowWindow:
 
 
 def build(world: World, window: SlowWindow) -> DeliveryService:
-    return DeliveryService(world.settings, world.policy, world.store, world.timers,
-                           {"whatsapp": world.platform}, world.events, sender_window=window, **seams(world))  # type: ignore[arg-type]
+    return DeliveryService(ServiceCore(world.settings, world.policy, world.store, world.timers,
+                                       {"whatsapp": world.platform}, world.events, sender_window=window, **seams(world)))  # type: ignore[arg-type]
 
 
 def run_due_timers(world: World, service: DeliveryService) -> None:

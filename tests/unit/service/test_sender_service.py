@@ -13,7 +13,7 @@ from shared.providers.whatsapp import sign
 from shared.room import Phase, make_delivery_id, policy_from_settings
 from shared.sender_window import SlotTaken
 from shared.senders import rendezvous_sender
-from shared.service import DeliveryService
+from shared.service import DeliveryService, ServiceCore
 from tests.fakes import FakePlatform
 from tests.unit.service.test_faults import SECRET, SEND_TIMEOUT_MS, Knobs, World, push_body, seams
 
@@ -37,8 +37,8 @@ def three_numbers(window: object = None) -> tuple[World, DeliveryService, dict[s
     world.policy = policy_from_settings(world.settings)  # the rules fix each attempt's number from it
     platforms = {n: FakePlatform(world.clock, SEND_TIMEOUT_MS) for n in NUMBERS}
     clients = {"whatsapp": platforms["1001"], **{f"whatsapp:{n}": p for n, p in platforms.items()}}
-    service = DeliveryService(world.settings, world.policy, world.store, world.timers, clients,  # type: ignore[arg-type]
-                              world.events, sender_window=window, **seams(world))  # type: ignore[arg-type]
+    service = DeliveryService(ServiceCore(world.settings, world.policy, world.store, world.timers, clients,  # type: ignore[arg-type]
+                                          world.events, sender_window=window, **seams(world)))  # type: ignore[arg-type]
     return world, service, platforms
 
 

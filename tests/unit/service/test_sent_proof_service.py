@@ -20,7 +20,7 @@ from shared import config
 from shared.providers.whatsapp import sign
 from shared.room import Phase, make_delivery_id
 from shared.senders import rendezvous_sender
-from shared.service import DeliveryService
+from shared.service import DeliveryService, ServiceCore
 from shared.service.webhook import SENT_PROOF_CALL_S
 from tests.fakes import FakeStatusQueue
 from tests.unit.service.test_faults import SECRET, push_body, timer_body
@@ -100,8 +100,8 @@ def seams_of(service: DeliveryService) -> dict[str, Any]:
 def another_instance(service: DeliveryService) -> DeliveryService:
     """A second function instance of the same deployment: same store,
     timers, platforms and log, its own memory."""
-    return DeliveryService(service.settings, service.policy, service.store, service.timers,
-                           service.senders, service.events, **seams_of(service))
+    return DeliveryService(ServiceCore(service.settings, service.policy, service.store, service.timers,
+                                       service.senders, service.events, **seams_of(service)))
 
 
 def test_a_sent_status_of_an_attempt_whose_send_returned_accepted_costs_another_instance_a_read_no_write(
@@ -154,8 +154,8 @@ def queued_instance(service: DeliveryService) -> DeliveryService:
     proofs wait)."""
     settings = dataclasses.replace(service.settings, webhook_mode="queued")
     queue = FakeStatusQueue()
-    other = DeliveryService(settings, service.policy, service.store, service.timers,
-                            service.senders, service.events, status_queue=lambda: queue, **seams_of(service))
+    other = DeliveryService(ServiceCore(settings, service.policy, service.store, service.timers,
+                                        service.senders, service.events, status_queue=lambda: queue, **seams_of(service)))
     other.published = queue.published  # type: ignore[attr-defined]
     return other
 

@@ -25,7 +25,7 @@ from shared.room import (
     make_delivery_id,
     policy_from_settings,
 )
-from shared.service import TRANSIENT_ERRORS, DeliveryService
+from shared.service import TRANSIENT_ERRORS, DeliveryService, ServiceCore
 from shared.status_queue import QueuedStatus, RoomStatuses, StatusPublishFailed
 from tests.fakes import FakePlatform, FakeRoomStore, FakeStatusQueue, FakeTimers, RecordingEventLog, SimClock
 from tests.unit.service.test_faults import SECRET, status_body
@@ -78,9 +78,9 @@ class World:
         self.queue = FakeStatusQueue()
         self.platform = FakePlatform(self.clock, self.settings.send_timeout_ms)
         self.events = RecordingEventLog(self.clock)
-        self.service = DeliveryService(self.settings, self.policy, self.store, FakeTimers(self.clock),
-                                       {"whatsapp": self.platform}, self.events,  # type: ignore[arg-type]
-                                       status_queue=lambda: self.queue, clock=self.clock, decide=self.decide)
+        self.service = DeliveryService(ServiceCore(self.settings, self.policy, self.store, FakeTimers(self.clock),
+                                                   {"whatsapp": self.platform}, self.events,  # type: ignore[arg-type]
+                                                   status_queue=lambda: self.queue, clock=self.clock, decide=self.decide))
 
     def decide(self, state: RoomState, event: RoomEvent, policy: Policy, component: str) -> Decision:
         if self.bug is not None:

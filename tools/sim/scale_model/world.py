@@ -25,7 +25,7 @@ from shared.events import DeliveryEvent
 from shared.opcounts import op_counts
 from shared.room import Decision, RoomState, policy_from_settings
 from shared.sender_window import SenderWindow
-from shared.service import DeliveryService
+from shared.service import DeliveryService, ServiceCore
 from shared.tasks import queue_index
 from tools.sim.fakes import FakePlatform, FakeRoomStore, FakeTimers, SimClock
 from tools.sim.scale_model.memfirestore import MemFirestore
@@ -157,6 +157,6 @@ class ScaleWorld:
 
         windows = {function: SenderWindow(db, random.Random(seed + i), monotonic_ns=sim_ns)  # type: ignore[arg-type]
                    for i, function in enumerate(SENDING_FUNCTIONS)}
-        service = DeliveryService(settings, policy_from_settings(settings), store, timers,
-                                  {"whatsapp": platform}, log, clock=clock)  # type: ignore[arg-type]
+        service = DeliveryService(ServiceCore(settings, policy_from_settings(settings), store, timers,
+                                              {"whatsapp": platform}, log, clock=clock))  # type: ignore[arg-type]
         return cls(clock, meter, store, timers, platform, log, settings, service, windows)

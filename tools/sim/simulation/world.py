@@ -48,7 +48,7 @@ from shared import config
 from shared.prepare import PrepareScheduler
 from shared.room import RoomState, policy_from_settings, room_from_doc, room_to_doc
 from shared.scheduled import ScheduledHold
-from shared.service import TRANSIENT_ERRORS, DeliveryService, Reply
+from shared.service import TRANSIENT_ERRORS, DeliveryService, Reply, ServiceCore
 from shared.tasks import timer_body
 from tools.sim.fakes import ArmedTask, Crash, FakeRoomStore, FakeTimers, RecordingEventLog
 from tools.sim.simulation.faults import Faults
@@ -198,11 +198,11 @@ class World:
         preparers["whatsapp"] = SimPreparer(self, NUMBERS[0])
         # The service's clock, retry sleeps, budgets and sweep pool on the scheduler's virtual time.
         sched = self.sched
-        return DeliveryService(settings, policy_from_settings(settings), store_port, timer_port,
-                               senders, self.events, status_queue=lambda: self.status_queue,  # type: ignore[arg-type]
-                               sender_window=self.window, scheduled=self.scheduled_hold,  # type: ignore[arg-type]
-                               prepare_tasks=self.prepare_scheduler, preparers=preparers,
-                               clock=sched, sleep=sched.sleep_s, monotonic=sched.monotonic, pool=sched.pool)
+        return DeliveryService(ServiceCore(settings, policy_from_settings(settings), store_port, timer_port,
+                                           senders, self.events, status_queue=lambda: self.status_queue,  # type: ignore[arg-type]
+                                           sender_window=self.window, scheduled=self.scheduled_hold,  # type: ignore[arg-type]
+                                           prepare_tasks=self.prepare_scheduler, preparers=preparers,
+                                           clock=sched, sleep=sched.sleep_s, monotonic=sched.monotonic, pool=sched.pool))
 
     def _change_numbers(self) -> None:
         """A configuration change between invocations: a sending number
