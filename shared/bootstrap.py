@@ -12,8 +12,10 @@ from google.cloud import firestore
 
 from shared import config, contract
 from shared.admin.incident import IncidentSwitch
+from shared.clock import SYSTEM_CLOCK
 from shared.events import EventLog, quiet_rules
 from shared.outcomes import OutcomePublisher
+from shared.ports import Clock
 from shared.prepare import PrepareScheduler
 from shared.providers import make_preparers, make_senders
 from shared.room import policy_from_settings
@@ -26,20 +28,23 @@ from shared.store import RoomStore
 from shared.tasks import TimerScheduler, make_client
 
 
-def bootstrap(settings: config.Settings | None = None) -> DeliveryService:
+def bootstrap(settings: config.Settings | None = None, clock: Clock = SYSTEM_CLOCK) -> DeliveryService:
     """A `DeliveryService` on Firestore, Cloud Tasks and the platform clients,
-    configured from `settings` (default: the environment, `config.load()`).
+    configured from `settings` (default: the environment, `config.load()`),
+    on `clock` (the time, epoch us).
 
     Raises:
         ValueError: a setting is invalid (see `config.load`).
     """
-    return wire(settings)[0]
+    return wire(settings, clock)[0]
 
 
-def wire(settings: config.Settings | None = None) -> tuple[DeliveryService, RoomStore]:
+def wire(settings: config.Settings | None = None,
+         clock: Clock = SYSTEM_CLOCK) -> tuple[DeliveryService, RoomStore]:
     """`bootstrap`'s service, and its store as Firestore's adapter (the
     admin's operators read its records and queries beyond the handlers'
-    port, shared/admin/service.py).
+    port, shared/admin/service.py). `clock` is the service's, the store's
+    and, through the service, the operators' (shared/operators.py).
 
     Raises:
         ValueError: a setting is invalid (see `config.load`).
@@ -47,7 +52,7 @@ def wire(settings: config.Settings | None = None) -> tuple[DeliveryService, Room
     settings = settings or config.load()
     contract.warm()  # the message contract's validators, before the first push
     db = firestore.Client(project=settings.project, database=settings.firestore_database)
-    store = RoomStore(db, settings.retention_hours, index_shards=settings.index_shards)
+    store = RoomStore(db, settings.retention_hours, index_shards=settings.index_shards, clock=clock)
     tasks = make_client(settings)
     timers = TimerScheduler(tasks, settings)
     core = ServiceCore(settings, policy_from_settings(settings), store, timers, make_senders(settings),
@@ -61,5 +66,6 @@ def wire(settings: config.Settings | None = None) -> tuple[DeliveryService, Room
                        if settings.outcomes == "on" else None,
                        inbound=InboundPublisher(settings.project, settings.inbound_topic,
                                                 settings.status_error_topic if settings.webhook_mode == "queued"
-                                                else None) if settings.inbound_topic else None)
+                                                else None) if settings.inbound_topic else None,
+                       clock=clock)
     return DeliveryService(core), store

@@ -28,6 +28,7 @@ from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from shared.events import DeliveryEvent, EventLog, EventType, JsonLineWriter, utc_iso
+from shared.ports import Clock
 from shared.room import (
     Pause,
     Redrive,
@@ -38,7 +39,7 @@ from shared.room import (
     room_from_doc,
     room_phase,
 )
-from shared.service import DeliveryService, TimerArmFailed, now_us
+from shared.service import DeliveryService, TimerArmFailed
 from shared.store import RoomStore
 
 COMPONENT = "operator"
@@ -175,12 +176,21 @@ class Operators:
             the views and actions read its records and queries beyond the
             handlers' port (`shared.ports.RoomStore`); shared/bootstrap.py
             gives it.
+        clock: the time of the actions' events and of the views' ages, epoch
+            us (`shared.ports.Clock`); None: the service's (`ServiceCore`'s,
+            which shared/bootstrap.py gives).
     """
 
-    def __init__(self, service: DeliveryService, events: EventSource | None = None, *, store: RoomStore) -> None:
+    def __init__(self, service: DeliveryService, events: EventSource | None = None, *, store: RoomStore,
+                 clock: Clock | None = None) -> None:
         self.service = service
         self.store = store
         self.event_source = events
+        self.clock = service.clock if clock is None else clock
+
+    def now_us(self) -> int:
+        """Now, epoch microseconds, by the operators' clock."""
+        return self.clock.now_us()
 
     def _apply(self, room_id: str, event: Any, action: str, target: str) -> ActionResult:
         log = self.service.events
@@ -198,15 +208,15 @@ class Operators:
 
     def pause(self, room_id: str, actor: str, reason: str) -> ActionResult:
         """Pause a room: it accepts messages and starts none; a message in flight ends normally."""
-        return self._apply(room_id, Pause(actor, reason, now_us()), "pause", room_id)
+        return self._apply(room_id, Pause(actor, reason, self.now_us()), "pause", room_id)
 
     def resume(self, room_id: str, actor: str, reason: str) -> ActionResult:
         """Lift a pause: the head of the queue starts (unless it is parked)."""
-        return self._apply(room_id, Resume(actor, reason, now_us()), "resume", room_id)
+        return self._apply(room_id, Resume(actor, reason, self.now_us()), "resume", room_id)
 
     def skip(self, room_id: str, seq: int, actor: str, reason: str) -> ActionResult:
         """End message `seq` (in flight or queued) as `skipped`; the room moves on."""
-        return self._apply(room_id, Skip(seq, actor, reason, now_us()), "skip", f"seq {seq}")
+        return self._apply(room_id, Skip(seq, actor, reason, self.now_us()), "skip", f"seq {seq}")
 
     def redrive(self, dl_id: str, actor: str, reason: str) -> ActionResult:
         """Redrive one dead letter by id: a parked message is released in its
@@ -219,12 +229,12 @@ class Operators:
         state = self.store.load_room(room_id)
         if state is not None and state.incarnation == incarnation and any(
                 m.seq == seq and m.parked for m in state.pending):
-            return self._apply(room_id, Redrive(seq, actor, reason, now_us()), "redrive", dl_id)
+            return self._apply(room_id, Redrive(seq, actor, reason, self.now_us()), "redrive", dl_id)
         kept = self.store.dead_letter(dl_id)
         if kept is None:
-            return ActionResult(room_id, "redrive", dl_id, False, (_note(room_id, seq, actor, "no_such_dead_letter"),))
+            return ActionResult(room_id, "redrive", dl_id, False, (_note(room_id, seq, actor, "no_such_dead_letter", self.now_us()),))
         message = message_from_doc(kept["message"])
-        return self._apply(room_id, Redrive(seq, actor, reason, now_us(), message, kept["incarnation"]),
+        return self._apply(room_id, Redrive(seq, actor, reason, self.now_us(), message, kept["incarnation"]),
                            "redrive", dl_id)
 
     def redrive_many(self, items: Iterable[DeadLetter], actor: str, reason: str) -> list[ActionResult]:
@@ -237,7 +247,7 @@ class Operators:
         queue for `target` (a room id, or a recipient key
         `provider:recipient`) again (`baton statuses replay`). No room
         changes here: each status applies in its room when it arrives."""
-        event = DeliveryEvent(EventType.STATUSES_REPLAYED, utc_iso(now_us()), COMPONENT, target, actor=actor,
+        event = DeliveryEvent(EventType.STATUSES_REPLAYED, utc_iso(self.now_us()), COMPONENT, target, actor=actor,
                               reason=f"{count} status message(s) replayed from the status error queue")
         self.service.events.emit(event)
         return event
@@ -283,7 +293,7 @@ class Operators:
         doc = self.store.room_doc(room_id)
         if doc is None:
             return None
-        now = now_us() if now is None else now
+        now = self.now_us() if now is None else now
         state = room_from_doc(room_id, doc)
         return {**room_row(state, doc, now), **_details(state, doc, now),
                 "events": self.event_source.last_events(room_id, n_events) if self.event_source else []}
@@ -291,7 +301,7 @@ class Operators:
     def list_rooms(self, kind: str, limit: int, cursor: str | None = None, older_than_ms: int = 0,
                    now: int | None = None) -> tuple[list[dict[str, Any]], str | None]:
         """One page of `rooms list` rows (see `RoomStore.list_rooms`) and the next page's cursor."""
-        now = now_us() if now is None else now
+        now = self.now_us() if now is None else now
         rows, next_cursor = self.store.list_rooms(kind, limit, cursor, before_us=now - older_than_ms * 1000)
         return [room_row(room_from_doc(r, d), d, now) for r, d in rows], next_cursor
 
@@ -307,10 +317,10 @@ def _kept_status(state: RoomState | None, doc: dict[str, Any], m: Any) -> str:
     return f"redriven: {last}" if last else "forgotten by the room: publish again"
 
 
-def _note(room_id: str, seq: int, actor: str, reason: str) -> DeliveryEvent:
-    """An `operator_ignored` line for an action that found nothing to apply
-    to (not logged: nothing reached a room)."""
-    return DeliveryEvent("operator_ignored", utc_iso(now_us()), COMPONENT, room_id,  # type: ignore[arg-type]
+def _note(room_id: str, seq: int, actor: str, reason: str, now_us: int) -> DeliveryEvent:
+    """An `operator_ignored` line at `now_us` (epoch us) for an action that
+    found nothing to apply to (not logged: nothing reached a room)."""
+    return DeliveryEvent("operator_ignored", utc_iso(now_us), COMPONENT, room_id,  # type: ignore[arg-type]
                          seq=seq, actor=actor, reason=reason)
 
 
