@@ -30,8 +30,7 @@ from shared.room import (
     room_phase,
     room_to_doc,
 )
-from tests.unit.room.steps import stepper
-from tests.unit.room.test_room import make_event
+from tests.unit.room.steps import make_event, stepper
 
 POLICY = Policy(ack_timeout_ms=3000, send_timeout_ms=2000, send_start_deadline_ms=1000, first_timer_slack_ms=250,
                 max_send_attempts=3, send_retry_base_ms=1000, dedup_retention=50, max_queued_messages=100,

@@ -18,7 +18,6 @@ from shared.room import (
     Pause,
     Phase,
     Policy,
-    QueuedMessage,
     Redrive,
     Resume,
     RoomState,
@@ -39,11 +38,8 @@ from shared.room import (
     room_to_doc,
     rule_for,
 )
-from tests.unit.room.steps import stepper
+from tests.unit.room.steps import POLICY, make_event, stepper
 
-POLICY = Policy(ack_timeout_ms=3000, send_timeout_ms=2000, send_start_deadline_ms=1000, first_timer_slack_ms=250,
-                max_send_attempts=3, send_retry_base_ms=1000, dedup_retention=50, max_queued_messages=100,
-                watchdog_grace_ms=60_000)
 T0 = 1_700_000_000_000_000
 S = 1_000_000  # one second in us
 
@@ -715,38 +711,6 @@ def test_any_interleaving_keeps_order_and_ends_every_message_once(seed, n):
 
 KINDS = ["push", "park", "accepted", "unknown", "refused", "refused_for_good", "ack", "failed", "sent", "timer",
          "watchdog", "redrive", "skip", "pause", "resume", "redrive_dead_letter"]
-
-
-def make_event(what: str, state: RoomState, n: int, now: int):
-    """An event of kind `what` for `state`: for the in-flight attempt when `n`
-    is odd and one is in flight, else for seq `n`, attempt 1."""
-    f = state.in_flight
-    seq, attempt = (f.message.seq, f.attempt) if f is not None and n % 2 else (n, 1)
-    inc_ = state.incarnation
-    outcomes = {"accepted": SendOutcome.ACCEPTED, "unknown": SendOutcome.UNKNOWN, "refused": SendOutcome.REFUSED,
-                "refused_for_good": SendOutcome.REFUSED}
-    statuses = {"ack": "delivered", "failed": "failed", "sent": "sent"}
-    if what == "push":
-        return Enqueue(f"m{n}", "whatsapp", "15550001", "t", now, now)
-    if what == "park":
-        return Park(f"m{n}", "whatsapp", "15550001", "t", now, now, "dead-lettered")
-    if what in outcomes:
-        return SendReturned(inc_, seq, attempt, outcomes[what], now, "c", permanent=what == "refused_for_good")
-    if what in statuses:
-        return StatusUpdate(inc_, seq, attempt, statuses[what], now, now)
-    if what == "timer":
-        return TimerFired(inc_, seq, attempt, f.due_at_us if f else now, now)
-    if what == "watchdog":
-        return WatchdogSweep(now)
-    if what == "pause":
-        return Pause("ops", "r", now)
-    if what == "resume":
-        return Resume("ops", "r", now)
-    if what == "redrive_dead_letter":
-        kept = next((e for e in reversed(state.ended) if e.outcome == "dead_lettered"), None)
-        mid, seq_ = (kept.message_id, kept.seq) if kept else (f"m{n}", n)
-        return Redrive(seq_, "ops", "r", now, QueuedMessage(seq_, mid, "whatsapp", "15550001", "t", now, now), inc_)
-    return (Redrive if what == "redrive" else Skip)(n, "ops", "r", now)
 
 
 @settings(max_examples=200, deadline=None)

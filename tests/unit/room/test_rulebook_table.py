@@ -15,7 +15,6 @@ from shared.room import (
     RULE_INDEX,
     RULES,
     Enqueue,
-    Policy,
     RoomPhase,
     RoomState,
     RuleBroken,
@@ -25,10 +24,8 @@ from shared.room import (
     room_phase,
     rulebook,
 )
+from tests.unit.room.steps import POLICY
 
-POLICY = Policy(ack_timeout_ms=3000, send_timeout_ms=2000, send_start_deadline_ms=1000, first_timer_slack_ms=250,
-                max_send_attempts=3, send_retry_base_ms=1000, dedup_retention=50, max_queued_messages=100,
-                watchdog_grace_ms=60_000)
 T0 = 1_700_000_000_000_000
 MAX_RULE_LINES = 40
 
