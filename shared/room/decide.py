@@ -32,7 +32,8 @@ def decide(state: RoomState, event: RoomEvent, policy: Policy, component: str) -
 
     Returns:
         A `Decision`. Never raises on a stale, duplicate or late event: those
-        yield no state change and an `*_ignored` log event.
+        yield no state change and an `*_ignored` log event (a stale fact
+        written outside the transaction, `RoomFact`: no log event at all).
 
     Raises:
         TypeError: an event of no kind the rulebook knows.
@@ -62,3 +63,4 @@ def decide_by(rules: Mapping[tuple[RoomPhase, str], Rule], state: RoomState, eve
                          f"({rule.code.__module__}.{rule.code.__name__}) allows only "
                          f"{', '.join(sorted(rule.then))}")
     return decision
+

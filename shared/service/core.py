@@ -14,7 +14,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
 from google.api_core import exceptions as gexc
@@ -44,6 +44,7 @@ from shared.room import (
     ack_deadline_us,
 )
 from shared.room import decide as room_decide
+from shared.room_document import room_doc_bytes
 from shared.sender_window import SenderWindow
 from shared.service.sent_proofs import SentProofRecord
 from shared.status_queue import StatusPublishFailed
@@ -137,7 +138,8 @@ class ServiceCore:
         self._status_queue_factory = status_queue
         self._status_queue: StatusPublisher | None = None
         self.settings = settings
-        self.policy = policy
+        # The room's stored size, measured by the store adapter (MAX_ROOM_BYTES; shared/room_document.py).
+        self.policy = policy if policy.room_bytes is not None else replace(policy, room_bytes=room_doc_bytes)
         self.store = store
         self.timers = timers
         self.senders = senders

@@ -17,8 +17,8 @@ from shared.room import (
     RecipientReceipt,
     StatusUpdate,
     parse_delivery_id,
-    recipient_key,
 )
+from shared.room_document import recipient_key
 from shared.service.core import TRANSIENT_ERRORS, Reply, ServiceCore
 from shared.status_queue import (
     KIND_RECIPIENT_RECEIPTS,
@@ -126,7 +126,7 @@ class StatusHandlers:
         """Apply statuses in order, each in its room's transaction; returns how
         many were applied. `room_id`: the room they must all be for (status
         queue), or None (direct webhook: any rooms). One room's trouble (any
-        error, even a document `room_from_doc` cannot read) does not hold the
+        error, even a document `room_as_read` cannot read) does not hold the
         others back: each is logged with its reason, all are tried, then one
         failure is raised (`_first_to_raise`; a redelivery repeats the
         applied ones as duplicates, which change nothing)."""

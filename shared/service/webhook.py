@@ -37,8 +37,8 @@ from shared.room import (
     RoomState,
     awaits_platform_proof,
     parse_delivery_id,
-    recipient_key,
 )
+from shared.room_document import recipient_key
 from shared.service.core import Reply, ServiceCore
 from shared.service.inbound import forward_inbound
 from shared.service.sent_proofs import PendingProof, SentProofRecord
@@ -147,7 +147,7 @@ def check_due_proofs(record: SentProofRecord, store: RoomStore, now: int,
                               proof.provider_message_id, number=proof.number, deadline_s=SENT_PROOF_CALL_S)
             rooms[room_id] = None  # proven: a repeat of this `sent` in the post writes nothing more
         except (gexc.GoogleAPICallError, gexc.RetryError, TimeoutError, ValueError, KeyError, TypeError) as exc:
-            # ValueError, KeyError, TypeError: a room document room_from_doc cannot read.
+            # ValueError, KeyError, TypeError: a room document room_as_read cannot read.
             print(json.dumps({"severity": "ERROR", "message": f"webhook: room {room_id}: the `sent` proof of "
                               f"#{seq} attempt {attempt} was not written, nor any later one of this post: "
                               f"{type(exc).__name__}: {exc}"[:500]}), flush=True)
@@ -268,7 +268,8 @@ class WebhookHandlers:
         timeout when no `delivered` or `read` came.
 
         The read and the write are not one transaction: a room that moves on
-        in between gets a stale entry, which its next transaction drops.
+        in between gets a stale entry, which its next transaction drops
+        (docs/architecture.md, "Writes outside the transaction").
 
         Best effort: each read and write is one try of at most
         SENT_PROOF_CALL_S, and the proofs of one post stop once they have
