@@ -85,9 +85,11 @@ from shared.room.context import (  # noqa: F401
     Transition,
 )
 from shared.room.decide import (  # noqa: F401
+    WITHOUT_ROOM,
     RuleBroken,
     decide,
     decide_by,
+    decided_without_room,
 )
 from shared.room.effects import (  # noqa: F401
     CancelTimer,
@@ -205,6 +207,8 @@ __all__ = [
     "Transition",
     "decide",
     "decide_by",
+    "decided_without_room",
+    "WITHOUT_ROOM",
     "RuleBroken",
     "RULE_INDEX",
     "RULES",

@@ -42,6 +42,7 @@ from shared.room import (
     Send,
     SendReturned,
     ack_deadline_us,
+    decided_without_room,
 )
 from shared.room import decide as room_decide
 from shared.room_document import room_doc_bytes
@@ -177,9 +178,12 @@ class ServiceCore:
 
     def apply_without_state(self, room_id: str, event: RoomEvent, component: str) -> Decision:
         """Decide an event that changes no room (a platform's `sent` status:
-        `decide` answers it without the room's state) against an empty
-        `RoomState`, with no transaction, then log and run what it decided as
-        after a commit. Raises what `_after_commit` raises."""
+        its row in every phase leaves the room as it is, `WITHOUT_ROOM`)
+        against an empty `RoomState`, with no transaction, then log and run
+        what it decided as after a commit. Raises what `_after_commit`
+        raises, and `ValueError` for an event of another kind."""
+        if not decided_without_room(event):
+            raise ValueError(f"{event!r} depends on its room's state: apply it in a transaction")
         decision = self.decide(RoomState(room_id), event, self.policy, component)
         self._after_commit(room_id, decision, component)
         return decision

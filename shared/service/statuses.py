@@ -16,6 +16,7 @@ from shared.push import ROOM_ID
 from shared.room import (
     RecipientReceipt,
     StatusUpdate,
+    decided_without_room,
     parse_delivery_id,
 )
 from shared.room_document import recipient_key
@@ -142,7 +143,7 @@ class StatusHandlers:
                                                provider=st.provider, provider_message_id=st.provider_message_id,
                                                status=st.status, reason=f"delivery id of another room: {target}"))
                 continue
-            if event.status == "sent":
+            if decided_without_room(event):  # a `sent` status: every phase's row leaves the room as it is
                 self.core.apply_without_state(target, event, component)
                 continue
             try:

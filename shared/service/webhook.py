@@ -36,6 +36,7 @@ from shared.room import (
     RecipientReceipt,
     RoomState,
     awaits_platform_proof,
+    decided_without_room,
     parse_delivery_id,
 )
 from shared.room_document import recipient_key
@@ -374,9 +375,10 @@ class WebhookHandlers:
                 unroutable.append(Unroutable("no baton delivery id", {"received_at_us": arrived, **asdict(st)}))
                 continue
             room_id, event = routed
-            if event.status == "sent":
-                # Changes nothing in the room (decide answers it without the
-                # room's state): logged here, not queued.
+            if decided_without_room(event):
+                # A `sent` status changes nothing in the room (every phase's
+                # row leaves it as it is): decided without the room's state,
+                # logged here, not queued.
                 self.core.apply_without_state(room_id, event, "webhook")
                 logged_only += 1
                 continue

@@ -12,11 +12,14 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from shared.room import (
     RULE_INDEX,
+    RULES,
+    WITHOUT_ROOM,
     AcceptanceRecorded,
     EchoRecorded,
     Enqueue,
@@ -26,12 +29,16 @@ from shared.room import (
     Policy,
     RoomPhase,
     RoomState,
+    RuleBroken,
     SendOutcome,
     SendReturned,
     StatusUpdate,
+    decide,
+    decided_without_room,
     room_phase,
     rule_for,
 )
+from shared.room.decide import check_without_room
 from shared.room_document import acceptance_key, attempt_of_key, decode_room, room_as_read, room_to_doc
 from tests.unit.room.steps import stepper
 
@@ -238,3 +245,32 @@ def test_room_as_read_decides_what_the_fold_did(phase, proven, mid, accepted_at,
                      for (i, s, a), e in echoes.items()}
     assert room_as_read("r", doc, READ_AT) == old_fold("r", doc)
 
+
+# -- a `sent` status needs no room
+
+
+def test_a_sent_status_decides_the_same_in_every_phase_as_against_an_empty_room():
+    """The service decides a `sent` status against an empty `RoomState`, with
+    no transaction (`WITHOUT_ROOM`): right only while every phase's row
+    leaves the room as it is and logs the same, which this checks (and
+    `shared/room/decide.py` checks the rows when it loads)."""
+    assert WITHOUT_ROOM == {"status sent"}
+    for phase in RoomPhase:
+        room = room_in(phase)
+        status = StatusUpdate(room.incarnation, 1, 1, "sent", T0, T0 + 70 * MS, "wamid.1", sender=OTHER)
+        assert decided_without_room(status)
+        d = decide(room, status, FACT_POLICY, "webhook")
+        empty = decide(RoomState("r"), status, FACT_POLICY, "webhook")
+        assert d.state is None and d == empty, phase
+    delivered = StatusUpdate(1, 1, 1, "delivered", T0, T0)
+    assert not decided_without_room(delivered)
+
+
+def test_decide_refuses_to_load_a_table_whose_sent_rows_would_read_the_room():
+    other = RULE_INDEX[(RoomPhase.SENDING, "status other")]
+    for wrong in (replace(RULE_INDEX[(RoomPhase.SENDING, "status sent")], code=other.code),
+                  replace(RULE_INDEX[(RoomPhase.SENDING, "status sent")], then=frozenset(RoomPhase))):
+        rules = [wrong if (r.phase, r.kind) == (wrong.phase, wrong.kind) else r for r in RULES]
+        with pytest.raises(RuleBroken, match="decided without the room"):
+            check_without_room(rules)
+    check_without_room(RULES)
