@@ -335,8 +335,9 @@ def _fact_rules() -> list[Rule]:
             Rule(phase, "acceptance recorded", frozenset({phase, _P.SENT}) if phase is _P.SENDING else frozenset({phase}),
                  "a WhatsApp send's acceptance written blind: the in-flight attempt's is sent, held to the recorded "
                  "deadline (as `send accepted`); another attempt's: stale, dropped" + stale if phase is _P.SENDING
-                 else ("nothing in flight" if idle else "the attempt's outcome is recorded, or another attempt's")
-                 + ": stale, dropped" + stale, acceptance_recorded),
+                 else ("nothing in flight" if idle else "no send of the attempt under way, or another attempt's"
+                       if phase in (_P.PACED, _P.PREPARING) else "the attempt's outcome is recorded, or another "
+                       "attempt's") + ": stale, dropped" + stale, acceptance_recorded),
             Rule(phase, "echo recorded", frozenset({phase, _P.SENT}) if phase is _P.UNKNOWN else frozenset({phase}),
                  "nothing in flight: stale, dropped" + stale if idle
                  else "the platform's record of the in-flight attempt (an echo; a WhatsApp `sent`), written blind: "
