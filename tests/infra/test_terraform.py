@@ -633,7 +633,8 @@ def test_the_room_documents_large_fields_are_not_indexed(tf):
     assert "ttl_config" not in exempt
     fields = members(exempt["for_each"])
     assert {"pending", "recent_ids", "ended", "counts", "in_flight", "awaiting"} <= fields
-    from shared.room import RoomState, room_to_doc  # pure Python; imported here so no other test depends on it
+    from shared.room import RoomState  # pure Python; imported here so no other test depends on it
+    from shared.room_document import room_to_doc
 
     doc = room_to_doc(RoomState(room_id="r"))
     big = {name for name, value in doc.items() if isinstance(value, (list, dict))}
