@@ -268,9 +268,8 @@ class WebhookHandlers:
         dropped after the request was read) is sent again after its ack
         timeout when no `delivered` or `read` came.
 
-        The read and the write are not one transaction: a room that moves on
-        in between gets a stale entry, which its next transaction drops
-        (docs/architecture.md, "Writes outside the transaction").
+        Not one transaction: a room that moves on in between gets a stale
+        entry (docs/architecture.md, "Writes outside the transaction").
 
         Best effort: each read and write is one try of at most
         SENT_PROOF_CALL_S, and the proofs of one post stop once they have
@@ -375,10 +374,8 @@ class WebhookHandlers:
                 unroutable.append(Unroutable("no baton delivery id", {"received_at_us": arrived, **asdict(st)}))
                 continue
             room_id, event = routed
-            if decided_without_room(event):
-                # A `sent` status changes nothing in the room (every phase's
-                # row leaves it as it is): decided without the room's state,
-                # logged here, not queued.
+            if decided_without_room(event):  # a `sent`: changes nothing in the room (WITHOUT_ROOM),
+                # decided without the room's state, logged here, not queued.
                 self.core.apply_without_state(room_id, event, "webhook")
                 logged_only += 1
                 continue
