@@ -35,10 +35,9 @@ from shared.room import (
     Resume,
     RoomState,
     Skip,
-    message_from_doc,
-    room_from_doc,
     room_phase,
 )
+from shared.room_document import message_from_doc, room_as_read
 from shared.service import DeliveryService, TimerArmFailed
 from shared.store import RoomStore
 
@@ -268,7 +267,8 @@ class Operators:
                 if cursor is None:
                     break
         out: list[DeadLetter] = []
-        states = {r: room_from_doc(r, d) for r, d in rooms.items()}
+        read_at = self.now_us()
+        states = {r: room_as_read(r, d, read_at) for r, d in rooms.items()}
         for r, state in states.items():
             for m in state.pending:
                 if m.parked:
@@ -277,7 +277,7 @@ class Operators:
                                           "waiting" if m.text is not None else "no body yet"))
         kept = self.store.dead_letters(room_id, limit)
         missing = sorted({d["room_id"] for _, d in kept} - states.keys())
-        states.update({r: room_from_doc(r, d) for r, d in self.store.room_docs(missing).items()})
+        states.update({r: room_as_read(r, d, read_at) for r, d in self.store.room_docs(missing).items()})
         for dl_id, d in kept:
             m = message_from_doc(d["message"])
             at = d.get("dead_lettered_at")
@@ -294,7 +294,7 @@ class Operators:
         if doc is None:
             return None
         now = self.now_us() if now is None else now
-        state = room_from_doc(room_id, doc)
+        state = room_as_read(room_id, doc, now)
         return {**room_row(state, doc, now), **_details(state, doc, now),
                 "events": self.event_source.last_events(room_id, n_events) if self.event_source else []}
 
@@ -303,7 +303,7 @@ class Operators:
         """One page of `rooms list` rows (see `RoomStore.list_rooms`) and the next page's cursor."""
         now = self.now_us() if now is None else now
         rows, next_cursor = self.store.list_rooms(kind, limit, cursor, before_us=now - older_than_ms * 1000)
-        return [room_row(room_from_doc(r, d), d, now) for r, d in rows], next_cursor
+        return [room_row(room_as_read(r, d, now), d, now) for r, d in rows], next_cursor
 
 
 def _kept_status(state: RoomState | None, doc: dict[str, Any], m: Any) -> str:

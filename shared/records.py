@@ -19,7 +19,8 @@ from google.cloud.firestore_v1.base_query import FieldFilter
 from shared.clock import SYSTEM_CLOCK
 from shared.firestore_calls import FirestoreCalls
 from shared.ports import Clock
-from shared.room import KeepDeadLetter, message_to_doc
+from shared.room import KeepDeadLetter
+from shared.room_document import message_to_doc
 
 REJECTED = "rejected_messages"
 

@@ -19,7 +19,7 @@ from google.cloud import firestore
 from google.cloud.firestore_v1.base_query import FieldFilter
 
 from shared.firestore_calls import PARALLEL_CALLS, FirestoreCalls
-from shared.room import ROOMS
+from shared.room_document import ROOMS
 from shared.shards import SHARD_FIELD, SHARDED_FIELDS, ShardCursor, merge_by_value
 
 # Shards one sharded query asks at a time (threads of one call).
@@ -287,7 +287,7 @@ class RoomQueries:
 class SendingNumberQueries:
     """The rooms sending from one WhatsApp number: the room document's
     `in_flight_from` (the phone-number id of the attempt in flight, None
-    otherwise; shared/room/codec.py), on Firestore's automatic single-field
+    otherwise; shared/room_document.py), on Firestore's automatic single-field
     index (a handful of values, each index range spread over the rooms' ids:
     no sequential range). For the console's overview and its listing by
     number (shared/admin/numbers.py); beside `RoomQueries`, on the store's

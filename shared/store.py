@@ -2,7 +2,7 @@
 
 Layout:
 
-- `rooms/{room_id}`: the room's whole state (`shared.room.room_to_doc`):
+- `rooms/{room_id}`: the room's whole state (`shared.room_document.room_to_doc`):
   in-flight attempt with its phase and deadlines, queue of pending messages
   with their bodies, recently ended messages (de-duplication), awaited pushes,
   counts. One document per room keeps a message at one write per transition:
@@ -45,14 +45,8 @@ from shared.firestore_calls import FirestoreCalls
 from shared.opcounts import OpCounts, begin_request, op_counts
 from shared.ports import Clock
 from shared.records import DEAD_LETTERS, REJECTED, SCHEDULED_CANCELS, KeptRecords
-from shared.room import (
-    ROOMS,
-    Decision,
-    RoomState,
-    acceptance_key,
-    room_from_doc,
-    room_to_doc,
-)
+from shared.room import Decision, RoomState
+from shared.room_document import ROOMS, acceptance_key, room_as_read, room_to_doc
 from shared.room_queries import SHARD_QUERY_CONCURRENCY, RoomQueries, SendingNumberQueries
 from shared.shards import SHARD_FIELD, index_shard
 
@@ -185,7 +179,7 @@ class RoomStore:
                 self._fs.landed(unconfirmed[2])
                 return unconfirmed[1]
             unconfirmed = None
-            read = room_from_doc(room_id, stored)
+            read = room_as_read(room_id, stored, self._clock.now_us())  # the blind-written facts applied
             decision = decide_fn(read)
             # The outbox (shared/outbox.py): log what an earlier write left, before this commit replaces it.
             left = outbox.left_behind(room_id, stored)
@@ -237,11 +231,11 @@ class RoomStore:
     def record_accepted(self, room_id: str, incarnation: int, seq: int, attempt: int, deadline_us: int) -> None:
         """Record that the platform accepted (seq, attempt) and the message is
         held until `deadline_us` (epoch us): one blind write of one entry of the
-        room's `accepted` map, no read. `room_from_doc` folds it into the
-        in-flight attempt exactly as the rule for an accepted send would, and
-        the next transaction clears it; a blind write racing a transaction
-        makes that transaction's precondition fail, so it reads it and decides
-        again. Saves the read of a transaction on every message.
+        room's `accepted` map, no read, which saves the read of a transaction
+        on every message. Every read of the room applies it
+        (`AcceptanceRecorded`, its rows of `RULES`) before the event being
+        decided; why a transaction racing it is safe: docs/architecture.md,
+        "Writes outside the transaction".
 
         Raises:
             google.api_core.exceptions.GoogleAPICallError: Firestore refused or
@@ -265,8 +259,8 @@ class RoomStore:
         (WHATSAPP_SENT_PROOF=on). Its stamp (epoch us, the platform's clock),
         message id and, for WhatsApp, the number it names
         (`metadata.phone_number_id`). One blind write of one entry of the
-        room's `echoes` map, no read; `room_from_doc` folds it into the
-        in-flight attempt and the next transaction clears it.
+        room's `echoes` map, no read; every read of the room applies it
+        (`EchoRecorded`) as `record_accepted`'s entry is.
 
         `deadline_s`: one try of at most that long (s) instead of the
         store's retries within its deadline, for a caller to whom a lost
@@ -287,7 +281,7 @@ class RoomStore:
 
     def read_room(self, room_id: str, deadline_s: float | None = None) -> RoomState | None:
         """The stored room as a transaction would see it (blind-written
-        acceptances and echoes folded), or None: one read, counted, outside
+        acceptances and echoes applied, `room_as_read`), or None: one read, counted, outside
         any transaction, so what it shows may already have changed. For a
         check whose wrong answer costs only a redundant or a missing blind
         write (WHATSAPP_SENT_PROOF). `deadline_s`: as for `record_echo`.
@@ -297,11 +291,11 @@ class RoomStore:
                 was unreachable.
         """
         snap = self._fs.get(self.room_ref(room_id), self._call_within(deadline_s))
-        return room_from_doc(room_id, snap.to_dict()) if snap.exists else None
+        return room_as_read(room_id, snap.to_dict(), self._clock.now_us()) if snap.exists else None
 
     # -- reading (tests, tools)
 
     def load_room(self, room_id: str) -> RoomState | None:
-        """The stored room, or None. Outside any transaction."""
+        """The stored room as read (`room_as_read`), or None. Outside any transaction."""
         snap = self.room_ref(room_id).get()
-        return room_from_doc(room_id, snap.to_dict()) if snap.exists else None
+        return room_as_read(room_id, snap.to_dict(), self._clock.now_us()) if snap.exists else None

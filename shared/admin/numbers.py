@@ -3,7 +3,7 @@ admin API's `rooms.from` listing (the console's overview links each count
 to it; `baton rooms from NUMBER`).
 
 A room's document holds `in_flight_from`, the phone-number id its attempt
-in flight goes out from (shared/room/codec.py; None while nothing is in
+in flight goes out from (shared/room_document.py; None while nothing is in
 flight, and for other platforms), on Firestore's automatic single-field
 index: a count aggregation per configured number (`WHATSAPP_SENDERS`,
 `Settings.whatsapp_sender_specs`), all asked at once, and a listing by
@@ -19,7 +19,7 @@ from typing import Any
 from shared.admin.actions import Admin, Args, BadRequest
 from shared.operators import room_row
 from shared.providers.registry import has_numbers
-from shared.room import room_from_doc
+from shared.room_document import room_as_read
 
 
 def sending_numbers(settings: Any) -> list[str]:
@@ -45,4 +45,4 @@ def rooms_from(admin: Admin, args: Args, actor: str) -> dict[str, Any]:
     rows, cursor = admin.operators.store.numbers.list_sending_from(number, args.number("limit", 50, 1, 1000),
                                                                    args.text("cursor"))
     now = time.time_ns() // 1000
-    return {"number": number, "rooms": [room_row(room_from_doc(r, d), d, now) for r, d in rows], "next": cursor}
+    return {"number": number, "rooms": [room_row(room_as_read(r, d, now), d, now) for r, d in rows], "next": cursor}

@@ -51,8 +51,9 @@ class WebhookFormat(StrEnum):
 class Acceptance(StrEnum):
     """How a send the platform accepted is recorded in its room."""
 
-    # One blind write of the outcome (`RoomStore.record_accepted`), folded in at
-    # the room's next read: its statuses name baton's delivery id, so no
+    # One blind write of the outcome (`RoomStore.record_accepted`), applied at
+    # the room's next read (docs/architecture.md, "Writes outside the
+    # transaction"): its statuses name baton's delivery id, so no
     # transaction is needed (the common case costs one write). Unless its ack
     # level is `accepted` (then the acceptance acks it: a transaction).
     BLIND_WRITE = "blind_write"

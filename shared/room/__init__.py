@@ -1,7 +1,9 @@
 """The rulebook of one room: `decide(state, event, policy, component) -> Decision`.
 
-No I/O happens here. The store adapter (shared/store.py) reads a room's state,
-calls `decide`, and commits the new state with a conditional write (an
+No I/O happens here, nor the room's stored form. The store adapter
+(shared/store.py, shared/room_document.py) reads a room's state, applies
+the facts written outside its transaction (each through `decide`), calls
+`decide`, and commits the new state with a conditional write (an
 optimistic transaction); only after the commit does the service run the
 effects (arm a timer, send a message) and log the events. The
 read-decide-write loop may run several times, so effects are data until then.
@@ -66,37 +68,28 @@ Times are epoch microseconds (`*_us`) inside the state and events; policy
 durations are milliseconds (`*_ms`).
 
 The package, one module per concern (docs/architecture.md, "Where is what"):
-state (the room and its policy), inputs (events), effects (and the
-decision), codec (stored form, delivery ids), context (the transition
+state (the room and its policy), inputs (events, and the facts written
+outside the transaction), effects (and the decision), ids (delivery ids),
+context (the transition
 context every rule takes: state, policy, now, effects, events), window
 (the preparation window), transition (the baton's primitives), entry,
-flight, timers, receipts, preparation, pacing and operator_actions (the
-rules by concern, plain functions over the context), rulebook (the table
+flight, timers, receipts, preparation, pacing, operator_actions and facts
+(the rules by concern, plain functions over the context), rulebook (the table
 that drives `decide`: (phase, kind) -> function, then) and decide (the
 entry point). Everything is re-exported here: `from shared.room import decide`.
 """
 
 from __future__ import annotations
 
-from shared.room.codec import (  # noqa: F401
-    ROOMS,
-    acceptance_key,
-    make_delivery_id,
-    message_from_doc,
-    message_to_doc,
-    parse_delivery_id,
-    recipient_key,
-    room_doc_bytes,
-    room_from_doc,
-    room_to_doc,
-)
 from shared.room.context import (  # noqa: F401
     Transition,
 )
 from shared.room.decide import (  # noqa: F401
+    WITHOUT_ROOM,
     RuleBroken,
     decide,
     decide_by,
+    decided_without_room,
 )
 from shared.room.effects import (  # noqa: F401
     CancelTimer,
@@ -107,7 +100,13 @@ from shared.room.effects import (  # noqa: F401
     ScheduleTimer,
     Send,
 )
+from shared.room.ids import (  # noqa: F401
+    make_delivery_id,
+    parse_delivery_id,
+)
 from shared.room.inputs import (  # noqa: F401
+    AcceptanceRecorded,
+    EchoRecorded,
     Enqueue,
     Park,
     Pause,
@@ -117,6 +116,7 @@ from shared.room.inputs import (  # noqa: F401
     Redrive,
     Resume,
     RoomEvent,
+    RoomFact,
     SendReturned,
     Skip,
     StatusUpdate,
@@ -176,6 +176,8 @@ __all__ = [
     "awaits_platform_proof",
     "policy_from_settings",
     "watermark_covers",
+    "AcceptanceRecorded",
+    "EchoRecorded",
     "Enqueue",
     "Park",
     "Pause",
@@ -185,6 +187,7 @@ __all__ = [
     "Redrive",
     "Resume",
     "RoomEvent",
+    "RoomFact",
     "SendReturned",
     "Skip",
     "StatusUpdate",
@@ -197,21 +200,15 @@ __all__ = [
     "Prepare",
     "ScheduleTimer",
     "Send",
-    "ROOMS",
-    "acceptance_key",
     "make_delivery_id",
-    "message_from_doc",
-    "message_to_doc",
     "parse_delivery_id",
-    "recipient_key",
-    "room_doc_bytes",
-    "room_from_doc",
-    "room_to_doc",
     "bucket_now",
     "token_ready_at_us",
     "Transition",
     "decide",
     "decide_by",
+    "decided_without_room",
+    "WITHOUT_ROOM",
     "RuleBroken",
     "RULE_INDEX",
     "RULES",

@@ -7,12 +7,12 @@ hold rules itself.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from shared.room.context import Transition
 from shared.room.effects import Decision
 from shared.room.inputs import RoomEvent
-from shared.room.rulebook import RULE_INDEX, RoomPhase, Rule, event_kind, room_phase
+from shared.room.rulebook import RULE_INDEX, RULES, RoomPhase, Rule, event_kind, room_phase
 from shared.room.state import Policy, RoomState
 
 
@@ -32,7 +32,8 @@ def decide(state: RoomState, event: RoomEvent, policy: Policy, component: str) -
 
     Returns:
         A `Decision`. Never raises on a stale, duplicate or late event: those
-        yield no state change and an `*_ignored` log event.
+        yield no state change and an `*_ignored` log event (a stale fact
+        written outside the transaction, `RoomFact`: no log event at all).
 
     Raises:
         TypeError: an event of no kind the rulebook knows.
@@ -62,3 +63,30 @@ def decide_by(rules: Mapping[tuple[RoomPhase, str], Rule], state: RoomState, eve
                          f"({rule.code.__module__}.{rule.code.__name__}) allows only "
                          f"{', '.join(sorted(rule.then))}")
     return decision
+
+
+WITHOUT_ROOM = frozenset({"status sent"})
+"""Event kinds decided without reading the room: in every phase their row
+names one function, which leaves the room as it is (a WhatsApp `sent`
+status: only delivered/read ack), so the service decides them against an
+empty `RoomState` with no transaction (`ServiceCore.apply_without_state`).
+Checked when this module loads (`RuleBroken` otherwise)."""
+
+
+def decided_without_room(event: RoomEvent) -> bool:
+    """Whether `event` is of a kind in `WITHOUT_ROOM`."""
+    return event_kind(event) in WITHOUT_ROOM
+
+
+def check_without_room(rules: Sequence[Rule]) -> None:
+    """Raise `RuleBroken` unless every kind of `WITHOUT_ROOM` has, in every
+    phase of `rules`, a row naming one and the same function that leaves the
+    room in its phase."""
+    for kind in WITHOUT_ROOM:
+        rows = [r for r in rules if r.kind == kind]
+        if {r.phase for r in rows} != set(RoomPhase) or len({r.code for r in rows}) != 1 \
+                or any(r.then != {r.phase} for r in rows):
+            raise RuleBroken(f"{kind!r} is decided without the room, but its rows differ by phase: {rows}")
+
+
+check_without_room(RULES)

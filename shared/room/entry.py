@@ -11,7 +11,6 @@ from dataclasses import replace
 
 from shared.events import EventType, utc_iso
 from shared.providers.registry import has_numbers
-from shared.room.codec import room_doc_bytes
 from shared.room.context import (
     Transition,
     log,
@@ -93,7 +92,7 @@ def _full(t: Transition, state: RoomState, candidate: RoomState) -> str | None:
     kept = sum(m.text is not None for m in state.pending) + (state.in_flight is not None) + len(state.sequence_held)
     if kept >= t.policy.max_queued_messages:
         return f"room holds {kept} messages (MAX_QUEUED_MESSAGES={t.policy.max_queued_messages})"
-    if room_doc_bytes(candidate) > t.policy.max_room_bytes:
+    if t.policy.room_bytes is not None and t.policy.room_bytes(candidate) > t.policy.max_room_bytes:
         return f"room document would exceed MAX_ROOM_BYTES={t.policy.max_room_bytes}"
     return None
 

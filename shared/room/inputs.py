@@ -1,5 +1,7 @@
 """The events a room decides on: pushes, send outcomes, statuses, receipts,
-timers, the watchdog, operator actions and preparation results.
+timers, the watchdog, operator actions and preparation results; and the
+facts written outside the room's transaction (`RoomFact`), which the store
+adapter reads back and applies before the event being decided.
 
 Each is plain data with its idempotency key. Must not decide anything.
 """
@@ -293,5 +295,52 @@ class PrepareFailed:
     def idempotency_key(self) -> str:
         return f"prepare_failed:{self.incarnation}.{self.seq}.{self.attempt}"
 
+@dataclass(frozen=True)
+class AcceptanceRecorded:
+    """A fact written outside the room's transaction: the platform accepted
+    the send of attempt (incarnation, seq, attempt), held until
+    `deadline_us` (epoch us: ACK_TIMEOUT_MS after the call returned). One
+    blind write of the room document's `accepted` map
+    (`RoomStore.record_accepted`: WhatsApp, at an ack level other than
+    `accepted`), read back with the room and applied before the event being
+    decided (docs/architecture.md, "Writes outside the transaction").
+    `at_us`: when the room reads it (epoch us)."""
+
+    incarnation: int
+    seq: int
+    attempt: int
+    deadline_us: int
+    at_us: int
+
+    @property
+    def idempotency_key(self) -> str:
+        return f"accepted:{self.incarnation}.{self.seq}.{self.attempt}"
+
+@dataclass(frozen=True)
+class EchoRecorded:
+    """A fact written outside the room's transaction: the platform's own
+    record of our send of attempt (incarnation, seq, attempt), a Messenger
+    or Instagram message echo or a WhatsApp `sent` status
+    (WHATSAPP_SENT_PROOF=on): its stamp `platform_ts_us` (epoch us, the
+    platform's clock), its message id, and the WhatsApp phone-number id it
+    names (`number`; None: not named). One blind write of the room
+    document's `echoes` map (`RoomStore.record_echo`), read back and applied
+    as `AcceptanceRecorded` is. `at_us`: when the room reads it (epoch us)."""
+
+    incarnation: int
+    seq: int
+    attempt: int
+    platform_ts_us: int
+    provider_message_id: str | None
+    number: str | None
+    at_us: int
+
+    @property
+    def idempotency_key(self) -> str:
+        return f"echo:{self.incarnation}.{self.seq}.{self.attempt}"
+
+RoomFact = AcceptanceRecorded | EchoRecorded
+"""A fact written outside the room's transaction, applied before the event being decided."""
+
 RoomEvent = (Enqueue | Park | SendReturned | StatusUpdate | RecipientReceipt | TimerFired | WatchdogSweep | Redrive
-             | Skip | Pause | Resume | Prepared | PrepareFailed)
+             | Skip | Pause | Resume | Prepared | PrepareFailed | AcceptanceRecorded | EchoRecorded)

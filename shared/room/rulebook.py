@@ -3,7 +3,9 @@ kind), the function that decides it (`code`) and the phases it may lead to
 (`then`), rendered as the table in docs/architecture.md.
 
 Holds the table and how an event finds its row; the rules themselves are
-in entry, flight, timers, receipts, preparation and operator_actions.
+in entry, flight, timers, receipts, preparation, operator_actions and facts
+(the facts written outside the transaction, which the store adapter applies
+before the event: docs/architecture.md, "Writes outside the transaction").
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from typing import Any
 from shared.room.context import Transition
 from shared.room.effects import Decision
 from shared.room.entry import enqueue, gap_timer, park
+from shared.room.facts import acceptance_recorded, echo_recorded
 from shared.room.flight import (
     send_accepted,
     send_refused,
@@ -29,6 +32,8 @@ from shared.room.flight import (
     status_sent,
 )
 from shared.room.inputs import (
+    AcceptanceRecorded,
+    EchoRecorded,
     Enqueue,
     Park,
     Pause,
@@ -120,6 +125,10 @@ def event_kind(event: RoomEvent) -> str:
             return "prepared"
         case PrepareFailed():
             return "prepare failed"
+        case AcceptanceRecorded():
+            return "acceptance recorded"
+        case EchoRecorded():
+            return "echo recorded"
     raise TypeError(f"unknown room event {event!r}")
 
 @dataclass(frozen=True)
@@ -308,11 +317,36 @@ def _rules() -> tuple[Rule, ...]:
         Rule(_P.PAUSED, "prepare failed", frozenset({_P.PAUSED}),
              "retried, or given up (PREPARE_POISON applies after the resume)", prepare_failed),
     ]
+    rules += _fact_rules()
     rules += [Rule(phase, "status sent", frozenset({phase}), "the platform took it; only delivered/read ack: ignored",
                    status_sent) for phase in _P]
     rules += [Rule(phase, "status other", frozenset({phase}), "a status baton does not know proves nothing: ignored",
                    status_other) for phase in _P]
     return tuple(rules)
+
+def _fact_rules() -> list[Rule]:
+    """The rows of the facts written outside the transaction (facts.py): in
+    every phase, since a stale one may meet any; none logs anything."""
+    stale = "; nothing logged"
+    rules = []
+    for phase in _P:
+        idle = phase in (_P.IDLE, _P.BLOCKED, _P.PAUSED)
+        rules += [
+            Rule(phase, "acceptance recorded", frozenset({phase, _P.SENT}) if phase is _P.SENDING else frozenset({phase}),
+                 "a WhatsApp send's acceptance written blind: the in-flight attempt's is sent, held to the recorded "
+                 "deadline (as `send accepted`); another attempt's: stale, dropped" + stale if phase is _P.SENDING
+                 else ("nothing in flight" if idle else "no send of the attempt under way, or another attempt's"
+                       if phase in (_P.PACED, _P.PREPARING) else "the attempt's outcome is recorded, or another "
+                       "attempt's") + ": stale, dropped" + stale, acceptance_recorded),
+            Rule(phase, "echo recorded", frozenset({phase, _P.SENT}) if phase is _P.UNKNOWN else frozenset({phase}),
+                 "nothing in flight: stale, dropped" + stale if idle
+                 else "the platform's record of the in-flight attempt (an echo; a WhatsApp `sent`), written blind: "
+                 "its stamp (what a watermark is judged against) and message id are kept"
+                 + (", and it is sent (timed out at its deadline, not resent)" if phase is _P.UNKNOWN else "")
+                 + "; another attempt's, a second one, or one naming another WhatsApp number: dropped" + stale,
+                 echo_recorded),
+        ]
+    return rules
 
 # A receipt by recipient acks the in-flight message only where a send of it
 # may be provably covered: once the platform's own record (echo) of the

@@ -6,6 +6,7 @@ touch I/O, the events or the effects.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import TYPE_CHECKING
@@ -240,7 +241,7 @@ class RoomState:
       waiting outside the queue (seq 0 until they enter; logged
       `sequence_held`); `gap_due_us`: when the room stops waiting for the
       missing ones (its gap timer). The document stores the two as
-      `next_sequence` and `held` (room/codec.py).
+      `next_sequence` and `held` (shared/room_document.py).
     """
 
     room_id: str
@@ -342,6 +343,9 @@ class Policy:
     - `max_room_bytes`: Firestore storage size of the room document (see
       shared/docsize.py) above which a new message is refused; the rest up to
       1 MiB is the reserve for placeholders and markers, which are never refused.
+      `room_bytes` measures it: the store adapter's `room_doc_bytes`
+      (shared/room_document.py; the room does not know its stored form),
+      which the service sets (`ServiceCore`); None: not measured, no limit.
     """
 
     ack_timeout_ms: int = 3000
@@ -364,6 +368,7 @@ class Policy:
     prepare_retry_base_ms: int = 1000
     prepare_poison: str = "dead_letter"  # or "park"
     sequence_gap_timeout_ms: int = 30_000
+    room_bytes: Callable[[RoomState], int] | None = field(default=None, compare=False, repr=False)
 
     def pace(self, provider: str) -> tuple[int, int]:
         """(ms per token, burst) of `provider`'s pair-rate bucket; (0, 0) is off."""

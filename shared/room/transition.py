@@ -12,9 +12,9 @@ from dataclasses import replace
 
 from shared.events import EventType, utc_iso
 from shared.providers.registry import has_numbers
-from shared.room.codec import make_delivery_id
 from shared.room.context import Transition, arm, cancel_pending_timer, log, record_end, send_tries
 from shared.room.effects import Decision, KeepDeadLetter, Prepare, ScheduleTimer, Send
+from shared.room.ids import make_delivery_id
 from shared.room.pacing import bucket_now, token_ready_at_us
 from shared.room.state import IgnoreReason, InFlight, Phase, QueuedMessage, RoomState, Trigger
 from shared.room.window import poison, preparation_window, request_preparations, wait_for_preparation

@@ -45,7 +45,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
 from google.api_core import exceptions as gexc
@@ -75,8 +75,10 @@ from shared.room import (
     Send,
     SendReturned,
     ack_deadline_us,
+    decided_without_room,
 )
 from shared.room import decide as room_decide
+from shared.room_document import room_doc_bytes
 from shared.sender_window import SenderWindow
 from shared.service.sent_proofs import SentProofRecord
 from shared.status_queue import StatusPublishFailed
@@ -169,7 +171,8 @@ class ServiceCore:
         self._status_queue_factory = status_queue
         self._status_queue: StatusPublisher | None = None
         self.settings = settings
-        self.policy = policy
+        # The room's stored size, measured by the store adapter (MAX_ROOM_BYTES; shared/room_document.py).
+        self.policy = policy if policy.room_bytes is not None else replace(policy, room_bytes=room_doc_bytes)
         self.store = store
         self.timers = timers
         self.senders = senders
@@ -207,9 +210,12 @@ class ServiceCore:
 
     def apply_without_state(self, room_id: str, event: RoomEvent, component: str) -> Decision:
         """Decide an event that changes no room (a platform's `sent` status:
-        `decide` answers it without the room's state) against an empty
-        `RoomState`, with no transaction, then log and run what it decided as
-        after a commit. Raises what `_after_commit` raises."""
+        its row in every phase leaves the room as it is, `WITHOUT_ROOM`)
+        against an empty `RoomState`, with no transaction, then log and run
+        what it decided as after a commit. Raises what `_after_commit`
+        raises, and `ValueError` for an event of another kind."""
+        if not decided_without_room(event):
+            raise ValueError(f"{event!r} depends on its room's state: apply it in a transaction")
         decision = self.decide(RoomState(room_id), event, self.policy, component)
         self._after_commit(room_id, decision, component)
         return decision

@@ -16,9 +16,10 @@ from shared.push import ROOM_ID
 from shared.room import (
     RecipientReceipt,
     StatusUpdate,
+    decided_without_room,
     parse_delivery_id,
-    recipient_key,
 )
+from shared.room_document import recipient_key
 from shared.service.core import TRANSIENT_ERRORS, Reply, ServiceCore
 from shared.status_queue import (
     KIND_RECIPIENT_RECEIPTS,
@@ -126,7 +127,7 @@ class StatusHandlers:
         """Apply statuses in order, each in its room's transaction; returns how
         many were applied. `room_id`: the room they must all be for (status
         queue), or None (direct webhook: any rooms). One room's trouble (any
-        error, even a document `room_from_doc` cannot read) does not hold the
+        error, even a document `room_as_read` cannot read) does not hold the
         others back: each is logged with its reason, all are tried, then one
         failure is raised (`_first_to_raise`; a redelivery repeats the
         applied ones as duplicates, which change nothing)."""
@@ -142,7 +143,7 @@ class StatusHandlers:
                                                provider=st.provider, provider_message_id=st.provider_message_id,
                                                status=st.status, reason=f"delivery id of another room: {target}"))
                 continue
-            if event.status == "sent":
+            if decided_without_room(event):  # a `sent` status: every phase's row leaves the room as it is
                 self.core.apply_without_state(target, event, component)
                 continue
             try:

@@ -61,7 +61,7 @@ class TimerHandlers:
         sweep. A room that fails is left for the next sweep; the answer counts them
         (`overdue`: rooms taken up; `left`: taken up but not reached in the
         budget). Any error of one room (Firestore's, a timer not armed, a
-        document `room_from_doc` cannot read) is logged (ERROR, with the room
+        document `room_as_read` cannot read) is logged (ERROR, with the room
         and the reason) and counted as `failed`; the other rooms go on."""
         started = self.core.monotonic()
         budget_end = started + self.core.settings.sweep_budget_s

@@ -36,9 +36,10 @@ from shared.room import (
     RecipientReceipt,
     RoomState,
     awaits_platform_proof,
+    decided_without_room,
     parse_delivery_id,
-    recipient_key,
 )
+from shared.room_document import recipient_key
 from shared.service.core import Reply, ServiceCore
 from shared.service.inbound import forward_inbound
 from shared.service.sent_proofs import PendingProof, SentProofRecord
@@ -147,7 +148,7 @@ def check_due_proofs(record: SentProofRecord, store: RoomStore, now: int,
                               proof.provider_message_id, number=proof.number, deadline_s=SENT_PROOF_CALL_S)
             rooms[room_id] = None  # proven: a repeat of this `sent` in the post writes nothing more
         except (gexc.GoogleAPICallError, gexc.RetryError, TimeoutError, ValueError, KeyError, TypeError) as exc:
-            # ValueError, KeyError, TypeError: a room document room_from_doc cannot read.
+            # ValueError, KeyError, TypeError: a room document room_as_read cannot read.
             print(json.dumps({"severity": "ERROR", "message": f"webhook: room {room_id}: the `sent` proof of "
                               f"#{seq} attempt {attempt} was not written, nor any later one of this post: "
                               f"{type(exc).__name__}: {exc}"[:500]}), flush=True)
@@ -267,8 +268,8 @@ class WebhookHandlers:
         dropped after the request was read) is sent again after its ack
         timeout when no `delivered` or `read` came.
 
-        The read and the write are not one transaction: a room that moves on
-        in between gets a stale entry, which its next transaction drops.
+        Not one transaction: a room that moves on in between gets a stale
+        entry (docs/architecture.md, "Writes outside the transaction").
 
         Best effort: each read and write is one try of at most
         SENT_PROOF_CALL_S, and the proofs of one post stop once they have
@@ -368,9 +369,8 @@ class WebhookHandlers:
                 unroutable.append(Unroutable("no baton delivery id", {"received_at_us": arrived, **asdict(st)}))
                 continue
             room_id, event = routed
-            if event.status == "sent":
-                # Changes nothing in the room (decide answers it without the
-                # room's state): logged here, not queued.
+            if decided_without_room(event):  # a `sent`: changes nothing in the room (WITHOUT_ROOM),
+                # decided without the room's state, logged here, not queued.
                 self.core.apply_without_state(room_id, event, "webhook")
                 logged_only += 1
                 continue

@@ -16,7 +16,7 @@ PAGES = [ROOT / "README.md", ROOT / "docs" / "deploy.md"]
 # snake_case names in docs/deploy.md that are not Terraform variables or
 # outputs, by kind; a new one must be added here on purpose.
 OTHER_NAMES = {
-    # room document fields and kept records (shared/room/codec.py, shared/store.py)
+    # room document fields and kept records (shared/room_document.py, shared/store.py)
     "blocked_reason", "head_since_us", "in_flight", "paused_at_us", "paused_reason", "recent_ids", "wake_at_us",
     "expire_at", "dead_letters", "rejected_messages", "room_id", "message_id", "deliver_at", "delay_s",
     # prepare_poison's value, Terraform meta-arguments and resource names

@@ -15,7 +15,8 @@ from typing import Any
 
 import pytest
 
-from shared.room import Ended, InFlight, Paused, Phase, QueuedMessage, RoomState, room_to_doc
+from shared.room import Ended, InFlight, Paused, Phase, QueuedMessage, RoomState
+from shared.room_document import room_to_doc
 from shared.shards import SHARD_FIELD, SHARDED_FIELDS
 from tests.infra.test_terraform import INFRA, members, parse, resource
 

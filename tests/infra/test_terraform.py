@@ -5,7 +5,7 @@ cannot run. These tests parse infra/*.tf with the HCL parser checkov uses
 (bc-python-hcl2, in .venv-infra: `make test-infra`) and hold the
 configuration to the code: the settings shared/config.py reads, the entry
 points of functions/main.py, the collections shared/store.py writes, the
-fields of a room document (shared/room/codec.py), the log type shared/events.py
+fields of a room document (shared/room_document.py), the log type shared/events.py
 routes. They import nothing that needs Google's client libraries
 (shared/store.py is read with `ast`), so .venv-infra suffices.
 """
@@ -150,8 +150,8 @@ def store_collections() -> set[str]:
     shared/records.py, and the status queue's failure counts in
     shared/status_queue.py) name in a
     `.collection(X)` or `.collection_group(X)` call, X a string or a constant
-    of those modules or shared/room/codec.py."""
-    constants = {**string_constants("room/codec"), **string_constants("store"), **string_constants("records"),
+    of those modules or shared/room_document.py."""
+    constants = {**string_constants("room_document"), **string_constants("store"), **string_constants("records"),
                  **string_constants("status_queue")}
     nodes = [n for module in ("store", "records", "status_queue")
              for n in ast.walk(ast.parse((ROOT / "shared" / f"{module}.py").read_text()))]
@@ -633,7 +633,8 @@ def test_the_room_documents_large_fields_are_not_indexed(tf):
     assert "ttl_config" not in exempt
     fields = members(exempt["for_each"])
     assert {"pending", "recent_ids", "ended", "counts", "in_flight", "awaiting"} <= fields
-    from shared.room import RoomState, room_to_doc  # pure Python; imported here so no other test depends on it
+    from shared.room import RoomState  # pure Python; imported here so no other test depends on it
+    from shared.room_document import room_to_doc
 
     doc = room_to_doc(RoomState(room_id="r"))
     big = {name for name, value in doc.items() if isinstance(value, (list, dict))}

@@ -17,7 +17,8 @@ import pytest
 from click.testing import CliRunner
 from google.cloud import firestore
 
-from shared.room import InFlight, Phase, QueuedMessage, RoomState, room_to_doc
+from shared.room import InFlight, Phase, QueuedMessage, RoomState
+from shared.room_document import room_to_doc
 from shared.shards import SHARD_FIELD, index_shard
 from shared.store import DEFAULT_INDEX_SHARDS, RoomStore
 from tests.conftest import room_events, wait_for

@@ -214,7 +214,8 @@ def test_receipts_by_recipient_moved_to_the_error_queue_are_replayed_and_ack_the
     failing on land in the error queue (as `StatusQueue.dead_letter` moves
     them); `baton statuses replay` publishes them again as receipts of that
     recipient, and the room they prove delivered is acked (issue 28, item 8)."""
-    from shared.room import RecipientReceipt, SendOutcome, SendReturned, recipient_key
+    from shared.room import RecipientReceipt, SendOutcome, SendReturned
+    from shared.room_document import recipient_key
     from shared.status_queue import KIND_RECIPIENT_RECEIPTS, RecipientReceipts, StatusQueue
     from tools.local.stack import STATUS_ERROR_TOPIC
 

@@ -9,7 +9,8 @@ import pytest
 from google.cloud import firestore
 
 from shared import docsize
-from shared.room import ROOMS, Enqueue, Policy, Send, SendOutcome, SendReturned, StatusUpdate, decide, room_doc_bytes
+from shared.room import Enqueue, Policy, Send, SendOutcome, SendReturned, StatusUpdate, decide
+from shared.room_document import ROOMS, room_doc_bytes
 from shared.shards import ShardCursor, index_shard
 from shared.store import DEAD_LETTERS, REJECTED, RoomStore, begin_request, op_counts
 
@@ -151,7 +152,8 @@ def test_a_room_filled_to_the_1_mib_limit_is_accepted_by_firestore_and_refuses_t
     """MAX_ROOM_BYTES at Firestore's own limit: every write the room accepts is
     within 1 MiB by the documented size rules, and the emulator takes it; the
     message that would cross it is refused (503) and awaited, not lost."""
-    policy = Policy(ack_timeout_ms=1500, send_timeout_ms=1000, max_room_bytes=docsize.MAX_DOCUMENT_BYTES)
+    policy = Policy(ack_timeout_ms=1500, send_timeout_ms=1000, max_room_bytes=docsize.MAX_DOCUMENT_BYTES,
+                    room_bytes=room_doc_bytes)
     text = "é" * 4000 + "x" * 96  # 4,096 characters, 8,096 UTF-8 bytes: WhatsApp's longest text
     refused = None
     # Real times: a room whose wake-up were long overdue would be the running
@@ -171,21 +173,44 @@ def test_a_room_filled_to_the_1_mib_limit_is_accepted_by_firestore_and_refuses_t
     assert room.awaiting == ((f"m{refused}", now),) and room.next_seq == refused + 1
 
 
-def test_a_blind_acceptance_is_folded_into_the_room_and_cleared_by_the_next_write(store, room_id):
+def test_a_blind_acceptance_is_applied_at_the_read_and_cleared_by_the_next_write(store, room_id):
     apply(store, room_id, enqueue("m1"))
     apply(store, room_id, enqueue("m2"))
     room = store.load_room(room_id)
     begin_request()
     store.record_accepted(room_id, room.incarnation, 1, 1, 123_456)
     assert (op_counts().firestore_reads, op_counts().firestore_writes) == (0, 1)
-    folded = store.load_room(room_id)
-    assert folded.in_flight.phase == "sent" and folded.in_flight.deadline_us == 123_456
+    read = store.load_room(room_id)
+    assert read.in_flight.phase == "sent" and read.in_flight.deadline_us == 123_456
+    raw = store.room_ref(room_id).get().to_dict()
+    assert raw["in_flight"]["phase"] == "sending" and raw["accepted"]  # stored as written: applied at the read
     apply(store, room_id, enqueue("m3"))
     raw = store.room_ref(room_id).get().to_dict()
     assert raw["accepted"] == {} and raw["in_flight"]["phase"] == "sent"
     # A room that no longer exists is not created by an acceptance.
     store.record_accepted(f"{room_id}-gone", 1, 1, 1, 1)
     assert store.load_room(f"{room_id}-gone") is None
+
+
+def test_a_blind_write_between_a_transactions_read_and_commit_makes_it_decide_again_with_the_fact(store, room_id):
+    """docs/architecture.md, "Writes outside the transaction": the blind
+    write changes the document's update time, the transaction's commit fails
+    its precondition, and it reads again: its decision is made on the room
+    with the acceptance applied, then clears the map."""
+    apply(store, room_id, enqueue("m1"))
+    incarnation = store.load_room(room_id).incarnation
+    seen: list[str] = []
+
+    def decide_racing(state):
+        seen.append(str(state.in_flight.phase))
+        if len(seen) == 1:  # another request's blind write lands after this read
+            store.record_accepted(room_id, incarnation, 1, 1, 123_456)
+        return decide(state, enqueue("m2"), POLICY, "test")
+
+    d = store.apply(room_id, decide_racing)
+    assert seen == ["sending", "sent"] and d.state.in_flight.phase == "sent"
+    raw = store.room_ref(room_id).get().to_dict()
+    assert raw["accepted"] == {} and raw["in_flight"]["phase"] == "sent" and raw["in_flight"]["deadline_us"] == 123_456
 
 
 def test_a_commit_whose_answer_was_lost_keeps_its_decision_and_effects(store, room_id, monkeypatch):

@@ -57,7 +57,8 @@ def seed(project: str, rooms: list[str], shards: int, event_log: Path, workers: 
     """Write the rooms' documents (batched) and their event lines."""
     from google.cloud import firestore
 
-    from shared.room import ROOMS, Enqueue, Pause, Policy, decide, room_from_doc, room_to_doc
+    from shared.room import Enqueue, Pause, Policy, RoomState, decide
+    from shared.room_document import ROOMS, room_to_doc
     from shared.shards import SHARD_FIELD, index_shard
     from shared.store import WRITE_ID
 
@@ -68,7 +69,7 @@ def seed(project: str, rooms: list[str], shards: int, event_log: Path, workers: 
 
     def doc(i: int, room: str) -> dict[str, Any]:
         at = base + (i * 7919 % len(rooms)) * 1000
-        state = decide(room_from_doc(room, None), Enqueue(f"{room}-m1", "whatsapp", "15550001", "hi", at, at),
+        state = decide(RoomState(room), Enqueue(f"{room}-m1", "whatsapp", "15550001", "hi", at, at),
                        policy, "bench").state
         if i % PAUSED_EVERY == 0:
             state = decide(state, Pause("bench", "benchmark", at + 1), policy, "bench").state or state

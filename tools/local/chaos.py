@@ -41,7 +41,7 @@ from google.cloud import firestore
 from rich.console import Console
 from rich.table import Table
 
-from shared.room import room_from_doc
+from shared.room_document import room_as_read
 from tools.local.audit import make_workload, read_events
 from tools.local.chaos_check import Verdict, check
 from tools.local.demo import deliver
@@ -110,7 +110,7 @@ def final_rooms(prefix: str) -> tuple[list[str], dict[str, str]]:
     ended: dict[str, str] = {}
     for snap in db.collection("rooms").stream():
         if snap.id.startswith(prefix):
-            room = room_from_doc(snap.id, snap.to_dict())
+            room = room_as_read(snap.id, snap.to_dict(), time.time_ns() // 1000)
             if room.holds_messages:
                 held.append(snap.id)
             ended.update({e.message_id: e.outcome for e in room.ended})

@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 
 from shared.admin.actions import ACTIONS, Args, BadRequest
-from shared.room import InFlight, Phase, QueuedMessage, RoomState, room_to_doc
+from shared.room import InFlight, Phase, QueuedMessage, RoomState
+from shared.room_document import room_to_doc
 from shared.senders import SenderSpec
 
 

@@ -14,12 +14,10 @@ from shared.room import (
     SendOutcome,
     SendReturned,
     TimerFired,
-    acceptance_key,
     awaits_platform_proof,
     decide,
-    room_from_doc,
-    room_to_doc,
 )
+from shared.room_document import acceptance_key, room_as_read, room_to_doc
 
 T0 = 1_700_000_000_000_000
 MS = 1000
@@ -36,7 +34,7 @@ def messenger_room(echo: bool, outcome: SendOutcome = SendOutcome.ACCEPTED) -> R
     doc = room_to_doc(state)
     if echo:  # RoomStore.record_echo's blind write, folded by the next read
         doc["echoes"] = {acceptance_key(state.incarnation, 1, 1): {"ts": STAMP, "mid": "mid.1"}}
-    return room_from_doc("r", doc)
+    return room_as_read("r", doc, 0)
 
 
 def receipt(watermark_us: int, status: str = "delivered") -> RecipientReceipt:
@@ -91,7 +89,7 @@ def whatsapp_room(outcome: SendOutcome | None, proof_number: str | None, number:
         state = decide(state, SendReturned(state.incarnation, 1, 1, outcome, RETURNED, "c"), policy, "t").state
     doc = room_to_doc(state)
     doc["echoes"] = {acceptance_key(state.incarnation, 1, 1): {"ts": STAMP, "mid": "wamid.1", "num": proof_number}}
-    return room_from_doc("w", doc)
+    return room_as_read("w", doc, 0)
 
 
 def test_a_sent_status_from_the_attempts_own_number_proves_it_and_one_from_another_does_not():
@@ -142,7 +140,7 @@ def kept_then_returned(watermark_us: int, status: str = "delivered") -> list[str
     assert [str(e.event) for e in d.events] == ["status_ignored"] and d.state is not None
     doc = room_to_doc(d.state)
     doc["echoes"] = {acceptance_key(state.incarnation, 1, 1): {"ts": STAMP, "mid": "mid.1"}}
-    state = room_from_doc("r", doc)
+    state = room_as_read("r", doc, 0)
     return outcome_of(state, SendReturned(state.incarnation, 1, 1, SendOutcome.ACCEPTED, RETURNED, "c",
                                           provider_message_id="mid.1"))
 

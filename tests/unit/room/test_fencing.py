@@ -25,11 +25,8 @@ from shared.room import (
     StatusUpdate,
     TimerFired,
     decide,
-    message_from_doc,
-    message_to_doc,
-    room_from_doc,
-    room_to_doc,
 )
+from shared.room_document import message_from_doc, message_to_doc, room_as_read, room_to_doc
 
 POLICY = Policy(ack_timeout_ms=3000, send_timeout_ms=2000, send_start_deadline_ms=1000, first_timer_slack_ms=250,
                 max_send_attempts=2, send_retry_base_ms=1000, dedup_retention=50, max_queued_messages=100,
@@ -53,7 +50,7 @@ class Room:
         d = decide(self.state, event, self.policy, "test")
         if d.state is not None:
             # Through the stored form, as the store does: nothing may live only in memory.
-            self.state = room_from_doc("r1", room_to_doc(d.state))
+            self.state = room_as_read("r1", room_to_doc(d.state), 0)
         self.sends += [e for e in d.effects if isinstance(e, Send)]
         self.prepares += [e for e in d.effects if isinstance(e, Prepare)]
         self.events += [str(e.event) for e in d.events]

@@ -15,8 +15,9 @@ from pathlib import Path
 
 import shared.room
 from shared.events import EventType
-from shared.room import IgnoreReason, RoomState, room_from_doc, room_to_doc
+from shared.room import IgnoreReason, RoomState
 from shared.room.state import QueuedMessage
+from shared.room_document import room_as_read, room_to_doc
 
 ROOM = Path(shared.room.__file__).resolve().parent
 # "held" survives only as the messages held for their producer sequence
@@ -49,6 +50,6 @@ def test_the_document_and_the_log_keep_their_spelling():
     msg = QueuedMessage(0, "m5", "whatsapp", "15550001", "later", 1, 1, sequence=5)
     doc = room_to_doc(RoomState("r", expected_sequence=3, sequence_held=(msg,)))
     assert doc["next_sequence"] == 3 and [m["id"] for m in doc["held"]] == ["m5"]
-    back = room_from_doc("r", doc)
+    back = room_as_read("r", doc, 0)
     assert back.expected_sequence == 3 and back.sequence_held == (msg,)
     assert (IgnoreReason.NOT_IN_ROOM.value, IgnoreReason.ALREADY_IN_ROOM.value) == ("not_held", "already_held")

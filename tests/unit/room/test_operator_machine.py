@@ -41,9 +41,8 @@ from shared.room import (
     TimerFired,
     WatchdogSweep,
     decide,
-    room_from_doc,
-    room_to_doc,
 )
+from shared.room_document import room_as_read, room_to_doc
 
 POLICY = Policy(ack_timeout_ms=3000, send_timeout_ms=2000, send_start_deadline_ms=1000, first_timer_slack_ms=250,
                 max_send_attempts=2, send_retry_base_ms=500, dedup_retention=100, max_queued_messages=100,
@@ -79,7 +78,7 @@ class OperatorsAndLateStatuses(RuleBasedStateMachine):
     def apply(self, event) -> None:
         d = decide(self.state, event, POLICY, "machine")
         if d.state is not None:
-            self.state = room_from_doc("room", room_to_doc(d.state))
+            self.state = room_as_read("room", room_to_doc(d.state), 0)
         for ev in d.events:
             if ev.event in TERMINAL_EVENTS:
                 self.ends[ev.message_id] += 1

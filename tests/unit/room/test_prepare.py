@@ -26,10 +26,9 @@ from shared.room import (
     Skip,
     StatusUpdate,
     TimerFired,
-    room_from_doc,
     room_phase,
-    room_to_doc,
 )
+from shared.room_document import room_as_read, room_to_doc
 from tests.unit.room.steps import make_event, stepper
 
 POLICY = Policy(ack_timeout_ms=3000, send_timeout_ms=2000, send_start_deadline_ms=1000, first_timer_slack_ms=250,
@@ -196,7 +195,7 @@ def test_preparation_fields_round_trip_through_the_room_document():
     state = room_of(3)
     state, _ = step(state, done(state, 2))
     state, _ = step(state, PrepareFailed(state.incarnation, 3, 1, "HTTP 404", True, T0 + MS))
-    assert room_from_doc("r1", room_to_doc(state)) == state
+    assert room_as_read("r1", room_to_doc(state), 0) == state
 
 
 # ------------------------------------------------------------------ property

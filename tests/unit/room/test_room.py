@@ -32,12 +32,10 @@ from shared.room import (
     decide,
     make_delivery_id,
     parse_delivery_id,
-    room_doc_bytes,
-    room_from_doc,
     room_phase,
-    room_to_doc,
     rule_for,
 )
+from shared.room_document import room_as_read, room_doc_bytes, room_to_doc
 from tests.unit.room.steps import POLICY, make_event, stepper
 
 T0 = 1_700_000_000_000_000
@@ -417,7 +415,7 @@ def test_a_full_room_refuses_and_remembers_the_message_once():
 
 
 def test_the_room_document_size_limit_refuses_by_the_real_encoded_size():
-    policy = replace(POLICY, max_room_bytes=2_000)
+    policy = replace(POLICY, max_room_bytes=2_000, room_bytes=room_doc_bytes)
     state, _ = step(RoomState("r1"), enqueue("m1", text="é" * 400), policy)  # 800 UTF-8 bytes
     state, d = step(state, enqueue("m2", text="é" * 400), policy)
     assert d.refused and room_doc_bytes(state) <= 2_000
@@ -526,7 +524,7 @@ def test_a_paused_room_accepts_messages_sends_nothing_and_lets_the_in_flight_one
     assert kinds(d) == ["acked"] and sends(d) == [] and state.in_flight is None
     assert room_phase(state) == "paused" and state.blocked_reason == "paused by alice: customer complaint"
     assert [m.message_id for m in state.pending] == ["m2", "m3"] and state.wake_at_us is None
-    restored = room_from_doc("r1", room_to_doc(state))
+    restored = room_as_read("r1", room_to_doc(state), 0)
     assert restored == state
     state, d = step(state, Resume("bob", "fixed", T0 + 4 * S))
     assert kinds(d) == ["resumed"] and sends(d) == [(2, 1)] and state.paused is None
@@ -615,7 +613,7 @@ def test_a_room_round_trips_through_its_document():
     state, _ = step(state, enqueue("m3"), policy)
     state, _ = step(state, ack(state, 1), policy)
     state, _ = step(state, enqueue("m4"), policy)
-    assert room_from_doc("r1", room_to_doc(state)) == state
+    assert room_as_read("r1", room_to_doc(state), 0) == state
 
 
 # ------------------------------------------------------------------ property
@@ -731,16 +729,16 @@ def test_every_transition_is_one_the_rulebook_lists(script):
 
 
 def test_a_blind_written_acceptance_reads_as_the_accepted_rule_would_decide():
-    from shared.room import acceptance_key
+    from shared.room_document import acceptance_key
 
     state, _ = step(RoomState("r1"), enqueue("m1"))
     doc = room_to_doc(state)
     by_rule, _ = step(state, returned(state, SendOutcome.ACCEPTED, T0 + 1_100_000))
     doc["accepted"] = {acceptance_key(state.incarnation, 1, 1): by_rule.in_flight.deadline_us,
                        acceptance_key(state.incarnation, 1, 2): 1}  # another attempt's: stale
-    assert room_from_doc("r1", doc) == by_rule
+    assert room_as_read("r1", doc, 0) == by_rule
     doc["accepted"] = {acceptance_key(state.incarnation + 1, 1, 1): 1}  # another incarnation's
-    assert room_from_doc("r1", doc) == state
+    assert room_as_read("r1", doc, 0) == state
 
 
 def test_a_never_seen_dead_letter_copy_is_parked_behind_the_awaited_earlier_message():

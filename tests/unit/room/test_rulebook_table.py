@@ -104,7 +104,7 @@ def test_the_room_reads_no_clock_and_does_no_io():
     from pathlib import Path
 
     allowed = {"__future__", "collections.abc", "dataclasses", "enum", "math", "typing", "shared", "shared.events",
-               "shared.senders", "shared.docsize", "shared.config",  # config: the Settings type only
+               "shared.senders", "shared.config",  # config: the Settings type only
                # The platforms' facts and the send interface, pure (test_provider_registry: they load no client).
                "shared.providers.registry", "shared.providers.base"}
     room = Path(__file__).resolve().parents[3] / "shared" / "room"

@@ -24,9 +24,8 @@ from shared.room import (
     StatusUpdate,
     TimerFired,
     decide,
-    room_from_doc,
-    room_to_doc,
 )
+from shared.room_document import room_as_read, room_to_doc
 from shared.senders import SenderSpec, parse_senders, rendezvous_sender
 from tests.unit.room.steps import stepper
 
@@ -72,7 +71,7 @@ def test_a_room_keeps_its_number_while_it_holds_messages_and_a_named_sender_wins
     state, _ = step(state, enqueue("m3", default_sender="1002", sender="1003"))
     assert [m.sender for m in state.pending] == ["1001", "1003"]
     # The sender survives the document codec.
-    assert [m.sender for m in room_from_doc("r1", room_to_doc(state)).pending] == ["1001", "1003"]
+    assert [m.sender for m in room_as_read("r1", room_to_doc(state), 0).pending] == ["1001", "1003"]
     # Once empty, the room follows its hash again.
     for seq in (1, 2, 3):
         state, _ = step(state, SendReturned(state.incarnation, seq, 1, SendOutcome.ACCEPTED, T0 + seq * 10, "c"))
@@ -113,7 +112,7 @@ def test_an_attempt_keeps_its_number_when_the_numbers_change_while_it_is_in_flig
     one = dataclasses.replace(POLICY, whatsapp_numbers=("1001",))
     state = decide(RoomState("r1"), Enqueue("m1", "whatsapp", "15550001", "hi", T0, T0), one, "test").state
     # Stored and read back (the next request reads the room), then a number is put first.
-    state = room_from_doc("r1", room_to_doc(state))
+    state = room_as_read("r1", room_to_doc(state), 0)
     assert state.in_flight.number == "1001"
     moved = dataclasses.replace(POLICY, whatsapp_numbers=("1002", "1001"))
     d = decide(state, StatusUpdate(state.incarnation, 1, 1, "failed", T0, T0 + 20, error_code=131026,

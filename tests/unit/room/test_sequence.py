@@ -18,9 +18,8 @@ from shared.room import (
     StatusUpdate,
     TimerFired,
     WatchdogSweep,
-    room_from_doc,
-    room_to_doc,
 )
+from shared.room_document import room_as_read, room_to_doc
 from tests.unit.room.steps import stepper
 
 POLICY = Policy(ack_timeout_ms=3000, send_timeout_ms=2000, send_start_deadline_ms=1000, sequence_gap_timeout_ms=5000,
@@ -108,7 +107,7 @@ def test_the_watchdog_gives_an_overdue_gap_up_when_its_timer_was_lost():
 def test_held_messages_round_trip_through_the_room_document():
     state, _ = step(RoomState("r1"), push("a", 1))
     state, _ = step(state, push("c", 3))
-    assert room_from_doc("r1", room_to_doc(state)) == state and room_to_doc(state)["wake_at_us"] == state.wake_at_us
+    assert room_as_read("r1", room_to_doc(state), 0) == state and room_to_doc(state)["wake_at_us"] == state.wake_at_us
 
 
 @settings(max_examples=200, deadline=None)

@@ -23,9 +23,8 @@ from shared.room import (
     StatusUpdate,
     TimerFired,
     decide,
-    room_from_doc,
-    room_to_doc,
 )
+from shared.room_document import room_as_read, room_to_doc
 
 POLICY = Policy(ack_timeout_ms=3000, send_timeout_ms=2000, send_start_deadline_ms=1000, first_timer_slack_ms=250,
                 max_send_attempts=2, send_retry_base_ms=1000, dedup_retention=50, max_queued_messages=2,
@@ -48,7 +47,7 @@ class Room:
     def __call__(self, event):
         d = decide(self.state, event, self.policy, "test")
         if d.state is not None:
-            self.state = room_from_doc("r1", room_to_doc(d.state))
+            self.state = room_as_read("r1", room_to_doc(d.state), 0)
         self.sends += [e for e in d.effects if isinstance(e, Send)]
         self.events += [(str(e.event), e.seq, e.message_id) for e in d.events]
         self.reasons.update({(str(e.event), e.message_id): e.reason for e in d.events})

@@ -286,7 +286,7 @@ def test_a_proof_that_cannot_be_read_or_written_does_not_hold_back_the_other_sta
 
 def test_a_room_document_that_does_not_parse_costs_its_proof_not_a_500_for_the_post():
     world, service, platforms, ids = rooms_with_a_send("on", {"room-p": "unknown_reached", "room-q": None})
-    world.store.docs["room-p"]["in_flight"] = {"phase": "sending"}  # no message: room_from_doc raises
+    world.store.docs["room-p"]["in_flight"] = {"phase": "sending"}  # no message: room_as_read raises
     body = statuses((ids["room-p"], "sent", rendezvous_sender("room-p", NUMBERS)),
                     (ids["room-q"], "delivered", rendezvous_sender("room-q", NUMBERS)))
     assert post(world, service, body) == 200

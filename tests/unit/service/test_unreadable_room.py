@@ -10,10 +10,11 @@ import json
 
 import pytest
 
-from shared.room import InFlight, Phase, QueuedMessage, RecipientReceipt, RoomState, make_delivery_id, room_to_doc
+from shared.room import InFlight, Phase, QueuedMessage, RecipientReceipt, RoomState, make_delivery_id
+from shared.room_document import room_to_doc
 from tests.unit.service.test_faults import Knobs, World, build_service, push_body, status_body
 
-# A room document `room_from_doc` cannot read: no `incarnation` (KeyError).
+# A room document `room_as_read` cannot read: no `incarnation` (KeyError).
 UNREADABLE = {"next_seq": 2, "wake_at_us": 1, "in_flight_to": "messenger:PSID-1", "in_flight": {"attempt": 1}}
 
 

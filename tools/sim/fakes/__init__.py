@@ -28,11 +28,9 @@ from shared.room import (
     KeepDeadLetter,
     RoomState,
     ScheduleTimer,
-    acceptance_key,
     parse_delivery_id,
-    room_from_doc,
-    room_to_doc,
 )
+from shared.room_document import acceptance_key, room_as_read, room_to_doc
 from shared.shards import SHARD_FIELD, ShardCursor, index_shard
 from shared.store import DEFAULT_INDEX_SHARDS, WRITE_ID, ContentionError
 from shared.tasks import task_id
@@ -141,9 +139,10 @@ class FakeRoomStore:
     """`shared.store.RoomStore` in memory. A room is kept as its document,
     exactly as the real store writes it: `room_to_doc(state)` plus `write_id`
     and `expire_at` (µs here; None while the room holds a message). Reads go
-    through `room_from_doc`, so blind-written acceptances (`record_accepted`,
-    the `accepted` map) are folded into the in-flight attempt the way the real
-    store's readers see them, and the next transaction's write clears them.
+    through `room_as_read`, so blind-written acceptances (`record_accepted`,
+    the `accepted` map) and echoes are applied to the in-flight attempt the
+    way the real store's readers see them, and the next transaction's write
+    clears them.
 
     `apply` is the real store's optimistic transaction: read, `decide_fn`,
     commit if the document's version has not changed since the read (else read
@@ -251,7 +250,7 @@ class FakeRoomStore:
     def _decide(self, decide_fn: Callable[[RoomState], Decision], room_id: str) -> tuple[Decision, int]:
         version = self.versions.get(room_id, 0)
         before = self.probe() if self.probe else None
-        decision = decide_fn(room_from_doc(room_id, _copy(self.docs.get(room_id))))
+        decision = decide_fn(room_as_read(room_id, _copy(self.docs.get(room_id)), self._clock.now_us()))
         if self.probe and self.probe() != before:
             self.decide_side_effects.append(f"room {room_id}: a side effect ran inside the transaction function")
         return decision, version
@@ -436,9 +435,9 @@ class FakeRoomStore:
         return _copy(self.docs.get(room_id))
 
     def load_room(self, room_id: str) -> RoomState | None:
-        """The stored room as its readers see it (acceptances folded), or None."""
+        """The stored room as its readers see it (`room_as_read`), or None."""
         doc = self.docs.get(room_id)
-        return room_from_doc(room_id, _copy(doc)) if doc is not None else None
+        return room_as_read(room_id, _copy(doc), self._clock.now_us()) if doc is not None else None
 
 
 # ---------------------------------------------------------------- Cloud Tasks

@@ -46,7 +46,8 @@ from unittest import mock
 
 from shared import config
 from shared.prepare import PrepareScheduler
-from shared.room import RoomState, policy_from_settings, room_from_doc, room_to_doc
+from shared.room import RoomState, policy_from_settings
+from shared.room_document import room_as_read, room_to_doc
 from shared.scheduled import ScheduledHold
 from shared.service import TRANSIENT_ERRORS, DeliveryService, Reply, ServiceCore
 from shared.tasks import timer_body
@@ -334,7 +335,7 @@ class World:
         for room_id in self.store.delete_expired():
             self.deleted.append((self.sched.now_us(), room_id))
             # What the room had ended (its durable record) goes with it: kept for the checks.
-            self.ended_before.setdefault(room_id, []).extend(room_from_doc(room_id, docs[room_id]).ended)
+            self.ended_before.setdefault(room_id, []).extend(room_as_read(room_id, docs[room_id], self.sched.now_us()).ended)
             self.faults.count("room deleted by TTL (a new incarnation next)")
         self.sched.at(self.sched.now_us() + 5_000_000, self._ttl)
 
@@ -384,4 +385,4 @@ class World:
 
     def room_state(self, room_id: str) -> RoomState | None:
         doc = self.store.docs.get(room_id)
-        return None if doc is None else room_from_doc(room_id, json.loads(json.dumps(doc)))
+        return None if doc is None else room_as_read(room_id, json.loads(json.dumps(doc)), self.sched.now_us())

@@ -1,55 +1,38 @@
-"""The stored form of a room and its messages, and baton's delivery ids.
+"""The store adapter's mapping of a room to its Firestore document and
+back: the room's fields, and the facts written outside its transaction.
 
-Converts only (state <-> Firestore fields, attempt <-> delivery id); decides
-nothing and does no I/O.
+`room_to_doc` and `decode_room` convert only (state <-> fields, plus the
+facts the blind writes left in the `accepted` and `echoes` maps, decoded as
+room events, not folded). `room_as_read` is the one place those facts are
+applied: through `decide`, their own rows of `RULES`, before the event being
+decided (docs/architecture.md, "Writes outside the transaction"). Every
+reader of a room's state (the store's transaction, its reads, the operators,
+the console, the tools) reads it through `room_as_read`. No I/O here; the
+rulebook (shared/room/) must not import this module (tests/unit/repo).
 """
 
 from __future__ import annotations
 
-from dataclasses import replace
+import re
 from typing import Any
 
 from shared import docsize
-from shared.room.state import Ended, InFlight, Paused, Phase, QueuedMessage, RoomState
+from shared.room import (
+    AcceptanceRecorded,
+    EchoRecorded,
+    Ended,
+    InFlight,
+    Paused,
+    Phase,
+    Policy,
+    QueuedMessage,
+    RoomFact,
+    RoomState,
+    decide,
+)
+from shared.room.ids import b36
 
 ROOMS = "rooms"
-
-def _b36(n: int) -> str:
-    digits = "0123456789abcdefghijklmnopqrstuvwxyz"
-    out = ""
-    while True:
-        n, r = divmod(n, 36)
-        out = digits[r] + out
-        if n == 0:
-            return out
-
-def make_delivery_id(room_id: str, incarnation: int, seq: int, attempt: int, started_at_us: int) -> str:
-    """Our id of one attempt: `"{seq}.{attempt}.{started_ms}.{incarnation_b36}.{room_id}"`.
-
-    It travels as WhatsApp's `biz_opaque_callback_data` (at most 512 characters,
-    https://developers.facebook.com/docs/whatsapp/cloud-api/reference/messages)
-    and comes back in every status webhook, so a status names its room,
-    incarnation and attempt without a lookup, and a late ack still knows its
-    send time.
-    """
-    return f"{seq}.{attempt}.{started_at_us // 1000}.{_b36(incarnation)}.{room_id}"
-
-def parse_delivery_id(delivery_id: object) -> tuple[str, int, int, int, int]:
-    """Inverse of `make_delivery_id`: (room_id, incarnation, seq, attempt, started_at_us).
-
-    Raises:
-        ValueError: not a delivery id baton made (or not a string at all).
-    """
-    if not isinstance(delivery_id, str):
-        raise ValueError(f"not a baton delivery id: {delivery_id!r:.80}")
-    parts = delivery_id.split(".", 4)
-    if len(parts) != 5 or not parts[4]:
-        raise ValueError(f"not a baton delivery id: {delivery_id!r}")
-    seq, attempt, started_ms = (int(p) for p in parts[:3])
-    incarnation = int(parts[3], 36)
-    if seq < 1 or attempt < 1 or incarnation < 1:
-        raise ValueError(f"not a baton delivery id: {delivery_id!r}")
-    return parts[4], incarnation, seq, attempt, started_ms * 1000
 
 # Optional fields of a stored message: (stored name, attribute); absent when unset.
 _OPTIONAL_MESSAGE_FIELDS = (("parked", "parked"), ("media", "media_kind"), ("link", "media_link"),
@@ -135,8 +118,8 @@ def room_to_doc(state: RoomState) -> dict[str, Any]:
         "next_sequence": state.expected_sequence,
         "held": [message_to_doc(m) for m in state.sequence_held],
         "gap_due_us": state.gap_due_us,
-        "accepted": {},  # every transaction folds and clears the blind-written acceptances
-        "echoes": {},  # and the blind-written echoes
+        "accepted": {},  # every transaction applies the blind-written acceptances and clears them
+        "echoes": {},  # and the blind-written echoes (room_as_read)
     }
 
 def recipient_key(provider: str, recipient: str) -> str:
@@ -144,50 +127,71 @@ def recipient_key(provider: str, recipient: str) -> str:
     return f"{provider}:{recipient}"
 
 def acceptance_key(incarnation: int, seq: int, attempt: int) -> str:
-    """The key of an attempt in the room document's `accepted` map (a plain
-    Firestore field name: letters, digits, `_`)."""
-    return f"a{_b36(incarnation)}_{seq}_{attempt}"
+    """The key of an attempt in the room document's `accepted` and `echoes`
+    maps (a plain Firestore field name: letters, digits, `_`)."""
+    return f"a{b36(incarnation)}_{seq}_{attempt}"
 
-def room_from_doc(room_id: str, d: dict[str, Any] | None) -> RoomState:
-    """Inverse of `room_to_doc`; a missing document is a new, empty room.
+_ACCEPTANCE_KEY = re.compile(r"a([0-9a-z]+)_([0-9]+)_([0-9]+)")
 
-    The `accepted` map holds send acceptances written blind (no read, no
-    transaction: `RoomStore.record_accepted`), `{acceptance_key: deadline_us}`.
-    An entry for the in-flight attempt while it is SENDING is the same as the
-    rule for `SendReturned(ACCEPTED)`: the attempt is SENT with that deadline.
-    Entries of other attempts are stale and dropped at the next write.
+def attempt_of_key(key: str) -> tuple[int, int, int] | None:
+    """Inverse of `acceptance_key`: (incarnation, seq, attempt), or None for
+    a key it does not make (no attempt's: ignored, as before)."""
+    found = _ACCEPTANCE_KEY.fullmatch(key)
+    if found is None:
+        return None
+    attempt = int(found[1], 36), int(found[2]), int(found[3])
+    return attempt if acceptance_key(*attempt) == key else None
 
-    The `echoes` map holds the platform's own records of our sends, written
-    blind the same way (`RoomStore.record_echo`): Messenger and Instagram
-    echoes, and WhatsApp `sent` statuses when WHATSAPP_SENT_PROOF is on,
+def decode_room(room_id: str, d: dict[str, Any] | None, at_us: int) -> tuple[RoomState, tuple[RoomFact, ...]]:
+    """Inverse of `room_to_doc`, without applying anything: the room's state
+    as its last transaction wrote it, and the facts blind writes added since
+    (`accepted`, then `echoes`), each a room event read at `at_us` (epoch
+    us). A missing document is a new, empty room with no facts.
+
+    The `accepted` map holds send acceptances (`RoomStore.record_accepted`),
+    `{acceptance_key: deadline_us}`: `AcceptanceRecorded`. The `echoes` map
+    holds the platform's own records of our sends (`RoomStore.record_echo`),
     `{acceptance_key: {"ts": platform stamp, epoch us, "mid": its message
-    id, "num": the WhatsApp number it names, if any}}`. An entry for the
-    in-flight attempt gives it its platform stamp (what a watermark is judged
-    against) and message id; it also proves the platform took the attempt,
-    so an attempt whose send outcome was unknown is SENT (held to the same
-    deadline, then timed out rather than resent). An entry naming another
-    number than the attempt went out from proves nothing and is dropped.
+    id, "num": the WhatsApp number it names, if any}}`: `EchoRecorded`; an
+    entry without an integer `ts` proves nothing and is left out, as is a
+    key no attempt has.
+
+    Raises:
+        KeyError, ValueError, TypeError: a document this code did not write.
     """
     if not d:
-        return RoomState(room_id)
-    state = _room_from_fields(room_id, d)
-    flight = state.in_flight
-    if flight is None:
-        return state
-    key = acceptance_key(state.incarnation, flight.message.seq, flight.attempt)
-    if flight.phase is Phase.SENDING:
-        deadline = (d.get("accepted") or {}).get(key)
-        if deadline is not None:
-            flight = replace(flight, phase=Phase.SENT, deadline_us=deadline)
-    echo = (d.get("echoes") or {}).get(key)
-    if isinstance(echo, dict) and echo.get("num") is not None and flight.number not in (None, echo["num"]):
-        echo = None  # a status from another number than this attempt's: not its proof
-    if isinstance(echo, dict) and isinstance(echo.get("ts"), int) and flight.platform_ts_us is None:
-        flight = replace(flight, platform_ts_us=echo["ts"],
-                         provider_message_id=flight.provider_message_id or echo.get("mid"))
-        if flight.phase is Phase.UNKNOWN:
-            flight = replace(flight, phase=Phase.SENT)
-    return replace(state, in_flight=flight)
+        return RoomState(room_id), ()
+    facts: list[RoomFact] = []
+    for key, deadline in sorted((d.get("accepted") or {}).items()):
+        attempt = attempt_of_key(key)
+        if attempt is not None and deadline is not None:
+            facts.append(AcceptanceRecorded(*attempt, deadline_us=deadline, at_us=at_us))
+    for key, echo in sorted((d.get("echoes") or {}).items()):
+        attempt = attempt_of_key(key)
+        if attempt is not None and isinstance(echo, dict) and isinstance(echo.get("ts"), int):
+            facts.append(EchoRecorded(*attempt, platform_ts_us=echo["ts"], provider_message_id=echo.get("mid"),
+                                      number=echo.get("num"), at_us=at_us))
+    return _room_from_fields(room_id, d), tuple(facts)
+
+# The fact rules read no policy (shared/room/facts.py); `decide` takes one.
+_FACTS_POLICY = Policy()
+
+def room_as_read(room_id: str, d: dict[str, Any] | None, at_us: int, policy: Policy | None = None) -> RoomState:
+    """The room as every reader sees it: its stored state with the facts
+    written outside its transaction applied, each through `decide` (its row
+    of `RULES`: acceptances, then echoes), before any event is decided on
+    it. Applying a fact logs nothing and asks for no effect; a stale one
+    changes nothing (docs/architecture.md, "Writes outside the transaction").
+    `at_us`: the read's time (epoch us). A missing document is a new room.
+
+    Raises:
+        KeyError, ValueError, TypeError: a document this code did not write.
+    """
+    state, facts = decode_room(room_id, d, at_us)
+    for fact in facts:
+        applied = decide(state, fact, policy or _FACTS_POLICY, "store").state
+        state = state if applied is None else applied
+    return state
 
 def _room_from_fields(room_id: str, d: dict[str, Any]) -> RoomState:
     f = d.get("in_flight")
