@@ -130,6 +130,7 @@ def deployment() -> dict[str, Any]:
         "keep_delivery_events": default("keep_delivery_events_in_default_bucket") == "true",
         "keep_request_logs": default("keep_request_logs_in_default_bucket") == "true",
         "keep_routine_statuses": default("keep_routine_statuses_in_default_bucket") == "true",
+        "keep_relogged_events": default("keep_relogged_events_in_default_bucket") == "true",
         "webhook_mode": default("webhook_mode"),
     }
 
@@ -455,6 +456,9 @@ LEVERS: list[tuple[str, str, str, bool]] = [
     ("keep_routine_statuses", "keep the routine statuses (`sent`, statuses after the ack) in the _Default log bucket "
      "too (the default keeps them only in the sink's bucket)", "infra: keep_routine_statuses_in_default_bucket = true",
      False),
+    ("keep_relogged_events", "keep the outbox's re-logged lines (`relogged`: a room's later transaction logs the "
+     "lines an earlier write left, most often a second time) in the _Default log bucket too (the default keeps them "
+     "only in the sink's bucket)", "infra: keep_relogged_events_in_default_bucket = true", False),
     ("keep_request_logs", "keep Cloud Run's request logs in the _Default log bucket (the default drops them)",
      "infra: keep_request_logs_in_default_bucket = true", False),
     ("fractional_cpu", "0.5 vCPU at one request per instance (Cloud Run allows concurrency only from 1 vCPU)",
