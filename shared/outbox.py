@@ -58,7 +58,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from contextvars import ContextVar
-from dataclasses import asdict, replace
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from shared import docsize
@@ -71,17 +71,34 @@ ID_CHARS = 12  # of a write key: `w` and 11 hex digits of a uuid4 (44 bits), uni
 
 Sink = Callable[[DeliveryEvent], None]
 
-# Per request (its `op_counts()` object): room id -> write keys whose events this request logged.
-_logged: ContextVar[tuple[OpCounts, dict[str, set[str]]] | None] = ContextVar("baton_outbox_logged", default=None)
+Message = tuple[str, int, int]  # room id, incarnation, seq
+
+
+@dataclass
+class _Request:
+    """What one request (its `op_counts()` object) logged: room id -> write
+    keys whose events it logged, and the messages whose `acked` line it
+    logged after their commit."""
+
+    counts: OpCounts
+    keys: dict[str, set[str]] = field(default_factory=dict)
+    acked: set[Message] = field(default_factory=set)
+
+
+_logged: ContextVar[_Request | None] = ContextVar("baton_outbox_logged", default=None)
+
+
+def _request() -> _Request:
+    counts = op_counts()
+    current = _logged.get()
+    if current is None or current.counts is not counts:
+        current = _Request(counts)
+        _logged.set(current)
+    return current
 
 
 def _here() -> dict[str, set[str]]:
-    counts = op_counts()
-    current = _logged.get()
-    if current is None or current[0] is not counts:
-        current = (counts, {})
-        _logged.set(current)
-    return current[1]
+    return _request().keys
 
 
 def sink_of(events: Any) -> Sink:
@@ -201,9 +218,20 @@ def logged(room_id: str, events: Iterable[DeliveryEvent]) -> None:
     """The service logged these events of `room_id` (after their commit):
     their writes' entries need not be logged again by this request, and a
     later write of this request may delete them (`cleared`)."""
+    events = list(events)
     keys = {e.event_id.split(".", 1)[0] for e in events if e.event_id}
     if keys:
         _here().setdefault(room_id, set()).update(keys)
+    _request().acked.update((room_id, e.incarnation, e.seq) for e in events if e.event is EventType.ACKED
+                            and e.incarnation is not None and e.seq is not None and not e.relogged)
+
+
+def acked_here() -> frozenset[Message]:
+    """The messages (room id, incarnation, seq) whose `acked` line this
+    request logged after committing it (`logged`): the acks it applied
+    itself (shared/service/webhook.py remembers them for the statuses that
+    follow)."""
+    return frozenset(_request().acked)
 
 
 def cleared(room_id: str) -> list[str]:
