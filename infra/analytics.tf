@@ -59,6 +59,22 @@ resource "google_logging_project_exclusion" "routine_statuses_from_default" {
   depends_on  = [google_storage_bucket_iam_member.sink_writes_log]
 }
 
+# The re-logged delivery event lines stay out of _Default unless
+# keep_relogged_events_in_default_bucket (or all delivery events are out): a
+# room transaction logs again the lines an earlier write of the room left in
+# its outbox (shared/outbox.py, `"relogged": true` on each), not knowing
+# whether their own process logged them; most are a second copy. The sink
+# above still writes them to its bucket, where the analytics keep one line
+# per room and event id, so a line whose process died before logging it is
+# still there; Logs Explorer shows each line once, without such a line.
+resource "google_logging_project_exclusion" "relogged_events_from_default" {
+  count       = var.keep_delivery_events_in_default_bucket && !var.keep_relogged_events_in_default_bucket ? 1 : 0
+  name        = "${var.name_prefix}-relogged-events"
+  description = "baton (${var.name_prefix}): delivery event lines a room's outbox logs again are kept by the ${var.name_prefix}-delivery-events sink's bucket"
+  filter      = "${local.delivery_events_filter} AND jsonPayload.relogged=true"
+  depends_on  = [google_storage_bucket_iam_member.sink_writes_log]
+}
+
 # Cloud Run's request log entries of the seven functions stay out of _Default
 # unless keep_request_logs_in_default_bucket: one entry per invocation, about
 # as much log volume as the delivery events (docs/cost.md), and what they say

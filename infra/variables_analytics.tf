@@ -35,6 +35,12 @@ variable "keep_routine_statuses_in_default_bucket" {
   default     = false
 }
 
+variable "keep_relogged_events_in_default_bucket" {
+  description = "Also keep the re-logged delivery event lines in the _Default log bucket: those marked `\"relogged\": true`, which a room's outbox logs again for an earlier write of the room (shared/outbox.py; most are a second copy of a line already there, about 1.3 a message: docs/cost.md). false: only the sink's bucket keeps them (the analytics keep one line per room and event id there); Logs Explorer then shows each line once, except a line whose process died between its commit and its logging, which only the sink's bucket has. Moot when keep_delivery_events_in_default_bucket is false."
+  type        = bool
+  default     = false
+}
+
 variable "keep_request_logs_in_default_bucket" {
   description = "Keep Cloud Run's request logs of the seven functions (one entry per invocation) in the _Default log bucket, billed per GiB ingested (docs/cost.md). false: dropped there; the request metrics (run.googleapis.com/request_count, request_latencies), the alerts on them and the functions' own logs stay."
   type        = bool

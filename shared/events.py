@@ -180,6 +180,13 @@ class DeliveryEvent:
       logged twice (once after the commit, once more by a later transaction
       that found it in the room's outbox); readers keep one line per
       (`room_id`, `event_id`). Null on the other events.
+    - `relogged`: true on a line a later transaction of the room logs for
+      an earlier write it found in the room's outbox (`outbox.log_left_behind`,
+      also on a redelivery's read), which its own process may have logged
+      already: a second copy most often, the only one when that process died
+      between its commit and its log lines. infra/analytics.tf keeps these
+      lines out of the _Default log bucket by default (the sink's bucket has
+      them). Left out (null) on a line logged first-hand.
     """
 
     event: EventType
@@ -204,6 +211,7 @@ class DeliveryEvent:
     actor: str | None = None
     incarnation: int | None = None
     event_id: str | None = None
+    relogged: bool | None = None
 
     def to_record(self) -> dict[str, Any]:
         """The JSON object written for this event (see the module docstring):
@@ -255,6 +263,7 @@ EVENT_FIELDS: dict[str, str] = {
     "actor": "string",
     "incarnation": "integer",
     "event_id": "string",
+    "relogged": "boolean",
 }
 
 

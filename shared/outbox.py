@@ -21,9 +21,9 @@ How (no Firestore operation added: the document is written anyway):
   entries left (`left_behind`): those this request did not log itself may
   never have been logged. It logs them *before* its commit
   (`RoomStore.apply` calls `outbox_sink`; `EventLog.emit_again`, a compact
-  line), so the commit that replaces them removes only lines already
-  logged; a crash before it leaves them for the next one. A line may so be
-  logged twice, never lost. A read that decides nothing logs only the
+  line, marked `"relogged": true`), so the commit that replaces them
+  removes only lines already logged; a crash before it leaves them for the
+  next one. A line may so be logged twice, never lost. A read that decides nothing logs only the
   entries about the message it names (`concerning`: the same seq or
   message id), as the redelivery of a request whose process died (a
   duplicate push, status, timer or operator action) does.
@@ -32,10 +32,12 @@ How (no Firestore operation added: the document is written anyway):
   the entries this request logged (`cleared`), so the common hand-over
   (an ack, then the next message's send) is not logged twice.
 
-What it costs: no read or write; Cloud Logging bytes for the lines logged a
-second time (those no later write cleared: an enqueue into a busy room, a
-room's last ack; `make bench-core` counts lines per message, `make cost`
-prices them), and the entry's bytes in the room document (a few hundred
+What it costs: no read or write; the bytes of the lines logged a second
+time (those no later write cleared: an enqueue into a busy room, a room's
+last ack; 1.27 a message in `make bench-core`, 2026-11-28), in the sink's
+bucket only by default (infra/analytics.tf keeps the `relogged` lines out
+of the _Default log bucket; `make cost` prices them per
+keep_relogged_events_in_default_bucket), and the entry's bytes in the room document (a few hundred
 bytes per event, inside MAX_ROOM_BYTES' headroom below 1 MiB). Where a room
 is allowed that close to Firestore's 1 MiB limit that the entry would cross
 it (MAX_ROOM_BYTES up to 1,048,576 is a valid setting), `fitted` writes it
@@ -56,7 +58,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from contextvars import ContextVar
-from dataclasses import asdict, replace
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from shared import docsize
@@ -69,17 +71,34 @@ ID_CHARS = 12  # of a write key: `w` and 11 hex digits of a uuid4 (44 bits), uni
 
 Sink = Callable[[DeliveryEvent], None]
 
-# Per request (its `op_counts()` object): room id -> write keys whose events this request logged.
-_logged: ContextVar[tuple[OpCounts, dict[str, set[str]]] | None] = ContextVar("baton_outbox_logged", default=None)
+Message = tuple[str, int, int]  # room id, incarnation, seq
+
+
+@dataclass
+class _Request:
+    """What one request (its `op_counts()` object) logged: room id -> write
+    keys whose events it logged, and the messages whose `acked` line it
+    logged after their commit."""
+
+    counts: OpCounts
+    keys: dict[str, set[str]] = field(default_factory=dict)
+    acked: set[Message] = field(default_factory=set)
+
+
+_logged: ContextVar[_Request | None] = ContextVar("baton_outbox_logged", default=None)
+
+
+def _request() -> _Request:
+    counts = op_counts()
+    current = _logged.get()
+    if current is None or current.counts is not counts:
+        current = _Request(counts)
+        _logged.set(current)
+    return current
 
 
 def _here() -> dict[str, set[str]]:
-    counts = op_counts()
-    current = _logged.get()
-    if current is None or current[0] is not counts:
-        current = (counts, {})
-        _logged.set(current)
-    return current[1]
+    return _request().keys
 
 
 def sink_of(events: Any) -> Sink:
@@ -179,11 +198,13 @@ def concerning(left: dict[str, list[DeliveryEvent]], events: Iterable[DeliveryEv
 
 
 def log_left_behind(room_id: str, left: dict[str, list[DeliveryEvent]], sink: Sink) -> None:
-    """Log what `left_behind` found (before the commit that replaces it) and
-    note it as logged by this request."""
+    """Log what `left_behind` found (before the commit that replaces it),
+    each line marked `relogged` (shared/events.py: infra keeps such lines
+    out of the _Default log bucket), and note it as logged by this
+    request."""
     for events in left.values():
         for event in events:
-            sink(event)
+            sink(replace(event, relogged=True))
     _here().setdefault(room_id, set()).update(left)
 
 
@@ -197,9 +218,20 @@ def logged(room_id: str, events: Iterable[DeliveryEvent]) -> None:
     """The service logged these events of `room_id` (after their commit):
     their writes' entries need not be logged again by this request, and a
     later write of this request may delete them (`cleared`)."""
+    events = list(events)
     keys = {e.event_id.split(".", 1)[0] for e in events if e.event_id}
     if keys:
         _here().setdefault(room_id, set()).update(keys)
+    _request().acked.update((room_id, e.incarnation, e.seq) for e in events if e.event is EventType.ACKED
+                            and e.incarnation is not None and e.seq is not None and not e.relogged)
+
+
+def acked_here() -> frozenset[Message]:
+    """The messages (room id, incarnation, seq) whose `acked` line this
+    request logged after committing it (`logged`): the acks it applied
+    itself (shared/service/webhook.py remembers them for the statuses that
+    follow)."""
+    return frozenset(_request().acked)
 
 
 def cleared(room_id: str) -> list[str]:

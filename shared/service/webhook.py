@@ -14,6 +14,7 @@ from dataclasses import asdict
 
 from google.api_core import exceptions as gexc
 
+from shared import outbox
 from shared.config import Settings
 from shared.events import DeliveryEvent, EventType, utc_iso
 from shared.opcounts import counted_as
@@ -42,7 +43,7 @@ from shared.room import (
 from shared.room_document import recipient_key
 from shared.service.core import Reply, ServiceCore
 from shared.service.inbound import forward_inbound
-from shared.service.sent_proofs import PendingProof, SentProofRecord
+from shared.service.sent_proofs import PendingProof, SentProofRecord, after_ack_line
 from shared.service.statuses import StatusHandlers
 from shared.status_queue import (
     QueuedStatus,
@@ -247,13 +248,31 @@ class WebhookHandlers:
         if settings.webhook_mode == "queued":
             reply = self._queue_statuses(queued, arrived)
         else:
-            applied = self.statuses.apply_statuses(queued, None, arrived, "webhook")
-            reply = Reply(200, {"statuses": len(statuses), "applied": applied})
+            known = [self._logged_after_own_ack(st) for st in mine]  # no room read for what cannot change it
+            acked_before = outbox.acked_here()
+            applied = self.statuses.apply_statuses([q for q, k in zip(queued, known, strict=True) if not k], None,
+                                                   arrived, "webhook")
+            reply = Reply(200, {"statuses": len(statuses), "applied": applied + sum(known)})
+            self.core.sent_proofs.acks_applied([a for st in mine if st.status in ACK_STATUSES and (a := _attempt_of(st))],
+                                               outbox.acked_here() - acked_before, self.core.now_us())
             if settings.sent_proof:
                 settle_applied(self.core.sent_proofs, mine)
         if settings.sent_proof:
             self._record_sent_proofs(self.core.now_us())
         return reply
+
+    def _logged_after_own_ack(self, st: PlatformStatus) -> bool:
+        """WEBHOOK_MODE=direct: a status other than `sent` of an attempt
+        whose ack this instance applied (`SentProofRecord.applied_ack`)
+        cannot change its room, which would answer it `status_ignored`,
+        reason `after_acked`: that line is logged here, the same fields,
+        without the room's read (True); else False, and the status is
+        applied to its room."""
+        now, attempt = self.core.now_us(), _attempt_of(st)
+        if st.status == "sent" or attempt is None or not self.core.sent_proofs.applied_ack(attempt, now):
+            return False
+        self.core.events.emit(after_ack_line(attempt, st.status, st.provider_message_id, now))
+        return True
 
     def _record_sent_proofs(self, now: int) -> None:
         """WHATSAPP_SENT_PROOF=on, second step, after the post's statuses:

@@ -246,3 +246,32 @@ def test_the_window_and_proof_levers_remove_their_measured_counts(cost, snapshot
             == pytest.approx(gone[0])
         assert line(base, "Firestore document writes")[1] - line(result, "Firestore document writes")[1] \
             == pytest.approx(gone[1])
+
+
+def test_relogged_lines_are_kept_out_of_default_by_their_marker_and_priced_so(cost, snapshot, deploy):
+    """The outbox's re-logged lines (`"relogged": true`, shared/outbox.py)
+    stay out of _Default by default: an exclusion on top of the sink's
+    filter (so the sink's bucket keeps them), on while the delivery events
+    are kept there and keep_relogged_events_in_default_bucket is false, and
+    the model prices them in _Default only with that variable."""
+    assert deploy["keep_relogged_events"] is False
+    with (ROOT / "infra" / "analytics.tf").open() as fh:
+        resources = {name: body for block in hcl2.load(fh)["resource"] for kind, named in block.items()
+                     if kind == "google_logging_project_exclusion" for name, body in named.items()}
+    exclusion = resources["relogged_events_from_default"]
+    text = exclusion["filter"][0] if isinstance(exclusion["filter"], list) else exclusion["filter"]
+    assert text == "${local.delivery_events_filter} AND jsonPayload.relogged=true"
+    count = exclusion["count"][0] if isinstance(exclusion["count"], list) else exclusion["count"]
+    assert "var.keep_delivery_events_in_default_bucket" in count and "!var.keep_relogged_events_in_default_bucket" in count
+    from shared.events import EVENT_FIELDS, DeliveryEvent, EventType
+
+    assert EVENT_FIELDS["relogged"] == "boolean"
+    assert DeliveryEvent(EventType.ACKED, "t", "webhook", "r", relogged=True).to_record()["relogged"] is True
+    inputs = copy.deepcopy(snapshot["modes"]["direct"])
+    inputs["events"].update(relogged_per_message=1.3, relogged_mean_bytes=380.0)
+    name = "Cloud Logging: re-logged outbox lines"
+    out = cost.cost(inputs, deploy, 20.0)
+    kept = cost.cost(inputs, {**deploy, "keep_relogged_events": True}, 20.0)
+    gone = cost.cost(inputs, {**deploy, "keep_relogged_events": True, "keep_delivery_events": False}, 20.0)
+    assert line(out, name)[3] == 0 == line(gone, name)[3] < line(kept, name)[3]
+    assert line(kept, name)[1] == pytest.approx(1.3 * (380.0 + cost.ASSUMED["log_overhead_bytes"][0]))

@@ -30,9 +30,11 @@ def test_a_line_logged_twice_with_one_event_id_counts_once(spark):
         ev("enqueued", 0.0, "r", 1, incarnation=inc, event_id="000000000001.0"),
         _sent(1.0, "r", 1, inc),
         dup_end,
-        # logged again by the next transaction that found it in the outbox (a later time, the same id)
-        {k: v for k, v in dup_end.items() if v is not None},  # as EventLog.emit_again writes it: no null keys
-        ev("enqueued", 3.0, "r", 2, incarnation=inc, event_id="000000000002.0"),
+        # logged again by the next transaction that found it in the outbox (a later time, the same id),
+        # as EventLog.emit_again writes it: no null keys, marked `relogged` (shared/outbox.py)
+        {**{k: v for k, v in dup_end.items() if v is not None}, "relogged": True},
+        # the marked copy first (another request logged it before its own process did)
+        {**ev("enqueued", 3.0, "r", 2, incarnation=inc, event_id="000000000002.0"), "relogged": True},
         ev("enqueued", 3.0, "r", 2, incarnation=inc, event_id="000000000002.0"),
     ]
     rows = {r["seq"]: r for r in _messages(spark, records).collect()}

@@ -130,6 +130,7 @@ def deployment() -> dict[str, Any]:
         "keep_delivery_events": default("keep_delivery_events_in_default_bucket") == "true",
         "keep_request_logs": default("keep_request_logs_in_default_bucket") == "true",
         "keep_routine_statuses": default("keep_routine_statuses_in_default_bucket") == "true",
+        "keep_relogged_events": default("keep_relogged_events_in_default_bucket") == "true",
         "webhook_mode": default("webhook_mode"),
     }
 
@@ -141,19 +142,58 @@ def deployment() -> dict[str, Any]:
 ROUTINE_STATUS_REASONS = ("sent_status", "after_acked")
 
 
+def split_lines(events: list[dict]) -> tuple[list[dict], list[dict], list[dict]]:
+    """(distinct events, first-hand lines, re-logged lines) of an event log.
+
+    A room transaction's event may be logged more than once (the room's
+    outbox, shared/outbox.py): after its commit, and again by a later
+    transaction of the room that found it left. Distinct: one per
+    (`room_id`, `event_id`), and every line without an `event_id` (`sent`,
+    `status_ignored`, `timeout_ignored`, ...): what ends and happens to the
+    messages. Re-logged: the lines marked `"relogged": true` (what the outbox
+    logs for an earlier write: infra/analytics.tf keeps them out of _Default
+    unless keep_relogged_events_in_default_bucket), and an unmarked line
+    repeating an id an unmarked line had (a log written before the marker).
+    First-hand: the other lines, those that reach _Default by default. A
+    re-logged line whose first-hand one was lost (a crash between the commit
+    and its logging) is distinct but not first-hand."""
+    distinct: dict[tuple[Any, Any], dict] = {}
+    unmarked: set[tuple[Any, Any]] = set()
+    first_hand, relogged = [], []
+    for i, e in enumerate(events):
+        key = (e.get("room_id"), e["event_id"]) if e.get("event_id") is not None else (None, i)
+        distinct.setdefault(key, e)
+        if e.get("relogged") is True or key in unmarked:
+            relogged.append(e)
+        else:
+            unmarked.add(key)
+            first_hand.append(e)
+    return list(distinct.values()), first_hand, relogged
+
+
 def derive(counts: dict, events_path: Path | None, invocations_path: Path | None) -> dict[str, Any]:
     """One mode's inputs: the bench figures, plus what the same run's event
     log and invocation records say (events per message and their size,
     timers that fired on an already-ended message, operations per invocation
-    of each function)."""
+    of each function). Messages and events are counted once per event
+    (`split_lines`); the lines logged again are an item of their own
+    (`relogged_per_message`, `relogged_mean_bytes`), first-hand lines
+    `per_message` and `mean_bytes`."""
     inputs: dict[str, Any] = {"counts": counts}
     if events_path and events_path.exists():
-        events = [json.loads(line) for line in events_path.open()]
+        lines = [json.loads(line) for line in events_path.open()]
+        events, first_hand, relogged = split_lines(lines)
         kinds = Counter(e["event"] for e in events)
         ended = sum(kinds[k] for k in TERMINAL)
+
+        def size(e: dict) -> int:
+            return len(json.dumps(e, separators=(",", ":")))
+
         inputs["events"] = {
-            "per_message": len(events) / ended,
-            "mean_bytes": statistics.mean(len(json.dumps(e, separators=(",", ":"))) for e in events),
+            "per_message": len(first_hand) / ended,
+            "mean_bytes": statistics.mean(size(e) for e in first_hand),
+            "relogged_per_message": len(relogged) / ended,
+            "relogged_mean_bytes": statistics.mean(size(e) for e in relogged) if relogged else 0.0,
             "timeout_ignored_per_message": kinds["timeout_ignored"] / ended,
             "status_ignored_per_message": kinds["status_ignored"] / ended,
             # The statuses infra/analytics.tf keeps out of _Default by default.
@@ -246,6 +286,7 @@ def cost(inputs: dict[str, Any], deploy: dict[str, Any], rate: float,
     cpu, mem, threads = deploy["cpu"], deploy["memory_gib"], deploy["threads"]
     keep_events, keep_requests = deploy["keep_delivery_events"], deploy["keep_request_logs"]
     keep_routine = deploy.get("keep_routine_statuses", True)
+    keep_relogged = deploy.get("keep_relogged_events", True)
     inv = {k[4:-12]: v for k, v in c.items() if k.startswith("inv_") and k.endswith("_per_message")}
     inv = {fn: n for fn, n in inv.items() if fn not in FIXED_FUNCTIONS}
     reads, writes = c.get("firestore_reads_per_message", 0), c.get("firestore_writes_per_message", 0)
@@ -294,6 +335,8 @@ def cost(inputs: dict[str, Any], deploy: dict[str, Any], rate: float,
         routine = 0.0  # not written at all
     if "keep_routine_statuses" in levers:
         keep_routine = True
+    if "keep_relogged_events" in levers:
+        keep_relogged = True
     if "exclude_delivery_events" in levers:
         keep_events = False
     if "keep_request_logs" in levers:
@@ -312,6 +355,9 @@ def cost(inputs: dict[str, Any], deploy: dict[str, Any], rate: float,
     entry_bytes = ev.get("mean_bytes", 0) + ASSUMED["log_overhead_bytes"][0]
     event_bytes = (events_per_message - routine) * entry_bytes
     routine_bytes = routine * entry_bytes
+    # The outbox's lines logged again (shared/outbox.py, `"relogged": true`), at their own measured size.
+    relogged_bytes = ev.get("relogged_per_message", 0.0) * (
+        ev.get("relogged_mean_bytes", 0.0) + ASSUMED["log_overhead_bytes"][0])
     request_bytes = sum(inv.values()) * ASSUMED["request_log_bytes"][0]
     p = PRICES
     items = [
@@ -330,6 +376,8 @@ def cost(inputs: dict[str, Any], deploy: dict[str, Any], rate: float,
         ("Cloud Logging: delivery events into _Default", event_bytes, p["logging_byte"], keep_events),
         ("Cloud Logging: routine statuses (`sent`, after the ack) into _Default", routine_bytes, p["logging_byte"],
          keep_events and keep_routine),
+        ("Cloud Logging: re-logged outbox lines (`relogged`) into _Default", relogged_bytes, p["logging_byte"],
+         keep_events and keep_relogged),
         ("Cloud Logging: Cloud Run request logs into _Default", request_bytes, p["logging_byte"], keep_requests),
     ]
     rows = []
@@ -408,6 +456,9 @@ LEVERS: list[tuple[str, str, str, bool]] = [
     ("keep_routine_statuses", "keep the routine statuses (`sent`, statuses after the ack) in the _Default log bucket "
      "too (the default keeps them only in the sink's bucket)", "infra: keep_routine_statuses_in_default_bucket = true",
      False),
+    ("keep_relogged_events", "keep the outbox's re-logged lines (`relogged`: a room's later transaction logs the "
+     "lines an earlier write left, most often a second time) in the _Default log bucket too (the default keeps them "
+     "only in the sink's bucket)", "infra: keep_relogged_events_in_default_bucket = true", False),
     ("keep_request_logs", "keep Cloud Run's request logs in the _Default log bucket (the default drops them)",
      "infra: keep_request_logs_in_default_bucket = true", False),
     ("fractional_cpu", "0.5 vCPU at one request per instance (Cloud Run allows concurrency only from 1 vCPU)",

@@ -22,7 +22,7 @@ import time
 from pipeline.schema import LIFECYCLE_EVENTS, SEND_EVENTS, TERMINAL
 from shared.events import EVENT_FIELDS, LOG_TYPE
 
-_DUCK_TYPES = {"string": "VARCHAR", "integer": "BIGINT", "number": "DOUBLE"}
+_DUCK_TYPES = {"string": "VARCHAR", "integer": "BIGINT", "number": "DOUBLE", "boolean": "BOOLEAN"}
 
 #: The columns compared between Spark's `rooms` table and DuckDB's.
 COMPARED = (
