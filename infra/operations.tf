@@ -23,8 +23,12 @@
 # The alerts' variables (alert_*) are in variables_operations.tf.
 
 locals {
-  # Every metric counts only delivery events (the sink's own filter, logging in main.tf).
-  delivery_log = "jsonPayload.log_type=\"baton.delivery\""
+  # Every metric counts only delivery events (the sink's own filter, logging in main.tf),
+  # each once: not the lines the outbox logs again for an earlier write (`relogged`,
+  # docs/event-log.md). A line whose first-hand copy died with its process (a crash
+  # between a commit and its logging) is then not counted: rare, against counting
+  # most ends twice (the sink keeps every line).
+  delivery_log = "jsonPayload.log_type=\"baton.delivery\" AND NOT jsonPayload.relogged=true"
   metric_type  = "logging.googleapis.com/user/${var.name_prefix}"
   # This deployment's services only, so a second name_prefix in the project is not counted.
   service_names_quoted = join(", ", [for n in local.service_names : "\"${n}\""])

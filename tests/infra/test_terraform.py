@@ -858,3 +858,16 @@ def test_package_hash_follows_the_sources_not_the_clock(tmp_path):
         assert archive.namelist() == [
             "main.py", "requirements.txt", "shared/__init__.py", "shared/config.py", "shared/providers/__init__.py",
         ]
+
+
+def test_log_based_metrics_count_each_delivery_line_once(tf):
+    """The outbox logs a room's earlier lines again (`"relogged": true`,
+    shared/outbox.py): most `acked` lines twice in bench-core. Log-based
+    metrics count lines whatever the exclusions, so each metric's filter
+    leaves the re-logged copies out (docs/event-log.md)."""
+    delivery_log = tf["locals"]["delivery_log"]
+    assert delivery_log.endswith(" AND NOT jsonPayload.relogged=true"), delivery_log
+    metrics = tf["resource"]["google_logging_metric"]
+    assert set(metrics) >= {"messages_ended", "delivery_counter", "delivery_latency"}
+    for name, body in metrics.items():
+        assert body["filter"].startswith("${local.delivery_log} AND "), (name, body["filter"])
