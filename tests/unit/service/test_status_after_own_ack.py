@@ -16,6 +16,7 @@ from shared.events import DeliveryEvent, EventType
 from shared.room import Decision, RoomState, make_delivery_id
 from shared.room.state import policy_from_settings
 from shared.service import DeliveryService
+from shared.service.core import ServiceCore
 from shared.service.sent_proofs import ACK_MEMORY_US, SentProofRecord
 from tests.unit.service.test_faults import Knobs, World, push_body, seams, status_body
 from tools.sim.fakes import FakeRoomStore, SimClock
@@ -57,8 +58,9 @@ def _world(ack_level: str = "delivered") -> tuple[World, ReadCountingStore, Deli
 
 def _instance(world: World) -> DeliveryService:
     """One webhook instance: the world's store, timers, platform and log, its own memory."""
-    return DeliveryService(world.settings, world.policy, world.store, world.timers,
-                           {"whatsapp": world.platform}, world.events, **seams(world))  # type: ignore[arg-type]
+    return DeliveryService(ServiceCore(world.settings, world.policy, world.store, world.timers,
+                                       {"whatsapp": world.platform}, world.events,
+                                       **seams(world)))  # type: ignore[arg-type]
 
 
 def _post(world: World, service: DeliveryService, delivery_id: str, status: str) -> list[DeliveryEvent]:
