@@ -37,6 +37,19 @@ Must not hold any entry point's parsing (the handler modules do).
         SWEEP_BUDGET_S, the webhook's SENT_PROOF_POST_S).
     pool: builds the sweep's worker pool from a worker count
         (`ThreadPoolExecutor`; the simulation's runs them in its scheduler).
+
+Send, then arm (`ServiceCore._run_effects`): a decision's send call goes
+before its timer tasks are created: the hand-over (an ack's arrival -> the
+next send) waits for no Cloud Tasks call. The room keeps a live wake-up
+(DESIGN.md invariant 8): a send whose outcome cannot be recorded (503) still
+gets its timer; an arm that fails after the send is what it was before (the
+send was made anyway): 503, and the redelivery re-arms (`rearm_if_replay`,
+same task name); a crash between the send and the arm is what one between
+the commit and the arm was: the redelivery re-arms, else the watchdog's sweep
+finds the room at its due time (fixed by the decision, never later for a
+later arm) plus WATCHDOG_GRACE_MS; its ack, if it comes, ends it as usual. An
+ack that beats the arm finds no task to delete (best effort): the task runs
+once and is ignored (invariant 5).
 """
 
 from __future__ import annotations
@@ -66,7 +79,6 @@ from shared.providers.registry import records_acceptance_blind
 from shared.room import (
     CancelTimer,
     Decision,
-    Effect,
     Policy,
     Prepare,
     RoomEvent,
@@ -222,7 +234,9 @@ class ServiceCore:
 
     def _after_commit(self, room_id: str, decision: Decision, component: str) -> None:
         """Log a committed decision's events and run its effects, following
-        send outcomes into further room transactions. Raises `TimerArmFailed`
+        send outcomes into further room transactions. A decision's send goes
+        before its timers are armed (`_run_effects`); preparation requests
+        and timer cancellations run after every send. Raises `TimerArmFailed`
         at the end if a timer could not be armed."""
         work: deque[Decision] = deque([decision])
         arm_failures: list[str] = []
@@ -237,16 +251,9 @@ class ServiceCore:
                     if self.outcomes is not None and (record := outcome_record(ev)) is not None:
                         ended.append(record)
                 outbox.logged(room_id, d.events)  # shared/outbox.py: a later write of this request may clear them
-                for effect in d.effects:
-                    if isinstance(effect, CancelTimer):
-                        cancels.append(effect)  # last: the next message's send does not wait for it
-                        continue
-                    if isinstance(effect, Prepare):
-                        prepares.append(effect)  # after the sends: the head's hand-over does not wait for them
-                        continue
-                    follow_up = self._run_effect(room_id, effect, component, arm_failures)
-                    if follow_up is not None:
-                        work.append(follow_up)
+                cancels += [e for e in d.effects if isinstance(e, CancelTimer)]  # last: no send waits for them
+                prepares += [e for e in d.effects if isinstance(e, Prepare)]  # after the sends: likewise
+                work.extend(self._run_effects(room_id, d, component, arm_failures))
             for prepare in prepares:
                 self._request_preparation(room_id, prepare, component, arm_failures)
             for cancel in cancels:
@@ -256,6 +263,20 @@ class ServiceCore:
                 self.outcomes.publish(ended)  # after the sends: never holds the room, never raises
         if arm_failures:
             raise TimerArmFailed("; ".join(arm_failures))
+
+    def _run_effects(self, room_id: str, decision: Decision, component: str,
+                     arm_failures: list[str]) -> list[Decision]:
+        """Run a committed decision's send, then arm its timers (the module
+        docstring's "Send, then arm"); returns the decisions the sends'
+        outcomes committed, to run in turn."""
+        try:
+            follow_ups = [f for e in decision.effects if isinstance(e, Send)
+                          and (f := self._send(room_id, e, component)) is not None]
+        except Exception:  # the send's outcome not recorded (503): its timer is armed all the same
+            self._arm_all(room_id, decision, component, arm_failures)
+            raise
+        self._arm_all(room_id, decision, component, arm_failures)
+        return follow_ups
 
     def _request_preparation(self, room_id: str, prepare: Prepare, component: str, arm_failures: list[str]) -> None:
         """Create a prepare task. A failure is logged and, like a timer that
@@ -270,17 +291,16 @@ class ServiceCore:
             self.events.emit(DeliveryEvent(EventType.PREPARE_REQUEST_FAILED, utc_iso(self.now_us()), component, room_id,
                                            seq=prepare.seq, attempt=prepare.attempt, reason=str(exc)[:200]))
 
-    def _run_effect(self, room_id: str, effect: Effect, component: str, arm_failures: list[str]) -> Decision | None:
-        if isinstance(effect, ScheduleTimer):
+    def _arm_all(self, room_id: str, decision: Decision, component: str, arm_failures: list[str]) -> None:
+        """Create a decision's timer tasks (each retried, `arm_retry`). A
+        failure is logged and added to `arm_failures` (the request answers 503)."""
+        for timer in (e for e in decision.effects if isinstance(e, ScheduleTimer)):
             try:
-                self.arm_retry(self.timers.schedule)(effect)
+                self.arm_retry(self.timers.schedule)(timer)
             except (gexc.GoogleAPICallError, gexc.RetryError) as exc:
                 arm_failures.append(f"{type(exc).__name__}: {exc}"[:200])
-                self.events.emit(DeliveryEvent(EventType.TIMER_ARM_FAILED, utc_iso(self.now_us()), component, room_id,
-                                               seq=effect.seq, attempt=effect.attempt, reason=str(exc)[:200]))
-            return None
-        assert isinstance(effect, Send)
-        return self._send(room_id, effect, component)
+                self.events.emit(DeliveryEvent(EventType.TIMER_ARM_FAILED, utc_iso(self.now_us()), component,
+                                               room_id, seq=timer.seq, attempt=timer.attempt, reason=str(exc)[:200]))
 
     def _send(self, room_id: str, send: Send, component: str) -> Decision | None:
         msg = send.message
