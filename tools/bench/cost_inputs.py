@@ -44,7 +44,10 @@ def deployment() -> dict[str, Any]:
         return match.group(1).strip().strip('"')
 
     memory = default("function_memory")
-    number, unit = re.fullmatch(r"(\d+)(Mi|Gi)", memory).groups()
+    size = re.fullmatch(r"(\d+)(Mi|Gi)", memory)
+    if not size:
+        raise ValueError(f"infra/variables*.tf: function_memory {memory!r} is not <n>Mi or <n>Gi")
+    number, unit = size.groups()
     return {
         "cpu": float(default("function_cpu")),
         "memory_gib": int(number) / (1024 if unit == "Mi" else 1),
@@ -65,7 +68,7 @@ def deployment() -> dict[str, Any]:
 ROUTINE_STATUS_REASONS = ("sent_status", "after_acked")
 
 
-def split_lines(events: list[dict]) -> tuple[list[dict], list[dict], list[dict]]:
+def split_lines(events: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
     """(distinct events, first-hand lines, re-logged lines) of an event log.
 
     A room transaction's event may be logged more than once (the room's
@@ -80,9 +83,10 @@ def split_lines(events: list[dict]) -> tuple[list[dict], list[dict], list[dict]]
     First-hand: the other lines, those that reach _Default by default. A
     re-logged line whose first-hand one was lost (a crash between the commit
     and its logging) is distinct but not first-hand."""
-    distinct: dict[tuple[Any, Any], dict] = {}
+    distinct: dict[tuple[Any, Any], dict[str, Any]] = {}
     unmarked: set[tuple[Any, Any]] = set()
-    first_hand, relogged = [], []
+    first_hand: list[dict[str, Any]] = []
+    relogged: list[dict[str, Any]] = []
     for i, e in enumerate(events):
         key = (e.get("room_id"), e["event_id"]) if e.get("event_id") is not None else (None, i)
         distinct.setdefault(key, e)
@@ -94,7 +98,7 @@ def split_lines(events: list[dict]) -> tuple[list[dict], list[dict], list[dict]]
     return list(distinct.values()), first_hand, relogged
 
 
-def derive(counts: dict, events_path: Path | None, invocations_path: Path | None) -> dict[str, Any]:
+def derive(counts: dict[str, Any], events_path: Path | None, invocations_path: Path | None) -> dict[str, Any]:
     """One mode's inputs: the bench figures, plus what the same run's event
     log and invocation records say (events per message and their size,
     timers that fired on an already-ended message, operations per invocation
@@ -109,7 +113,7 @@ def derive(counts: dict, events_path: Path | None, invocations_path: Path | None
         kinds = Counter(e["event"] for e in events)
         ended = sum(kinds[k] for k in TERMINAL)
 
-        def size(e: dict) -> int:
+        def size(e: dict[str, Any]) -> int:
             return len(json.dumps(e, separators=(",", ":")))
 
         inputs["events"] = {
@@ -125,7 +129,7 @@ def derive(counts: dict, events_path: Path | None, invocations_path: Path | None
             "rooms_per_message": len({e["room_id"] for e in events if e.get("room_id")}) / ended,
         }
     if invocations_path and invocations_path.exists():
-        by_function: dict[str, list[dict]] = defaultdict(list)
+        by_function: dict[str, list[dict[str, Any]]] = defaultdict(list)
         for line in invocations_path.open():
             row = json.loads(line)
             by_function[row["function"]].append(row)

@@ -139,7 +139,7 @@ def cost(inputs: dict[str, Any], deploy: dict[str, Any], rate: float,
         ev.get("relogged_mean_bytes", 0.0) + ASSUMED["log_overhead_bytes"][0])
     request_bytes = sum(inv.values()) * ASSUMED["request_log_bytes"][0]
     p = PRICES
-    items = [
+    items: list[tuple[Any, ...]] = [  # (name, count, price[, kept in _Default])
         ("Firestore document reads", reads, p["firestore_read"]),
         ("Firestore document writes", writes, p["firestore_write"]),
         ("Firestore TTL deletes (one room document per room)", ev.get("rooms_per_message", 1.0), p["firestore_delete"]),
@@ -159,7 +159,7 @@ def cost(inputs: dict[str, Any], deploy: dict[str, Any], rate: float,
          keep_events and keep_relogged),
         ("Cloud Logging: Cloud Run request logs into _Default", request_bytes, p["logging_byte"], keep_requests),
     ]
-    rows = []
+    rows: list[tuple[str, float, str, float]] = []
     for name, qty, price, *kept in items:
         if kept and not kept[0]:
             rows.append((f"{name} (excluded there)", qty, price.unit, 0.0))
