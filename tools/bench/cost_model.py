@@ -53,7 +53,7 @@ def cost(inputs: dict[str, Any], deploy: dict[str, Any], rate: float,
     """Cost of one million ended messages at `rate` msgs/s: {"items": [(name,
     quantity per message, unit, USD per million)], "total": USD per million,
     "compute_s": billed instance-seconds per message}. `levers` applies
-    changes the model can price (LEVERS). `in_code` are levers the code has
+    changes the model can price (cost_report.py LEVERS). `in_code` are levers the code has
     made but the emulators cannot show, always applied: `delete_timer_on_ack`
     (shared/tasks.py deletes an ended attempt's timer; the Cloud Tasks
     emulator does not implement DeleteTask, so the measured counts still hold

@@ -1,10 +1,11 @@
 """The cost model's list prices and assumptions (`make cost`,
 tools/bench/cost.py): what each billed unit costs on Google Cloud, with the
 page each price was read from; the per-operation latencies and log sizes
-that stand in for cloud measurements; and Cloud Run's request-based billing
-rules. Held apart so a price change or a new measurement is one edit in one
-place, next to its source, and the arithmetic (cost_model.py) holds no
-figure of its own. Standard library only.
+that stand in for cloud measurements; Cloud Run's request-based billing
+rules; and the sustained loads (msgs/s) the model is priced at. Held apart
+so a price change or a new measurement is one edit in one place, next to its
+source, and the arithmetic (cost_model.py) holds no price or latency of its
+own. Standard library only.
 """
 
 from __future__ import annotations
