@@ -77,7 +77,13 @@ resource "google_firestore_field" "ttl" {
 # recipient, and finds its rooms by an equality query on it), and
 # `in_flight_from` (the WhatsApp phone-number id of the attempt in flight: a
 # handful of values, each index range spread over the rooms' ids; the
-# console counts and lists the rooms per sending number by equality).
+# console counts and lists the rooms per sending number by equality), and
+# `last_receipt` (shared/outbox.py RECEIPT: a hash of the receipt the room's
+# last write applied, or null: random values, no sequential range; a
+# receipt's lookup is one OR query, `in_flight_to == key OR last_receipt ==
+# digest`, each equality served by its field's automatic single-field index,
+# https://firebase.google.com/docs/firestore/query-data/queries#or_queries,
+# so its redelivery finds the idle room whose last write it made).
 resource "google_firestore_field" "room_unindexed" {
   for_each = toset([
     "pending", "recent_ids", "ended", "counts", "in_flight", "awaiting", "accepted", "echoes", "held",
