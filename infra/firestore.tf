@@ -57,7 +57,10 @@ resource "google_firestore_field" "ttl" {
 # `echoes` (Messenger and Instagram echoes, and WhatsApp `sent` statuses of
 # attempts whose send outcome is not known when whatsapp_sent_proof is on,
 # written blind the same way) are
-# exempt for the same reason. `recent_ids` is no longer written, but rooms
+# exempt for the same reason, and so is `outbox` (shared/outbox.py: the
+# last write's event lines, `{write key: [record, ...]}`, a new key every
+# write, each record holding the room's `incarnation`, a time; read back
+# with the document, never queried). `recent_ids` is no longer written, but rooms
 # stored by an older version keep it (the code updates a room field by
 # field) until TTL deletes them.
 #
@@ -88,7 +91,7 @@ resource "google_firestore_field" "room_unindexed" {
   for_each = toset([
     "pending", "recent_ids", "ended", "counts", "in_flight", "awaiting", "accepted", "echoes", "held",
     "incarnation", "next_seq", "blocked_reason", "paused_by", "paused_reason", "pace", "next_sequence",
-    "gap_due_us", "write_id", "shard", "wake_at_us", "head_since_us", "paused_at_us",
+    "gap_due_us", "write_id", "shard", "wake_at_us", "head_since_us", "paused_at_us", "outbox",
   ])
   project    = var.project_id
   database   = google_firestore_database.main.name

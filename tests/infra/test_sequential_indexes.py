@@ -16,7 +16,8 @@ from typing import Any
 import pytest
 
 from shared import outbox
-from shared.room import Ended, InFlight, Paused, Phase, QueuedMessage, RoomState
+from shared.events import DeliveryEvent, EventType
+from shared.room import Decision, Ended, InFlight, Paused, Phase, QueuedMessage, RoomState
 from shared.room_document import room_to_doc
 from shared.shards import SHARD_FIELD, SHARDED_FIELDS
 from tests.infra.test_terraform import INFRA, members, parse, resource
@@ -47,7 +48,10 @@ def full_room() -> dict[str, Any]:
     # RoomStore.apply adds these (shared/store.py): write_id, shard, the
     # receipt its write applied (shared/outbox.py), expire_at (a timestamp, a
     # TTL field whose index infra/firestore.tf turns off).
-    return {**room_to_doc(state), "write_id": "w1", SHARD_FIELD: 7, outbox.RECEIPT: outbox.receipt_digest("receipt:x")}
+    acked = DeliveryEvent(EventType.ACKED, "2026-11-19T00:00:00.000000Z", "webhook", "room-1", seq=1, attempt=1,
+                          incarnation=state.incarnation)
+    return {**room_to_doc(state), "write_id": "w1", SHARD_FIELD: 7, outbox.RECEIPT: outbox.receipt_digest("receipt:x"),
+            outbox.OUTBOX: outbox.entry(Decision(state, events=(acked,)), "w1")}
 
 
 def time_valued_paths(doc: dict[str, Any], prefix: str = "") -> set[str]:
