@@ -27,6 +27,21 @@ How (no Firestore operation added: the document is written anyway):
   entries about the message it names (`concerning`: the same seq or
   message id), as the redelivery of a request whose process died (a
   duplicate push, status, timer or operator action) does.
+- A Messenger or Instagram receipt names only its recipient, and finds
+  its rooms by the recipient of their message in flight (`in_flight_to`):
+  the redelivery of one whose transaction acked the room's last message
+  (the room idle now, `in_flight_to` null) would find no room. So every
+  room write stores the receipt it applied, if any (`RECEIPT`, the digest
+  of its idempotency key, `receipt_digest`; null otherwise: one field of
+  the write made anyway), and the receipt's lookup asks for the rooms
+  sending to its recipient OR whose last write applied this very receipt
+  (`RoomQueries.rooms_for_receipt`: one query, one read when it finds
+  nothing, as before). The store takes the receipt being applied
+  (`applying_receipt`, set by shared/service/statuses.py around the room's
+  transaction) once, for the transaction that applies it (`receipt_of_write`),
+  not for the later ones of its request (a send's outcome). Found again,
+  the room's read logs the entries of that write (`of_receipt`): a receipt
+  names no seq, the write it made is what it concerns (simulation seed 899).
 - A blind write the room makes anyway after the lines were logged (the
   acceptance of a WhatsApp send, `RoomStore.record_accepted`) also deletes
   the entries this request logged (`cleared`), so the common hand-over
@@ -38,25 +53,14 @@ last ack; 1.27 a message in `make bench-core`, 2026-11-28), in the sink's
 bucket only by default (infra/analytics.tf keeps the `relogged` lines out
 of the _Default log bucket; `make cost` prices them per
 keep_relogged_events_in_default_bucket), and the entry's bytes in the room document (a few hundred
-bytes per event, inside MAX_ROOM_BYTES' headroom below 1 MiB). Where a room
+bytes per event, and 47 bytes of `RECEIPT` with a digest, 14 with null,
+inside MAX_ROOM_BYTES' headroom below 1 MiB). Where a room
 is allowed that close to Firestore's 1 MiB limit that the entry would cross
 it (MAX_ROOM_BYTES up to 1,048,576 is a valid setting), `fitted` writes it
 without the entry: the write's lines are logged after its commit as before,
 without the outbox's guard against a crash in between, rather than a
 document Firestore refuses ("maximum entity size", every write of the room
 failing).
-
-- A Messenger or Instagram receipt names only its recipient, and finds
-  its rooms by the recipient of their message in flight (`in_flight_to`):
-  the redelivery of one whose transaction acked the room's last message
-  (the room idle now, `in_flight_to` null) would find no room. So every
-  room write stores the receipt it applied, if any (`RECEIPT`, the digest
-  of its idempotency key, `receipt_digest`; null otherwise: one field of
-  the write made anyway), and the receipt's lookup asks for the rooms
-  sending to its recipient OR whose last write applied this very receipt
-  (`RoomQueries.rooms_for_receipt`: one query, as before). Found again,
-  the room's read logs the entries of that write (`of_receipt`): a receipt
-  names no seq, the write it made is what it concerns (simulation seed 899).
 
 Not covered: lines logged outside a room transaction (`sent`,
 `send_unknown`, `send_failed`, `timer_arm_failed`, ...) are logged once,
@@ -65,10 +69,11 @@ reads is never logged again: a room's last transaction, crashed, and never
 redelivered. Every caller of baton redelivers an unanswered request, and a
 redelivery reads the room: a push, a timer, an operator's action and a
 WhatsApp status name their room; a Messenger or Instagram receipt finds it
-by `in_flight_to` or by `RECEIPT` (above), unless a later write of the room
-replaced both (then that write's request logged the receipt's entry, or
-left it for the room's next read). A redelivery that comes after TTL
-deleted the idle room (RETENTION_HOURS) finds nothing.
+by `in_flight_to` or by `RECEIPT` (above); where a later write of the room
+replaced both, that write's transaction logged the receipt's entry before
+its commit (or the receipt's own request had, after its own). A
+redelivery that comes after TTL deleted the idle room (RETENTION_HOURS)
+finds nothing.
 """
 
 from __future__ import annotations

@@ -268,8 +268,8 @@ def test_an_end_whose_line_died_with_its_process_is_logged_from_the_outbox() -> 
 
 def test_a_redelivery_that_decides_nothing_logs_what_its_dead_process_left() -> None:
     """Seed 12 (53, then 22, before a send went before its timer's arm,
-    which moved the seeds' faults: rescanned over seeds 1-120, the only
-    one): a request's process dies after committing m0's `acked`, and its
+    which moved the seeds' faults: the first of seeds 1-120 that loses an
+    end this way): a request's process dies after committing m0's `acked`, and its
     redelivery is a read that decides nothing with no later write in the
     room. A no-op read logs the entries about the message it names
     (`outbox.concerning`: same seq or message id); with no-op reads logging
