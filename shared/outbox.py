@@ -27,6 +27,21 @@ How (no Firestore operation added: the document is written anyway):
   entries about the message it names (`concerning`: the same seq or
   message id), as the redelivery of a request whose process died (a
   duplicate push, status, timer or operator action) does.
+- A Messenger or Instagram receipt names only its recipient, and finds
+  its rooms by the recipient of their message in flight (`in_flight_to`):
+  the redelivery of one whose transaction acked the room's last message
+  (the room idle now, `in_flight_to` null) would find no room. So every
+  room write stores the receipt it applied, if any (`RECEIPT`, the digest
+  of its idempotency key, `receipt_digest`; null otherwise: one field of
+  the write made anyway), and the receipt's lookup asks for the rooms
+  sending to its recipient OR whose last write applied this very receipt
+  (`RoomQueries.rooms_for_receipt`: one query, one read when it finds
+  nothing, as before). The store takes the receipt being applied
+  (`applying_receipt`, set by shared/service/statuses.py around the room's
+  transaction) once, for the transaction that applies it (`receipt_of_write`),
+  not for the later ones of its request (a send's outcome). Found again,
+  the room's read logs the entries of that write (`of_receipt`): a receipt
+  names no seq, the write it made is what it concerns (simulation seed 899).
 - A blind write the room makes anyway after the lines were logged (the
   acceptance of a WhatsApp send, `RoomStore.record_accepted`) also deletes
   the entries this request logged (`cleared`), so the common hand-over
@@ -38,7 +53,8 @@ last ack; 1.27 a message in `make bench-core`, 2026-11-28), in the sink's
 bucket only by default (infra/analytics.tf keeps the `relogged` lines out
 of the _Default log bucket; `make cost` prices them per
 keep_relogged_events_in_default_bucket), and the entry's bytes in the room document (a few hundred
-bytes per event, inside MAX_ROOM_BYTES' headroom below 1 MiB). Where a room
+bytes per event, and 47 bytes of `RECEIPT` with a digest, 14 with null,
+inside MAX_ROOM_BYTES' headroom below 1 MiB). Where a room
 is allowed that close to Firestore's 1 MiB limit that the entry would cross
 it (MAX_ROOM_BYTES up to 1,048,576 is a valid setting), `fitted` writes it
 without the entry: the write's lines are logged after its commit as before,
@@ -49,14 +65,22 @@ failing).
 Not covered: lines logged outside a room transaction (`sent`,
 `send_unknown`, `send_failed`, `timer_arm_failed`, ...) are logged once,
 after their call, as before; and an entry of a room no later request ever
-reads is never logged again (a room's last transaction, crashed, and never
-redelivered: every caller of baton redelivers an unanswered request, and a
-redelivery reads the room).
+reads is never logged again: a room's last transaction, crashed, and never
+redelivered. Every caller of baton redelivers an unanswered request, and a
+redelivery reads the room: a push, a timer, an operator's action and a
+WhatsApp status name their room; a Messenger or Instagram receipt finds it
+by `in_flight_to` or by `RECEIPT` (above); where a later write of the room
+replaced both, that write's transaction logged the receipt's entry before
+its commit (or the receipt's own request had, after its own). A
+redelivery that comes after TTL deleted the idle room (RETENTION_HOURS)
+finds nothing.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+import hashlib
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
@@ -67,6 +91,12 @@ from shared.opcounts import OpCounts, op_counts
 from shared.room import Decision
 
 OUTBOX = "outbox"  # the room document's field
+# The room document's field: `receipt_digest` of the receipt its last write
+# applied (a Messenger or Instagram receipt by recipient), else null.
+# Indexed (Firestore's automatic single-field index, infra/firestore.tf):
+# a receipt's lookup asks for it by equality (`RoomQueries.rooms_for_receipt`).
+RECEIPT = "last_receipt"
+RECEIPT_DIGEST_HEX = 32  # of SHA-256: 128 bits, a fixed 33-byte value however long the receipt's key
 ID_CHARS = 12  # of a write key: `w` and 11 hex digits of a uuid4 (44 bits), unique within a room's entries
 
 Sink = Callable[[DeliveryEvent], None]
@@ -86,6 +116,18 @@ class _Request:
 
 
 _logged: ContextVar[_Request | None] = ContextVar("baton_outbox_logged", default=None)
+
+
+@dataclass
+class _Receipt:
+    """The receipt being applied to one room (`applying_receipt`): its
+    digest, and whether a room write has taken it (`receipt_of_write`)."""
+
+    digest: str
+    taken: bool = False
+
+
+_applying: ContextVar[_Receipt | None] = ContextVar("baton_outbox_receipt", default=None)
 
 
 def _request() -> _Request:
@@ -149,10 +191,12 @@ def fitted(path: str, doc: dict[str, Any]) -> dict[str, Any]:
     """`doc` (a room write's fields, with its `outbox` entry) as written:
     unchanged if it fits Firestore's 1 MiB document limit
     (docsize.MAX_DOCUMENT_BYTES, https://cloud.google.com/firestore/quotas#limits),
-    else with an empty outbox. `path`: the document's path, `rooms/{id}`."""
+    else with an empty outbox and no `RECEIPT` (it names the write whose
+    entry a receipt's redelivery logs: there is none). `path`: the
+    document's path, `rooms/{id}`."""
     if docsize.document_size(path, doc) <= docsize.MAX_DOCUMENT_BYTES:
         return doc
-    return {**doc, OUTBOX: {}}
+    return {**doc, OUTBOX: {}, **({RECEIPT: None} if RECEIPT in doc else {})}
 
 
 def _entries(doc: dict[str, Any] | None) -> dict[str, Any]:
@@ -238,3 +282,58 @@ def cleared(room_id: str) -> list[str]:
     """The `outbox` entries (field paths `outbox.{key}`) a write of this
     request to `room_id` may delete: their lines were logged."""
     return [f"{OUTBOX}.{key}" for key in sorted(_here().get(room_id, ()))]
+
+
+# -- receipts by recipient (the module's docstring: a receipt's redelivery finds its idle room)
+
+
+def receipt_digest(idempotency_key: str) -> str:
+    """The value of the room document's `RECEIPT` field for the receipt of
+    this idempotency key (`RecipientReceipt.idempotency_key`: provider,
+    recipient, status, watermark and mids, up to ~300 characters): `r` and
+    RECEIPT_DIGEST_HEX hex digits of its SHA-256, so the stored field and
+    its index entry stay small whatever the receipt's mids."""
+    return "r" + hashlib.sha256(idempotency_key.encode()).hexdigest()[:RECEIPT_DIGEST_HEX]
+
+
+@contextmanager
+def applying_receipt(idempotency_key: str) -> Iterator[str]:
+    """While the receipt of this idempotency key is applied to one room
+    (shared/service/statuses.py, around the room's `apply`): the first room
+    transaction of the block stores its digest (`receipt_of_write`). Yields
+    the digest."""
+    digest = receipt_digest(idempotency_key)
+    token = _applying.set(_Receipt(digest))
+    try:
+        yield digest
+    finally:
+        _applying.reset(token)
+
+
+def receipt_of_write() -> str | None:
+    """The receipt digest a room transaction starting now stores in
+    `RECEIPT` (and whose entry its read logs, `of_receipt`): the receipt's
+    being applied (`applying_receipt`), to its first transaction only (the
+    later ones of the block, a send's outcome after the receipt's ack, did
+    not apply it); None otherwise. The store asks once per transaction, before its
+    attempts, so a retried attempt stores it too."""
+    current = _applying.get()
+    if current is None or current.taken:
+        return None
+    current.taken = True
+    return current.digest
+
+
+def of_receipt(left: dict[str, list[DeliveryEvent]], doc: dict[str, Any] | None, receipt: str | None,
+               write_id_field: str) -> dict[str, list[DeliveryEvent]]:
+    """The entries of `left` a read applying receipt `receipt` (a digest)
+    logs, beside `concerning`'s: the entry of the room's last write, when
+    that write applied this same receipt (the stored `RECEIPT`). A receipt
+    names no seq; what it concerns is the write it made, which its dead
+    process may not have logged. `write_id_field`: the document's write id
+    field (shared/store.py's WRITE_ID), whose `write_key` names the entry."""
+    if receipt is None or doc is None or doc.get(RECEIPT) != receipt:
+        return {}
+    write_id = doc.get(write_id_field)
+    key = write_key(write_id) if isinstance(write_id, str) else None
+    return {key: left[key]} if key in left else {}

@@ -96,6 +96,10 @@ class RoomStore(Protocol):
         """Rooms whose in-flight message goes to `recipient_key`."""
         ...
 
+    def rooms_for_receipt(self, recipient_key: str, receipt: str) -> list[str]:
+        """Rooms sending to `recipient_key`, or whose last write applied receipt `receipt` (one query)."""
+        ...
+
 
 class Timers(Protocol):
     """The rooms' timers (shared/tasks.py)."""

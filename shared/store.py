@@ -124,6 +124,7 @@ class RoomStore:
         self.finish_replay = records.finish_replay
         self.overdue_rooms = queries.overdue_rooms
         self.rooms_sending_to = queries.rooms_sending_to
+        self.rooms_for_receipt = queries.rooms_for_receipt
         self.room_doc = queries.room_doc
         self.room_docs = queries.room_docs
         self.list_rooms = queries.list_rooms
@@ -170,6 +171,7 @@ class RoomStore:
         """
         ref = self.room_ref(room_id)
         unconfirmed: tuple[str, Decision, int] | None = None  # a commit whose answer was lost
+        receipt = outbox.receipt_of_write()  # the receipt this transaction applies, if any (shared/outbox.py)
         for attempt in range(self._max_attempts):
             snap = self._fs.get(ref)
             stored = snap.to_dict() if snap.exists else None
@@ -184,7 +186,7 @@ class RoomStore:
             # The outbox (shared/outbox.py): log what an earlier write left, before this commit replaces it.
             left = outbox.left_behind(room_id, stored)
             if decision.state is None:  # a read that decides nothing: only what its own message's lines may be
-                left = outbox.concerning(left, decision.events)
+                left = outbox.concerning(left, decision.events) | outbox.of_receipt(left, stored, receipt, WRITE_ID)
             if left and self.outbox_sink is not None:
                 outbox.log_left_behind(room_id, left, self.outbox_sink)
             if decision.state is None:
@@ -195,6 +197,7 @@ class RoomStore:
             decision = outbox.stamped(decision, write_id, state.incarnation)
             doc = {**room_to_doc(state), WRITE_ID: write_id, SHARD_FIELD: index_shard(room_id, self._shards),
                    "expire_at": None if state.holds_messages or state.paused else expire_at,
+                   outbox.RECEIPT: receipt,
                    outbox.OUTBOX: outbox.entry(decision, write_id,
                                                outbox.carried(stored, left) if self.outbox_sink is None else None)}
             doc = outbox.fitted(f"{ROOMS}/{room_id}", doc)  # never past 1 MiB for the outbox's sake

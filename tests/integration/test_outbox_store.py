@@ -12,8 +12,8 @@ from google.cloud import firestore
 
 from shared import outbox
 from shared.events import DeliveryEvent, EventType
-from shared.room import Enqueue, Policy, decide
-from shared.store import RoomStore, begin_request
+from shared.room import Enqueue, Policy, RecipientReceipt, SendOutcome, SendReturned, decide
+from shared.store import RoomStore, begin_request, op_counts
 
 POLICY = Policy(ack_timeout_ms=1500, send_timeout_ms=1000)
 
@@ -61,5 +61,67 @@ def test_the_acceptance_write_deletes_the_entries_its_request_logged(store, room
         raw = store.room_ref(room_id).get().to_dict()
         assert raw[outbox.OUTBOX] == {} and raw["accepted"]
         assert EventType.ENQUEUED in {e.event for e in d.events}
+    finally:
+        store.outbox_sink = None
+
+
+def _messenger_room_acked_by_receipt(store: RoomStore, room: str, psid: str) -> RecipientReceipt:
+    """A Messenger room whose only message, sent as `mid.1`, a delivery
+    receipt acked (its transaction under `applying_receipt`, as
+    shared/service/statuses.py runs it): the room idle. Returns the receipt."""
+    now = time.time_ns() // 1000
+    store.apply(room, lambda s: decide(s, Enqueue("m1", "messenger", psid, "hi", now, now), POLICY, "test"))
+    incarnation = store.load_room(room).incarnation
+    store.apply(room, lambda s: decide(s, SendReturned(incarnation, 1, 1, SendOutcome.ACCEPTED, now + 300_000, "c",
+                                                       provider_message_id="mid.1"), POLICY, "test"))
+    receipt = RecipientReceipt("messenger", psid, "delivered", None, ("mid.1",), now)
+    with outbox.applying_receipt(receipt.idempotency_key):
+        acked = store.apply(room, lambda s: decide(s, receipt, POLICY, "webhook"))
+    assert [e.event for e in acked.events][0] is EventType.ACKED
+    return receipt
+
+
+def test_a_receipts_lookup_is_one_or_query_on_the_emulator(store, room_id):
+    """`rooms_for_receipt` (issue 46): `in_flight_to == key OR last_receipt ==
+    digest`, one query, on the real emulator. It finds the room sending to
+    the recipient and the idle room whose last write applied this receipt,
+    not an idle room of another receipt; an unknown receipt finds nothing,
+    billed one read as before."""
+    psid = f"PSID-{room_id}"
+    sending, acked, other = f"{room_id}-s", f"{room_id}-a", f"{room_id}-o"
+    now = time.time_ns() // 1000
+    store.apply(sending, lambda s: decide(s, Enqueue("m1", "messenger", psid, "hi", now, now), POLICY, "test"))
+    receipt = _messenger_room_acked_by_receipt(store, acked, psid)
+    _messenger_room_acked_by_receipt(store, other, f"{psid}-2")
+    raw = store.room_ref(acked).get().to_dict()
+    digest = outbox.receipt_digest(receipt.idempotency_key)
+    assert (raw["in_flight_to"], raw[outbox.RECEIPT]) == (None, digest)
+    assert sorted(store.rooms_for_receipt(f"messenger:{psid}", digest)) == sorted([sending, acked])
+    assert store.rooms_for_receipt(f"messenger:{psid}-3", digest) == [acked]
+    assert store.rooms_for_receipt(f"messenger:{psid}", outbox.receipt_digest("another")) == [sending]
+    begin_request()
+    assert store.rooms_for_receipt(f"messenger:{psid}-3", outbox.receipt_digest("another")) == []
+    assert op_counts().firestore_reads == 1
+
+
+def test_a_receipts_redelivery_logs_the_ack_its_dead_process_left_in_the_idle_room(store, room_id):
+    """The receipt's process died after its commit: the redelivery finds the
+    idle room by its receipt, and its read (which decides nothing) logs the
+    ack's entry before answering; the room is not written."""
+    psid = f"PSID-{room_id}"
+    begin_request()  # the request that acks m1, then dies before its lines
+    receipt = _messenger_room_acked_by_receipt(store, room_id, psid)
+    before = store.room_ref(room_id).get().update_time
+    logged: list[DeliveryEvent] = []
+    store.outbox_sink = logged.append
+    try:
+        begin_request()  # the platform's redelivery, another process
+        digest = outbox.receipt_digest(receipt.idempotency_key)
+        assert store.rooms_for_receipt(f"messenger:{psid}", digest) == [room_id]
+        with outbox.applying_receipt(receipt.idempotency_key):
+            again = store.apply(room_id, lambda s: decide(s, receipt, POLICY, "webhook"))
+        assert again.state is None
+        assert [(e.event, e.seq, e.relogged) for e in logged] == [(EventType.ACKED, 1, True)]
+        assert store.room_ref(room_id).get().update_time == before
     finally:
         store.outbox_sink = None

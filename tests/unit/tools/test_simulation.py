@@ -252,27 +252,47 @@ def test_a_bad_revision_of_the_status_function_is_replayed_from_the_error_queue(
 
 
 def test_an_end_whose_line_died_with_its_process_is_logged_from_the_outbox() -> None:
-    """Seed 26 crashes processes between a room's commit and its log
-    lines (the simulation excused such seeds as a known gap: 255 of 2,000).
-    The room's outbox (shared/outbox.py) keeps the lines and a later read
-    of the room logs them: nothing found. With the outbox never read back
-    (the code before it), the check fails on each lost end (two since a
-    send goes before its timer's arm, which moved the seed's faults)."""
-    result = run_seed(26)
+    """Seed 3 (26 before a send went before its timer's arm, which moved
+    the seeds' faults: rescanned over seeds 1-120) crashes processes
+    between a room's commit and its log lines (the simulation excused such
+    seeds as a known gap: 255 of 2,000). The room's outbox
+    (shared/outbox.py) keeps the lines and a later read of the room logs
+    them: nothing found. With the outbox never read back (the code before
+    it), the check fails on each lost end (two)."""
+    result = run_seed(3)
     assert not result.findings, report_failure(result)
-    before = run_seed(26, store_options={"left_behind": lambda room_id, doc: {}})
+    before = run_seed(3, store_options={"left_behind": lambda room_id, doc: {}})
     lost = [f for f in before.findings if f.invariant == "every committed end logged"]
     assert len(lost) == 2, lost
 
 
 def test_a_redelivery_that_decides_nothing_logs_what_its_dead_process_left() -> None:
-    """Seed 22 (53 before a send went before its timer's arm, which moved
-    the seeds' faults): a timer's process dies after committing
-    `timed_out`, and its redelivery is a read that decides nothing with no
-    later write in the room. A no-op read logs the entries about the
-    message it names (`outbox.concerning`: same seq or message id); with
-    no-op reads logging nothing, that end stays unlogged."""
-    assert not run_seed(22).findings
-    before = run_seed(22, store_options={"concerning": lambda left, events: {}})
+    """Seed 12 (53, then 22, before a send went before its timer's arm,
+    which moved the seeds' faults: the first of seeds 1-120 that loses an
+    end this way): a request's process dies after committing m0's `acked`, and its
+    redelivery is a read that decides nothing with no later write in the
+    room. A no-op read logs the entries about the message it names
+    (`outbox.concerning`: same seq or message id); with no-op reads logging
+    nothing, that end stays unlogged."""
+    assert not run_seed(12).findings
+    before = run_seed(12, store_options={"concerning": lambda left, events: {}})
     lost = [f for f in before.findings if f.invariant == "every committed end logged"]
     assert len(lost) == 1, lost
+
+
+def test_a_receipts_redelivery_finds_the_idle_room_whose_last_write_it_made() -> None:
+    """Seed 899 (issue 46): a Messenger delivery receipt acks room-1's last
+    message (#3; the room idle, `in_flight_to` null) and its process dies
+    after the commit, before its lines; the platform's redelivery looked the
+    room up by `in_flight_to` only, found none, read nothing, and the
+    `acked` line stayed in the idle room's outbox. The write now stores the
+    receipt's digest and the lookup asks for it too (one OR query,
+    `rooms_for_receipt`): nothing found. By `in_flight_to` alone (the code
+    before), or with the found room's read logging nothing of that write,
+    the end is lost."""
+    result = run_seed(899)
+    assert not result.findings, report_failure(result)
+    for before in ({"finds_by_receipt": False}, {"of_receipt": lambda left, doc, receipt, field: {}}):
+        lost = [f for f in run_seed(899, store_options=before).findings
+                if f.invariant == "every committed end logged"]
+        assert len(lost) == 1, lost
