@@ -50,6 +50,22 @@ finds the room at its due time (fixed by the decision, never later for a
 later arm) plus WATCHDOG_GRACE_MS; its ack, if it comes, ends it as usual. An
 ack that beats the arm finds no task to delete (best effort): the task runs
 once and is ignored (invariant 5).
+
+Acceptance on the timer (issue 46): a WhatsApp send that returns ACCEPTED
+(at an ack level other than `accepted`) is recorded by no write of its own:
+the attempt's timer, armed right after the send, carries its ack deadline
+(`ScheduleTimer.accepted_deadline_us`), and the room applies it when the
+timer fires (shared/room/timers.py, `timer_sending`), the only time SENDING
+and SENT differ for it (an ack or a `failed` status ends the attempt in any
+phase). Until then the room shows the attempt SENDING. If the timer is not
+armed (a crash between the send and the arm; an arm that fails, 503, and
+its redelivery re-arms the same task name without the acceptance) the
+attempt's wake-up finds it SENDING at its hold time: the `sent` status's
+echo (WHATSAPP_SENT_PROOF) makes it time out rather than be resent, as
+before for a lost blind write. Every decision that sends arms its
+attempt's timer in the same decision (`shared.room.transition.start`); a
+send without one would fall back to the blind write
+(`RoomStore.record_accepted`).
 """
 
 from __future__ import annotations
@@ -267,15 +283,18 @@ class ServiceCore:
     def _run_effects(self, room_id: str, decision: Decision, component: str,
                      arm_failures: list[str]) -> list[Decision]:
         """Run a committed decision's send, then arm its timers (the module
-        docstring's "Send, then arm"); returns the decisions the sends'
-        outcomes committed, to run in turn."""
+        docstring's "Send, then arm"), the timer of a send seen accepted
+        carrying its acceptance ("Acceptance on the timer"); returns the
+        decisions the sends' outcomes committed, to run in turn."""
+        timed = {(e.incarnation, e.seq, e.attempt) for e in decision.effects if isinstance(e, ScheduleTimer)}
+        accepted: dict[tuple[int, int, int], int] = {}  # (incarnation, seq, attempt) -> ack deadline, epoch us
         try:
             follow_ups = [f for e in decision.effects if isinstance(e, Send)
-                          and (f := self._send(room_id, e, component)) is not None]
+                          and (f := self._send(room_id, e, component, timed, accepted)) is not None]
         except Exception:  # the send's outcome not recorded (503): its timer is armed all the same
-            self._arm_all(room_id, decision, component, arm_failures)
+            self._arm_all(room_id, decision, component, arm_failures, accepted)
             raise
-        self._arm_all(room_id, decision, component, arm_failures)
+        self._arm_all(room_id, decision, component, arm_failures, accepted)
         return follow_ups
 
     def _request_preparation(self, room_id: str, prepare: Prepare, component: str, arm_failures: list[str]) -> None:
@@ -291,18 +310,36 @@ class ServiceCore:
             self.events.emit(DeliveryEvent(EventType.PREPARE_REQUEST_FAILED, utc_iso(self.now_us()), component, room_id,
                                            seq=prepare.seq, attempt=prepare.attempt, reason=str(exc)[:200]))
 
-    def _arm_all(self, room_id: str, decision: Decision, component: str, arm_failures: list[str]) -> None:
-        """Create a decision's timer tasks (each retried, `arm_retry`). A
-        failure is logged and added to `arm_failures` (the request answers 503)."""
+    def _arm_all(self, room_id: str, decision: Decision, component: str, arm_failures: list[str],
+                 accepted: dict[tuple[int, int, int], int]) -> None:
+        """Create a decision's timer tasks (each retried, `arm_retry`), each
+        timer of an attempt in `accepted` carrying its ack deadline (epoch
+        us). A failure is logged and added to `arm_failures` (the request
+        answers 503)."""
         for timer in (e for e in decision.effects if isinstance(e, ScheduleTimer)):
+            if (deadline := accepted.get((timer.incarnation, timer.seq, timer.attempt))) is not None:
+                timer = replace(timer, accepted_deadline_us=deadline)
             try:
                 self.arm_retry(self.timers.schedule)(timer)
+                if deadline is not None:
+                    # The room will know it accepted: its `sent` status proves nothing more (no read for
+                    # it in this instance). Not settled if the arm failed: that status's echo then makes
+                    # the attempt time out at its hold time rather than be resent.
+                    self.sent_proofs.settle((room_id, timer.incarnation, timer.seq, timer.attempt))
             except (gexc.GoogleAPICallError, gexc.RetryError) as exc:
                 arm_failures.append(f"{type(exc).__name__}: {exc}"[:200])
                 self.events.emit(DeliveryEvent(EventType.TIMER_ARM_FAILED, utc_iso(self.now_us()), component,
                                                room_id, seq=timer.seq, attempt=timer.attempt, reason=str(exc)[:200]))
 
-    def _send(self, room_id: str, send: Send, component: str) -> Decision | None:
+    def _send(self, room_id: str, send: Send, component: str, timed: set[tuple[int, int, int]],
+              accepted: dict[tuple[int, int, int], int]) -> Decision | None:
+        """Make the call of `send` (or refuse it: too late, or its number at
+        its rate) and record its outcome: in a transaction (the follow-up
+        decision returned), or, a WhatsApp send accepted at an ack level
+        other than `accepted`, in `accepted` ((incarnation, seq, attempt) ->
+        ack deadline, epoch us) for its timer to carry when the attempt is in
+        `timed` (the decision arms its timer), else by a blind write of the
+        room (`RoomStore.record_accepted`; None returned either way)."""
         msg = send.message
         assert msg.text is not None, "a parked placeholder is never sent"
         started = self.now_us()
@@ -364,14 +401,22 @@ class ServiceCore:
                                            reason=failure, **common))
         if result.outcome is SendOutcome.ACCEPTED and records_acceptance_blind(msg.provider) \
                 and self.policy.ack_level(msg.provider) != "accepted":
-            # The common case costs one blind write instead of a transaction
-            # (WhatsApp: Acceptance.BLIND_WRITE, shared/providers/registry.py).
-            # (Messenger and Instagram record the platform's message id in a
-            # transaction: their receipts name it, not our delivery id.)
+            # The common case costs no transaction (WhatsApp:
+            # Acceptance.BLIND_WRITE, shared/providers/registry.py): the
+            # attempt's timer, armed next, carries the acceptance (the module
+            # docstring's "Acceptance on the timer"); a send whose decision
+            # arms no timer of its attempt (none does today) falls back to one
+            # blind write. (Messenger and Instagram record the platform's
+            # message id in a transaction: their receipts name it, not our
+            # delivery id.)
+            attempt = (send.incarnation, msg.seq, send.attempt)
+            if attempt in timed:
+                accepted[attempt] = ack_deadline_us(self.policy, returned)  # settled once armed (`_arm_all`)
+                return None
             self.store.record_accepted(room_id, send.incarnation, msg.seq, send.attempt,
                                        ack_deadline_us(self.policy, returned))
             # Recorded as accepted: its `sent` status proves nothing more (no read for it here).
-            self.sent_proofs.settle((room_id, send.incarnation, msg.seq, send.attempt))
+            self.sent_proofs.settle((room_id, *attempt))
             return None
         returned_event = SendReturned(send.incarnation, msg.seq, send.attempt, result.outcome,
                                       returned, send.cause, result.permanent, result.rate_limited,
