@@ -321,10 +321,7 @@ class ServiceCore:
                 timer = replace(timer, accepted_deadline_us=deadline)
             try:
                 self.arm_retry(self.timers.schedule)(timer)
-                if deadline is not None:
-                    # The room will know it accepted: its `sent` status proves nothing more (no read for
-                    # it in this instance). Not settled if the arm failed: that status's echo then makes
-                    # the attempt time out at its hold time rather than be resent.
+                if deadline is not None:  # its `sent` proves nothing more (unsettled if the arm failed)
                     self.sent_proofs.settle((room_id, timer.incarnation, timer.seq, timer.attempt))
             except (gexc.GoogleAPICallError, gexc.RetryError) as exc:
                 arm_failures.append(f"{type(exc).__name__}: {exc}"[:200])
@@ -333,13 +330,11 @@ class ServiceCore:
 
     def _send(self, room_id: str, send: Send, component: str, timed: set[tuple[int, int, int]],
               accepted: dict[tuple[int, int, int], int]) -> Decision | None:
-        """Make the call of `send` (or refuse it: too late, or its number at
-        its rate) and record its outcome: in a transaction (the follow-up
-        decision returned), or, a WhatsApp send accepted at an ack level
-        other than `accepted`, in `accepted` ((incarnation, seq, attempt) ->
-        ack deadline, epoch us) for its timer to carry when the attempt is in
-        `timed` (the decision arms its timer), else by a blind write of the
-        room (`RoomStore.record_accepted`; None returned either way)."""
+        """Make the call of `send` (or refuse it) and record its outcome: in
+        a transaction (the decision returned), or (WhatsApp, accepted) in
+        `accepted` ((incarnation, seq, attempt) -> ack deadline, epoch us)
+        for its timer to carry if the attempt is in `timed`, else blind
+        (`RoomStore.record_accepted`)."""
         msg = send.message
         assert msg.text is not None, "a parked placeholder is never sent"
         started = self.now_us()
@@ -379,36 +374,11 @@ class ServiceCore:
             else:
                 result = CountedSender(sender).send(msg.recipient, msg.text, send.delivery_id, **kind)
         returned = self.now_us()
-        common: dict[str, Any] = dict(seq=msg.seq, attempt=send.attempt, message_id=msg.message_id,
-                                      provider=msg.provider, delivery_id=send.delivery_id, trigger=str(send.trigger))
-        if result.outcome is SendOutcome.ACCEPTED:
-            self.events.emit(DeliveryEvent(
-                EventType.SENT, utc_iso(started), component, room_id,
-                provider_message_id=result.provider_message_id,
-                published_at=utc_iso(msg.published_at_us),
-                publish_to_send_ms=(started - msg.published_at_us) / 1000,
-                trigger_to_send_ms=(started - send.trigger_at_us) / 1000,
-                **common))
-        elif result.outcome is SendOutcome.UNKNOWN:
-            self.events.emit(DeliveryEvent(EventType.SEND_UNKNOWN, utc_iso(started), component, room_id,
-                                           error_code=result.error_code, error_title=result.error_title,
-                                           reason="possibly sent: held until its ack deadline, then resent",
-                                           **common))
-        else:
-            failure = "permanent" if result.permanent else "rate_limited" if result.rate_limited else "transient"
-            self.events.emit(DeliveryEvent(EventType.SEND_FAILED, utc_iso(started), component, room_id,
-                                           error_code=result.error_code, error_title=result.error_title,
-                                           reason=failure, **common))
+        self.events.emit(send_event(room_id, send, result, started, component))
         if result.outcome is SendOutcome.ACCEPTED and records_acceptance_blind(msg.provider) \
                 and self.policy.ack_level(msg.provider) != "accepted":
-            # The common case costs no transaction (WhatsApp:
-            # Acceptance.BLIND_WRITE, shared/providers/registry.py): the
-            # attempt's timer, armed next, carries the acceptance (the module
-            # docstring's "Acceptance on the timer"); a send whose decision
-            # arms no timer of its attempt (none does today) falls back to one
-            # blind write. (Messenger and Instagram record the platform's
-            # message id in a transaction: their receipts name it, not our
-            # delivery id.)
+            # No transaction (WhatsApp, Acceptance.BLIND_WRITE): the module docstring's "Acceptance on the
+            # timer". (Messenger and Instagram record the platform's message id in a transaction.)
             attempt = (send.incarnation, msg.seq, send.attempt)
             if attempt in timed:
                 accepted[attempt] = ack_deadline_us(self.policy, returned)  # settled once armed (`_arm_all`)
@@ -447,3 +417,24 @@ def start_request() -> int:
     """Reset the per-request operation counters; returns the start time (epoch us)."""
     begin_request()
     return now_us()
+
+
+def send_event(room_id: str, send: Send, result: SendResult, started: int, component: str) -> DeliveryEvent:
+    """The log line of a send call that started at `started` (epoch us):
+    `sent`, `send_unknown` or `send_failed` (with the failure's kind)."""
+    msg = send.message
+    common: dict[str, Any] = dict(seq=msg.seq, attempt=send.attempt, message_id=msg.message_id,
+                                  provider=msg.provider, delivery_id=send.delivery_id, trigger=str(send.trigger))
+    if result.outcome is SendOutcome.ACCEPTED:
+        return DeliveryEvent(EventType.SENT, utc_iso(started), component, room_id,
+                             provider_message_id=result.provider_message_id,
+                             published_at=utc_iso(msg.published_at_us),
+                             publish_to_send_ms=(started - msg.published_at_us) / 1000,
+                             trigger_to_send_ms=(started - send.trigger_at_us) / 1000, **common)
+    if result.outcome is SendOutcome.UNKNOWN:
+        return DeliveryEvent(EventType.SEND_UNKNOWN, utc_iso(started), component, room_id,
+                             error_code=result.error_code, error_title=result.error_title,
+                             reason="possibly sent: held until its ack deadline, then resent", **common)
+    failure = "permanent" if result.permanent else "rate_limited" if result.rate_limited else "transient"
+    return DeliveryEvent(EventType.SEND_FAILED, utc_iso(started), component, room_id,
+                         error_code=result.error_code, error_title=result.error_title, reason=failure, **common)
