@@ -51,21 +51,15 @@ later arm) plus WATCHDOG_GRACE_MS; its ack, if it comes, ends it as usual. An
 ack that beats the arm finds no task to delete (best effort): the task runs
 once and is ignored (invariant 5).
 
-Acceptance on the timer (issue 46): a WhatsApp send that returns ACCEPTED
-(at an ack level other than `accepted`) is recorded by no write of its own:
-the attempt's timer, armed right after the send, carries its ack deadline
-(`ScheduleTimer.accepted_deadline_us`), and the room applies it when the
-timer fires (shared/room/timers.py, `timer_sending`), the only time SENDING
-and SENT differ for it (an ack or a `failed` status ends the attempt in any
-phase). Until then the room shows the attempt SENDING. If the timer is not
-armed (a crash between the send and the arm; an arm that fails, 503, and
-its redelivery re-arms the same task name without the acceptance) the
-attempt's wake-up finds it SENDING at its hold time: the `sent` status's
-echo (WHATSAPP_SENT_PROOF) makes it time out rather than be resent, as
-before for a lost blind write. Every decision that sends arms its
-attempt's timer in the same decision (`shared.room.transition.start`); a
-send without one would fall back to the blind write
-(`RoomStore.record_accepted`).
+Acceptance on the timer (issue 46): a WhatsApp send accepted at an ack
+level other than `accepted` is recorded by no write of its own: the
+attempt's timer, armed right after the send, carries its ack deadline
+(`ScheduleTimer.accepted_deadline_us`), applied when it fires; the
+attempt is settled for the `sent` proof only once that timer is armed.
+Fault paths and what reads SENDING meanwhile: docs/architecture.md,
+"Writes outside the transaction". A send whose decision arms no timer of
+its attempt (none does: `shared.room.transition.start` arms, then sends)
+falls back to the blind write (`RoomStore.record_accepted`).
 """
 
 from __future__ import annotations
