@@ -127,3 +127,27 @@ def test_a_timer_body_older_code_wrote_still_parses_and_wakes_the_attempt_as_sen
     world.clock.advance_to_us(task.due_at_us)
     assert service.handle_timer(json.dumps(body).encode()).body == {"result": "ok"}
     assert world.store.load_room(ROOM).in_flight.phase is Phase.SENDING  # held to its hold time
+
+
+def test_a_send_whose_decision_arms_no_timer_of_its_attempt_falls_back_to_the_blind_write():
+    """No decision does so today (`start` arms, then sends): rules that did
+    would still have the acceptance recorded, by `RoomStore.record_accepted`."""
+    import dataclasses
+
+    from shared.room import ScheduleTimer, decide
+    from shared.service import DeliveryService
+    from tests.unit.service.test_faults import Knobs, World, seams
+
+    def no_timers(state, event, policy, component):
+        d = decide(state, event, policy, component)
+        return dataclasses.replace(d, effects=tuple(e for e in d.effects if not isinstance(e, ScheduleTimer)))
+
+    world = World(Knobs())
+    service = DeliveryService(ServiceCore(world.settings, world.policy, world.store, world.timers,
+                                          {"whatsapp": world.platform}, world.events,
+                                          **{**seams(world), "decide": no_timers}))
+    assert service.handle_push(push_body(ROOM, "m1", "15550001", "hi", "p1", world.clock.now_us())).status == 200
+    assert not world.timers.tasks
+    assert list(world.store.docs[ROOM]["accepted"].values()) == [
+        world.platform.calls[0].returned_us + world.policy.ack_timeout_ms * 1000]
+    assert world.store.load_room(ROOM).in_flight.phase is Phase.SENT
