@@ -240,6 +240,12 @@ class RoomStore:
         decided; why a transaction racing it is safe: docs/architecture.md,
         "Writes outside the transaction".
 
+        No longer on the normal path (issue 46): the acceptance rides on the
+        attempt's timer (`ScheduleTimer.accepted_deadline_us`). Kept, with
+        its fact rows, for the documents older code wrote during a rolling
+        deploy, and for a send whose decision arms no timer of its attempt
+        (none does today: `ServiceCore._send` falls back to it).
+
         Raises:
             google.api_core.exceptions.GoogleAPICallError: Firestore refused or
                 was unreachable (the room then treats the attempt as one whose

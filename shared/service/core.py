@@ -50,6 +50,16 @@ finds the room at its due time (fixed by the decision, never later for a
 later arm) plus WATCHDOG_GRACE_MS; its ack, if it comes, ends it as usual. An
 ack that beats the arm finds no task to delete (best effort): the task runs
 once and is ignored (invariant 5).
+
+Acceptance on the timer (issue 46): a WhatsApp send accepted at an ack
+level other than `accepted` is recorded by no write of its own: the
+attempt's timer, armed right after the send, carries its ack deadline
+(`ScheduleTimer.accepted_deadline_us`), applied when it fires; the
+attempt is settled for the `sent` proof only once that timer is armed.
+Fault paths and what reads SENDING meanwhile: docs/architecture.md,
+"Writes outside the transaction". A send whose decision arms no timer of
+its attempt (none does: `shared.room.transition.start` arms, then sends)
+falls back to the blind write (`RoomStore.record_accepted`).
 """
 
 from __future__ import annotations
@@ -267,15 +277,18 @@ class ServiceCore:
     def _run_effects(self, room_id: str, decision: Decision, component: str,
                      arm_failures: list[str]) -> list[Decision]:
         """Run a committed decision's send, then arm its timers (the module
-        docstring's "Send, then arm"); returns the decisions the sends'
-        outcomes committed, to run in turn."""
+        docstring's "Send, then arm"), the timer of a send seen accepted
+        carrying its acceptance ("Acceptance on the timer"); returns the
+        decisions the sends' outcomes committed, to run in turn."""
+        timed = {(e.incarnation, e.seq, e.attempt) for e in decision.effects if isinstance(e, ScheduleTimer)}
+        accepted: dict[tuple[int, int, int], int] = {}  # (incarnation, seq, attempt) -> ack deadline, epoch us
         try:
             follow_ups = [f for e in decision.effects if isinstance(e, Send)
-                          and (f := self._send(room_id, e, component)) is not None]
+                          and (f := self._send(room_id, e, component, timed, accepted)) is not None]
         except Exception:  # the send's outcome not recorded (503): its timer is armed all the same
-            self._arm_all(room_id, decision, component, arm_failures)
+            self._arm_all(room_id, decision, component, arm_failures, accepted)
             raise
-        self._arm_all(room_id, decision, component, arm_failures)
+        self._arm_all(room_id, decision, component, arm_failures, accepted)
         return follow_ups
 
     def _request_preparation(self, room_id: str, prepare: Prepare, component: str, arm_failures: list[str]) -> None:
@@ -291,18 +304,31 @@ class ServiceCore:
             self.events.emit(DeliveryEvent(EventType.PREPARE_REQUEST_FAILED, utc_iso(self.now_us()), component, room_id,
                                            seq=prepare.seq, attempt=prepare.attempt, reason=str(exc)[:200]))
 
-    def _arm_all(self, room_id: str, decision: Decision, component: str, arm_failures: list[str]) -> None:
-        """Create a decision's timer tasks (each retried, `arm_retry`). A
-        failure is logged and added to `arm_failures` (the request answers 503)."""
+    def _arm_all(self, room_id: str, decision: Decision, component: str, arm_failures: list[str],
+                 accepted: dict[tuple[int, int, int], int]) -> None:
+        """Create a decision's timer tasks (each retried, `arm_retry`), each
+        timer of an attempt in `accepted` carrying its ack deadline (epoch
+        us). A failure is logged and added to `arm_failures` (the request
+        answers 503)."""
         for timer in (e for e in decision.effects if isinstance(e, ScheduleTimer)):
+            if (deadline := accepted.get((timer.incarnation, timer.seq, timer.attempt))) is not None:
+                timer = replace(timer, accepted_deadline_us=deadline)
             try:
                 self.arm_retry(self.timers.schedule)(timer)
+                if deadline is not None:  # its `sent` proves nothing more (unsettled if the arm failed)
+                    self.sent_proofs.settle((room_id, timer.incarnation, timer.seq, timer.attempt))
             except (gexc.GoogleAPICallError, gexc.RetryError) as exc:
                 arm_failures.append(f"{type(exc).__name__}: {exc}"[:200])
                 self.events.emit(DeliveryEvent(EventType.TIMER_ARM_FAILED, utc_iso(self.now_us()), component,
                                                room_id, seq=timer.seq, attempt=timer.attempt, reason=str(exc)[:200]))
 
-    def _send(self, room_id: str, send: Send, component: str) -> Decision | None:
+    def _send(self, room_id: str, send: Send, component: str, timed: set[tuple[int, int, int]],
+              accepted: dict[tuple[int, int, int], int]) -> Decision | None:
+        """Make the call of `send` (or refuse it) and record its outcome: in
+        a transaction (the decision returned), or (WhatsApp, accepted) in
+        `accepted` ((incarnation, seq, attempt) -> ack deadline, epoch us)
+        for its timer to carry if the attempt is in `timed`, else blind
+        (`RoomStore.record_accepted`)."""
         msg = send.message
         assert msg.text is not None, "a parked placeholder is never sent"
         started = self.now_us()
@@ -342,36 +368,19 @@ class ServiceCore:
             else:
                 result = CountedSender(sender).send(msg.recipient, msg.text, send.delivery_id, **kind)
         returned = self.now_us()
-        common: dict[str, Any] = dict(seq=msg.seq, attempt=send.attempt, message_id=msg.message_id,
-                                      provider=msg.provider, delivery_id=send.delivery_id, trigger=str(send.trigger))
-        if result.outcome is SendOutcome.ACCEPTED:
-            self.events.emit(DeliveryEvent(
-                EventType.SENT, utc_iso(started), component, room_id,
-                provider_message_id=result.provider_message_id,
-                published_at=utc_iso(msg.published_at_us),
-                publish_to_send_ms=(started - msg.published_at_us) / 1000,
-                trigger_to_send_ms=(started - send.trigger_at_us) / 1000,
-                **common))
-        elif result.outcome is SendOutcome.UNKNOWN:
-            self.events.emit(DeliveryEvent(EventType.SEND_UNKNOWN, utc_iso(started), component, room_id,
-                                           error_code=result.error_code, error_title=result.error_title,
-                                           reason="possibly sent: held until its ack deadline, then resent",
-                                           **common))
-        else:
-            failure = "permanent" if result.permanent else "rate_limited" if result.rate_limited else "transient"
-            self.events.emit(DeliveryEvent(EventType.SEND_FAILED, utc_iso(started), component, room_id,
-                                           error_code=result.error_code, error_title=result.error_title,
-                                           reason=failure, **common))
+        self.events.emit(send_event(room_id, send, result, started, component))
         if result.outcome is SendOutcome.ACCEPTED and records_acceptance_blind(msg.provider) \
                 and self.policy.ack_level(msg.provider) != "accepted":
-            # The common case costs one blind write instead of a transaction
-            # (WhatsApp: Acceptance.BLIND_WRITE, shared/providers/registry.py).
-            # (Messenger and Instagram record the platform's message id in a
-            # transaction: their receipts name it, not our delivery id.)
+            # No transaction (WhatsApp, Acceptance.BLIND_WRITE): the module docstring's "Acceptance on the
+            # timer". (Messenger and Instagram record the platform's message id in a transaction.)
+            attempt = (send.incarnation, msg.seq, send.attempt)
+            if attempt in timed:
+                accepted[attempt] = ack_deadline_us(self.policy, returned)  # settled once armed (`_arm_all`)
+                return None
             self.store.record_accepted(room_id, send.incarnation, msg.seq, send.attempt,
                                        ack_deadline_us(self.policy, returned))
             # Recorded as accepted: its `sent` status proves nothing more (no read for it here).
-            self.sent_proofs.settle((room_id, send.incarnation, msg.seq, send.attempt))
+            self.sent_proofs.settle((room_id, *attempt))
             return None
         returned_event = SendReturned(send.incarnation, msg.seq, send.attempt, result.outcome,
                                       returned, send.cause, result.permanent, result.rate_limited,
@@ -402,3 +411,24 @@ def start_request() -> int:
     """Reset the per-request operation counters; returns the start time (epoch us)."""
     begin_request()
     return now_us()
+
+
+def send_event(room_id: str, send: Send, result: SendResult, started: int, component: str) -> DeliveryEvent:
+    """The log line of a send call that started at `started` (epoch us):
+    `sent`, `send_unknown` or `send_failed` (with the failure's kind)."""
+    msg = send.message
+    common: dict[str, Any] = dict(seq=msg.seq, attempt=send.attempt, message_id=msg.message_id,
+                                  provider=msg.provider, delivery_id=send.delivery_id, trigger=str(send.trigger))
+    if result.outcome is SendOutcome.ACCEPTED:
+        return DeliveryEvent(EventType.SENT, utc_iso(started), component, room_id,
+                             provider_message_id=result.provider_message_id,
+                             published_at=utc_iso(msg.published_at_us),
+                             publish_to_send_ms=(started - msg.published_at_us) / 1000,
+                             trigger_to_send_ms=(started - send.trigger_at_us) / 1000, **common)
+    if result.outcome is SendOutcome.UNKNOWN:
+        return DeliveryEvent(EventType.SEND_UNKNOWN, utc_iso(started), component, room_id,
+                             error_code=result.error_code, error_title=result.error_title,
+                             reason="possibly sent: held until its ack deadline, then resent", **common)
+    failure = "permanent" if result.permanent else "rate_limited" if result.rate_limited else "transient"
+    return DeliveryEvent(EventType.SEND_FAILED, utc_iso(started), component, room_id,
+                         error_code=result.error_code, error_title=result.error_title, reason=failure, **common)

@@ -5,8 +5,11 @@ attempts whose `sent` status could still prove something
 A `sent` status changes what a room does only for an attempt whose send
 outcome is not recorded as accepted (`awaits_platform_proof`). The webhook
 learns that an attempt is past needing it, with no read, from its own
-record: the attempts this instance sent and saw accepted (in direct mode the
-webhook sends a room's next message after its ack), and those whose
+record: the attempts this instance sent and saw accepted, once their timer
+carrying the acceptance is armed (issue 46; an arm that failed leaves the
+attempt unsettled, so its `sent` status writes the echo that makes it time
+out rather than be resent; in direct mode the webhook sends a room's next
+message after its ack), and those whose
 `delivered`, `read` or `failed` status it has seen (the ack ends the
 message; the room's own rules take it from there), once the webhook has
 applied them itself (WEBHOOK_MODE=direct, `settle_applied`; a queued status

@@ -33,12 +33,16 @@ class TimerHandlers:
         without limit, infra/tasks.tf). A body that is not a timer can never
         become one, so it is answered 200 (`result: dropped`, with the reason)
         and logged as an error rather than retried forever; if it was meant
-        for a real room, that room's stored wake-up brings the watchdog."""
+        for a real room, that room's stored wake-up brings the watchdog.
+        `accepted_deadline_us` (epoch us), if the body has it, is the
+        acceptance of the attempt's send the arming instance saw."""
         arrived = self.core.now_us()
         try:
             t = json.loads(body)
             room_id = str(t["room_id"])
-            event = TimerFired(int(t["incarnation"]), int(t["seq"]), int(t["attempt"]), int(t["due_at_us"]), arrived)
+            accepted = t.get("accepted_deadline_us")  # absent in a body older code wrote
+            event = TimerFired(int(t["incarnation"]), int(t["seq"]), int(t["attempt"]), int(t["due_at_us"]), arrived,
+                               None if accepted is None else int(accepted))
             if not ROOM_ID.fullmatch(room_id):
                 raise ValueError(f"bad room id {room_id[:80]!r}")
         except (ValueError, KeyError, TypeError, AttributeError, OverflowError) as exc:

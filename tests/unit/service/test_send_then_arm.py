@@ -98,13 +98,17 @@ def test_an_arm_that_fails_after_the_send_answers_503_and_the_retry_rearms():
 
 
 def test_a_send_whose_outcome_cannot_be_recorded_still_has_its_timer():
-    """m2's acceptance write fails: the webhook answers 503, and m2's timer
-    is armed all the same (as when the arm came before the send)."""
+    """m2's send is refused and the transaction of that outcome fails: the
+    webhook answers 503, and m2's timer is armed all the same (as when the
+    arm came before the send), carrying no acceptance. (An accepted
+    WhatsApp send has no write of its own to fail since issue 46.)"""
     world = World(Knobs())
     service = two_queued(world)
-    world.store.fail_next_accept(False)
+    world.platform.fail_next_send("transient")
+    world.platform.during_next_send(lambda _call: world.store.fail_next_commit())
     assert ack_m1(world, service) == 503
-    assert [(t.timer.seq, t.timer.attempt) for t in world.timers.tasks if t.timer.seq == 2] == [(2, 1)]
+    timers = [t.timer for t in world.timers.tasks if t.timer.seq == 2]
+    assert [(t.seq, t.attempt, t.accepted_deadline_us) for t in timers] == [(2, 1, None)]
 
 
 def test_harness_crash_between_the_send_and_the_arm_meta_retries():
