@@ -55,7 +55,8 @@ Acceptance on the timer (issue 46): a WhatsApp send accepted at an ack
 level other than `accepted` is recorded by no write of its own: the
 attempt's timer, armed right after the send, carries its ack deadline
 (`ScheduleTimer.accepted_deadline_us`), applied when it fires; the
-attempt is settled for the `sent` proof only once that timer is armed.
+attempt is not settled for the `sent` proof (a lost or late timer leaves
+it to the watchdog, and the `sent` status's echo makes that a timeout).
 Fault paths and what reads SENDING meanwhile: docs/architecture.md,
 "Writes outside the transaction". A send whose decision arms no timer of
 its attempt (none does: `shared.room.transition.start` arms, then sends)
@@ -313,10 +314,12 @@ class ServiceCore:
         for timer in (e for e in decision.effects if isinstance(e, ScheduleTimer)):
             if (deadline := accepted.get((timer.incarnation, timer.seq, timer.attempt))) is not None:
                 timer = replace(timer, accepted_deadline_us=deadline)
+            # An attempt whose acceptance rides on its timer is not settled for the `sent` proof: a timer
+            # lost or later than WATCHDOG_GRACE_MS leaves the attempt to the watchdog as `sending`, and
+            # only the `sent` status's echo then times it out rather than resending it (`make chaos`:
+            # 188 duplicates in 10,188 sends with the attempt settled here, Cloud Tasks outages losing tasks).
             try:
                 self.arm_retry(self.timers.schedule)(timer)
-                if deadline is not None:  # its `sent` proves nothing more (unsettled if the arm failed)
-                    self.sent_proofs.settle((room_id, timer.incarnation, timer.seq, timer.attempt))
             except (gexc.GoogleAPICallError, gexc.RetryError) as exc:
                 arm_failures.append(f"{type(exc).__name__}: {exc}"[:200])
                 self.events.emit(DeliveryEvent(EventType.TIMER_ARM_FAILED, utc_iso(self.now_us()), component,
@@ -375,7 +378,7 @@ class ServiceCore:
             # timer". (Messenger and Instagram record the platform's message id in a transaction.)
             attempt = (send.incarnation, msg.seq, send.attempt)
             if attempt in timed:
-                accepted[attempt] = ack_deadline_us(self.policy, returned)  # settled once armed (`_arm_all`)
+                accepted[attempt] = ack_deadline_us(self.policy, returned)  # not settled: see `_arm_all`
                 return None
             self.store.record_accepted(room_id, send.incarnation, msg.seq, send.attempt,
                                        ack_deadline_us(self.policy, returned))

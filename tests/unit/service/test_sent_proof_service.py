@@ -122,13 +122,19 @@ def test_a_sent_status_of_an_attempt_whose_send_returned_accepted_costs_another_
     assert state.in_flight.phase is Phase.SENDING and state.in_flight.platform_ts_us is not None
 
 
-def test_a_sent_status_of_an_attempt_this_instance_saw_accepted_reads_nothing(monkeypatch):
+def test_a_sent_status_of_an_attempt_this_instance_saw_accepted_writes_its_echo_too(monkeypatch):
+    """The instance that made the send does not settle it either: its timer,
+    carrying the acceptance, may be lost or late, and the watchdog then
+    wakes the attempt SENDING; only the echo makes that a timeout, not a
+    resend (with the attempt settled at its arm, `make chaos` counted 188
+    duplicates in 10,188 sends, 185 after a status of the earlier attempt)."""
     world, service, delivery_id = unknown_room("on", outcome=None)
     reads = counting(monkeypatch, world.store, "read_room")
-    before = world.store.versions["room-p"]
     assert post(world, service, statuses((delivery_id, "sent", rendezvous_sender("room-p", NUMBERS)))) == 200
-    assert reads == []
-    assert world.store.versions["room-p"] == before
+    assert reads == [("room-p",)]
+    assert len(world.store.docs["room-p"].get("echoes") or {}) == 1
+    state = world.store.load_room("room-p")
+    assert state.in_flight.phase is Phase.SENDING and state.in_flight.platform_ts_us is not None
 
 
 def busy_instance(world, service) -> DeliveryService:
