@@ -296,3 +296,22 @@ def test_a_receipts_redelivery_finds_the_idle_room_whose_last_write_it_made() ->
         lost = [f for f in run_seed(899, store_options=before).findings
                 if f.invariant == "every committed end logged"]
         assert len(lost) == 1, lost
+
+
+def test_the_next_sweep_reads_the_idle_room_a_dead_sweep_ended() -> None:
+    """Seed 1163 (issue 46; seed 57 before each sweep also asked for the
+    rooms earlier sweeps left idle: the extra query moved the seeds'
+    faults, rescanned over seeds 1-2000: 1163, 1168): a watchdog sweep
+    times out room-2's last message (#4) and its process dies after the
+    commit, before its lines; the room is idle (no wake-up), so no overdue
+    query finds it, and the sweep is not redelivered. The sweep's write now
+    stores `swept_at_us`, the next sweep asks for such rooms
+    (`recently_swept`) and its read logs that write's entry (`of_sweep`):
+    nothing found. With the field not stored (the code before), or with
+    the found room's read logging nothing of that write, the end is lost."""
+    result = run_seed(1163)
+    assert not result.findings, report_failure(result)
+    for before in ({"marks_swept": False}, {"of_sweep": lambda left, doc, field: {}}):
+        lost = [f for f in run_seed(1163, store_options=before).findings
+                if f.invariant == "every committed end logged"]
+        assert len(lost) == 1, lost
