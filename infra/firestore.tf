@@ -86,7 +86,15 @@ resource "google_firestore_field" "ttl" {
 # receipt's lookup is one OR query, `in_flight_to == key OR last_receipt ==
 # digest`, each equality served by its field's automatic single-field index,
 # https://firebase.google.com/docs/firestore/query-data/queries#or_queries,
-# so its redelivery finds the idle room whose last write it made).
+# so its redelivery finds the idle room whose last write it made), and
+# `swept_at_us` (shared/outbox.py SWEPT: when a watchdog sweep's write left
+# the room idle, epoch us; absent from every other write, so only those
+# rooms are in its index; each sweep asks `swept_at_us >= now -
+# SWEEP_REREAD_S` on its automatic single-field index, shared/swept_rooms.py,
+# so a dead sweep's idle rooms are read again and their lines logged). A time,
+# left unsharded: written at most at the sweep's rate (SWEEP_CONCURRENCY
+# rooms at a time, 64 at most, ~210 writes/s after a regional incident), below the
+# 500 writes/s of a sequential range (tests/infra/test_sequential_indexes.py).
 resource "google_firestore_field" "room_unindexed" {
   for_each = toset([
     "pending", "recent_ids", "ended", "counts", "in_flight", "awaiting", "accepted", "echoes", "held",

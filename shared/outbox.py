@@ -42,12 +42,27 @@ How (no Firestore operation added: the document is written anyway):
   not for the later ones of its request (a send's outcome). Found again,
   the room's read logs the entries of that write (`of_receipt`): a receipt
   names no seq, the write it made is what it concerns (simulation seed 899).
+- The watchdog's sweep is not redelivered: the next sweep (every minute)
+  asks for the rooms whose wake-up is overdue, and a room whose last
+  message a dead sweep ended (idle, `wake_at_us` null) is not among them
+  (simulation seed 57). So a sweep's write that leaves its room idle stores
+  when (`SWEPT`, epoch us, the sweep's start, `swept_of_write`; absent from
+  every other write, shared/store.py deletes it), each sweep asks, in one
+  more query, for the rooms so marked within SWEEP_REREAD_S
+  (`recently_swept`, shared/swept_rooms.py) and reads those it did not take
+  up (shared/service/timers.py, under `sweeping`), and such a read, which
+  decides nothing, logs the entry of the room's last write when a sweep
+  made it (`of_sweep`). A sweep that lived has its lines logged again by
+  each later sweep of the window (a few copies, `relogged`).
 - A blind write the room makes anyway after the lines were logged (the
   acceptance of a WhatsApp send, `RoomStore.record_accepted`) also deletes
   the entries this request logged (`cleared`), so the common hand-over
   (an ack, then the next message's send) is not logged twice.
 
-What it costs: no read or write; the bytes of the lines logged a second
+What it costs: no read or write per message; per sweep run one query
+(one read when it finds nothing, https://cloud.google.com/firestore/pricing:
+43,200 runs a 30-day month, $0.03 per 100,000 reads, about 1.3 cents a
+month) and two reads per room found (its index entry and its read); the bytes of the lines logged a second
 time (those no later write cleared: an enqueue into a busy room, a room's
 last ack; 1.27 a message in `make bench-core`, 2026-11-28), in the sink's
 bucket only by default (infra/analytics.tf keeps the `relogged` lines out
@@ -71,9 +86,14 @@ redelivery reads the room: a push, a timer, an operator's action and a
 WhatsApp status name their room; a Messenger or Instagram receipt finds it
 by `in_flight_to` or by `RECEIPT` (above); where a later write of the room
 replaced both, that write's transaction logged the receipt's entry before
-its commit (or the receipt's own request had, after its own). A
+its commit (or the receipt's own request had, after its own). The sweep,
+not redelivered, is followed by the next, which finds a room it left idle
+by `SWEPT` (above); a room it left with a wake-up is read again by that
+wake-up's timer or sweep, and written when its message ends. A
 redelivery that comes after TTL deleted the idle room (RETENTION_HOURS)
-finds nothing.
+finds nothing; nor does a sweep that comes after SWEEP_REREAD_S (no sweep
+ran for that long), or a dead sweep's idle rooms past the SWEEP_BATCH_SIZE
+oldest the next sweeps' query returns.
 """
 
 from __future__ import annotations
@@ -96,6 +116,14 @@ OUTBOX = "outbox"  # the room document's field
 # Indexed (Firestore's automatic single-field index, infra/firestore.tf):
 # a receipt's lookup asks for it by equality (`RoomQueries.rooms_for_receipt`).
 RECEIPT = "last_receipt"
+# The room document's field: when (epoch us, the sweep run's start) a
+# watchdog sweep made its last write, if that write left the room idle
+# (`swept_of_write`); ABSENT from every other write (shared/store.py deletes
+# it), so only the few rooms a sweep ended recently are in its automatic
+# single-field index, which the next sweeps ask by range (`recently_swept`,
+# shared/swept_rooms.py).
+SWEPT = "swept_at_us"
+WAKE_FIELD = "wake_at_us"  # the room document's wake-up (shared/room_document.py), null when idle
 RECEIPT_DIGEST_HEX = 32  # of SHA-256: 128 bits, a fixed 33-byte value however long the receipt's key
 ID_CHARS = 12  # of a write key: `w` and 11 hex digits of a uuid4 (44 bits), unique within a room's entries
 
@@ -333,6 +361,63 @@ def of_receipt(left: dict[str, list[DeliveryEvent]], doc: dict[str, Any] | None,
     process may not have logged. `write_id_field`: the document's write id
     field (shared/store.py's WRITE_ID), whose `write_key` names the entry."""
     if receipt is None or doc is None or doc.get(RECEIPT) != receipt:
+        return {}
+    write_id = doc.get(write_id_field)
+    key = write_key(write_id) if isinstance(write_id, str) else None
+    return {key: left[key]} if key in left else {}
+
+
+# -- the watchdog's sweep (the module's docstring: the next sweep finds the idle room a dead sweep ended)
+
+
+@dataclass
+class _Sweep:
+    """The sweep run in progress (`sweeping`): its start, epoch us."""
+
+    at_us: int
+
+
+_sweeping: ContextVar[_Sweep | None] = ContextVar("baton_outbox_sweep", default=None)
+
+
+@contextmanager
+def sweeping(at_us: int) -> Iterator[None]:
+    """While one watchdog sweep runs (shared/service/timers.py
+    `handle_sweep`, started at `at_us`, epoch us): its room writes that
+    leave the room with no wake-up store `SWEPT` (`swept_of_write`), and
+    its reads that decide nothing log the entry of a room's last write
+    when a sweep made it (`of_sweep`). The rescues of a thread pool run in
+    copies of the sweep's context, so they see it too."""
+    token = _sweeping.set(_Sweep(at_us))
+    try:
+        yield
+    finally:
+        _sweeping.reset(token)
+
+
+def swept_of_write(doc: dict[str, Any]) -> int | None:
+    """The `SWEPT` value (epoch us, the sweep's start) of a room write
+    whose fields are `doc`, made now: the sweep's start when a sweep makes
+    it (`sweeping`) and it leaves the room with nothing to wake it
+    (`wake_at_us` null: idle, so no timer, watchdog or redelivery reads it
+    again); None otherwise (the field then absent from the document)."""
+    current = _sweeping.get()
+    if current is None or doc.get(WAKE_FIELD) is not None:
+        return None
+    return current.at_us
+
+
+def of_sweep(left: dict[str, list[DeliveryEvent]], doc: dict[str, Any] | None,
+             write_id_field: str) -> dict[str, list[DeliveryEvent]]:
+    """The entries of `left` a sweep's read that decides nothing logs,
+    beside `concerning`'s: the entry of the room's last write, when a sweep
+    made it (the stored `SWEPT`) and this read is a sweep's (`sweeping`).
+    A sweep is not redelivered: the next one re-reads the rooms earlier
+    sweeps left idle (`RoomQueries`' `recently_swept`,
+    shared/swept_rooms.py) so that a dead one's lines are logged.
+    `write_id_field`: the document's write id field (shared/store.py's
+    WRITE_ID), whose `write_key` names the entry."""
+    if _sweeping.get() is None or doc is None or not isinstance(doc.get(SWEPT), int):
         return {}
     write_id = doc.get(write_id_field)
     key = write_key(write_id) if isinstance(write_id, str) else None

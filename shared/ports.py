@@ -100,6 +100,10 @@ class RoomStore(Protocol):
         """Rooms sending to `recipient_key`, or whose last write applied receipt `receipt` (one query)."""
         ...
 
+    def recently_swept(self, since_us: int, limit: int) -> list[str]:
+        """Rooms whose last write a sweep made at or after `since_us` (epoch us) and left idle (one query)."""
+        ...
+
 
 class Timers(Protocol):
     """The rooms' timers (shared/tasks.py)."""

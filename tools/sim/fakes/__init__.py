@@ -217,10 +217,15 @@ class FakeRoomStore:
         self.left_behind = outbox.left_behind
         self.concerning = outbox.concerning
         self.of_receipt = outbox.of_receipt
+        self.of_sweep = outbox.of_sweep
         # Whether a receipt's lookup also finds the room whose last write
         # applied it (`rooms_for_receipt`); a test sets it False for the code
         # before (by `in_flight_to` only).
         self.finds_by_receipt = True
+        # Whether a sweep's write that leaves its room idle stores
+        # `outbox.SWEPT` (so `recently_swept` finds it); a test sets it
+        # False for the code before.
+        self.marks_swept = True
 
     # -- faults
 
@@ -275,6 +280,9 @@ class FakeRoomStore:
                                     "expire_at": None if holds else self._clock.now_us() + self.retention_ms * 1000,
                                     outbox.RECEIPT: receipt,
                                     outbox.OUTBOX: outbox.entry(decision, write_id, carried)})
+        swept = outbox.swept_of_write(self.docs[room_id]) if self.marks_swept else None
+        if swept is not None:  # as the real store: absent from every other write
+            self.docs[room_id][outbox.SWEPT] = swept
         self.versions[room_id] = self.versions.get(room_id, 0) + 1
         for effect in decision.dead_letters:
             self.dead_letters[f"{effect.room_id}:{effect.incarnation}:{effect.message.seq}"] = effect
@@ -293,7 +301,8 @@ class FakeRoomStore:
             stored = self.docs.get(room_id)
             left = self.left_behind(room_id, stored)  # the outbox, as the real store (shared/outbox.py)
             if decision.state is None:
-                left = self.concerning(left, decision.events) | self.of_receipt(left, stored, receipt, WRITE_ID)
+                left = (self.concerning(left, decision.events) | self.of_receipt(left, stored, receipt, WRITE_ID)
+                        | self.of_sweep(left, stored, WRITE_ID))
             if left and self.outbox_sink is not None:
                 outbox.log_left_behind(room_id, left, self.outbox_sink)
             if decision.state is None:
@@ -434,6 +443,14 @@ class FakeRoomStore:
         `receipt` (a digest), by id."""
         return sorted(r for r, d in self.docs.items() if d.get("in_flight_to") == recipient_key
                       or (self.finds_by_receipt and d.get(outbox.RECEIPT) == receipt))
+
+    def recently_swept(self, since_us: int, limit: int) -> list[str]:
+        """As `SweptRooms.recently_swept` (one range query): at most `limit`
+        rooms whose `outbox.SWEPT` is at or after `since_us` (epoch us),
+        oldest first, ties by id."""
+        found = sorted((d[outbox.SWEPT], r) for r, d in self.docs.items()
+                       if isinstance(d.get(outbox.SWEPT), int) and d[outbox.SWEPT] >= since_us)
+        return [r for _, r in found[:limit]]
 
     # -- TTL and reading
 
