@@ -54,17 +54,22 @@ How (no Firestore operation added: the document is written anyway):
   decides nothing, logs the entry of the room's last write when a sweep
   made it (`of_sweep`). A sweep that lived has its lines logged again by
   each later sweep of the window (a few copies, `relogged`).
-- A blind write the room makes anyway after the lines were logged (the
+- A blind write the room makes after the lines were logged (the fallback
   acceptance of a WhatsApp send, `RoomStore.record_accepted`) also deletes
-  the entries this request logged (`cleared`), so the common hand-over
-  (an ack, then the next message's send) is not logged twice.
+  the entries this request logged (`cleared`). Since issue 46 an accepted
+  send's acceptance rides on its timer's task instead, so no write follows
+  the hand-over's commit: its entries stay until the room's next
+  transaction, which logs them again (`"relogged": true`; the pipeline
+  keeps one line per (room_id, event_id)).
 
 What it costs: no read or write per message; per sweep run one query
 (one read when it finds nothing, https://cloud.google.com/firestore/pricing:
 43,200 runs a 30-day month, $0.03 per 100,000 reads, about 1.3 cents a
 month) and two reads per room found (its index entry and its read); the bytes of the lines logged a second
 time (those no later write cleared: an enqueue into a busy room, a room's
-last ack; 1.27 a message in `make bench-core`, 2026-11-28), in the sink's
+last ack, a hand-over whose send was accepted; 2.16 a message in
+`make bench-core`, 2026-11-28 04:20 UTC, 1.10 before the acceptance rode on
+the timer), in the sink's
 bucket only by default (infra/analytics.tf keeps the `relogged` lines out
 of the _Default log bucket; `make cost` prices them per
 keep_relogged_events_in_default_bucket), and the entry's bytes in the room document (a few hundred
