@@ -321,9 +321,25 @@ class ServiceCore:
             try:
                 self.arm_retry(self.timers.schedule)(timer)
             except (gexc.GoogleAPICallError, gexc.RetryError) as exc:
+                if deadline is not None:
+                    self._accept_blind(room_id, timer, deadline)
                 arm_failures.append(f"{type(exc).__name__}: {exc}"[:200])
                 self.events.emit(DeliveryEvent(EventType.TIMER_ARM_FAILED, utc_iso(self.now_us()), component,
                                                room_id, seq=timer.seq, attempt=timer.attempt, reason=str(exc)[:200]))
+
+    def _accept_blind(self, room_id: str, timer: ScheduleTimer, deadline_us: int) -> None:
+        """The timer that was to carry an accepted send's acceptance could not
+        be armed (the request answers 503; its redelivery re-arms the timer
+        without it): write the acceptance into the room instead (the blind
+        write, `RoomStore.record_accepted`), so that the watchdog, which then
+        wakes the attempt, times it out rather than resending a message the
+        platform took (`make chaos`, direct, 2026-11-28: 56 of 98 duplicates
+        followed a failed arm). A failure of this write too leaves the
+        attempt to the `sent` proof's echo."""
+        try:
+            self.store.record_accepted(room_id, timer.incarnation, timer.seq, timer.attempt, deadline_us)
+        except (gexc.GoogleAPICallError, gexc.RetryError):
+            pass  # the `sent` status's echo still covers it (`awaits_platform_proof`)
 
     def _send(self, room_id: str, send: Send, component: str, timed: set[tuple[int, int, int]],
               accepted: dict[tuple[int, int, int], int]) -> Decision | None:

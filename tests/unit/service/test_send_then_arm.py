@@ -15,7 +15,7 @@ All times in the simulated clock's epoch microseconds (tests/fakes.py).
 from __future__ import annotations
 
 from shared.events import EventType
-from shared.room import make_delivery_id
+from shared.room import Phase, make_delivery_id
 from shared.service import TRANSIENT_ERRORS, DeliveryService
 from tests.unit.service.test_faults import (
     SEND_START_DEADLINE_MS,
@@ -145,3 +145,20 @@ def test_harness_crash_between_the_send_and_the_arm_only_the_watchdog():
     calls = [(c.seq, c.attempt) for c in state.world.platform.calls if c.room_id == "room-0"]
     assert calls[:2] == [(1, 1), (2, 1)]
     assert any(e.event == EventType.WATCHDOG_RESCUED for e in state.world.events.events)
+
+
+def test_an_arm_that_fails_after_an_accepted_send_writes_the_acceptance_into_the_room():
+    """The timer that was to carry m2's acceptance could not be armed: the
+    acceptance is written into the room instead (`record_accepted`), so a
+    watchdog's wake-up of m2 before Meta's retry re-arms its timer times it
+    out rather than resending a message the platform took (on the code
+    before: m2 stayed SENDING with no acceptance; `make chaos`, direct,
+    2026-11-28: 56 of 98 duplicates followed a failed arm)."""
+    world = World(Knobs())
+    service = two_queued(world)
+    world.timers.fail_next_arm(skip=0, times=3)
+    assert ack_m1(world, service) == 503
+    room = next(iter(world.store.docs))
+    flight = world.store.load_room(room).in_flight
+    assert (flight.message.seq, flight.phase) == (2, Phase.SENT)
+    assert flight.deadline_us == world.platform.calls[-1].returned_us + world.policy.ack_timeout_ms * 1000
