@@ -67,7 +67,7 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Protocol
@@ -322,24 +322,10 @@ class ServiceCore:
                 self.arm_retry(self.timers.schedule)(timer)
             except (gexc.GoogleAPICallError, gexc.RetryError) as exc:
                 if deadline is not None:
-                    self._accept_blind(room_id, timer, deadline)
+                    accept_blind(self.store, room_id, timer, deadline)
                 arm_failures.append(f"{type(exc).__name__}: {exc}"[:200])
                 self.events.emit(DeliveryEvent(EventType.TIMER_ARM_FAILED, utc_iso(self.now_us()), component,
                                                room_id, seq=timer.seq, attempt=timer.attempt, reason=str(exc)[:200]))
-
-    def _accept_blind(self, room_id: str, timer: ScheduleTimer, deadline_us: int) -> None:
-        """The timer that was to carry an accepted send's acceptance could not
-        be armed (the request answers 503; its redelivery re-arms the timer
-        without it): write the acceptance into the room instead (the blind
-        write, `RoomStore.record_accepted`), so that the watchdog, which then
-        wakes the attempt, times it out rather than resending a message the
-        platform took (`make chaos`, direct, 2026-11-28: 56 of 98 duplicates
-        followed a failed arm). A failure of this write too leaves the
-        attempt to the `sent` proof's echo."""
-        try:
-            self.store.record_accepted(room_id, timer.incarnation, timer.seq, timer.attempt, deadline_us)
-        except (gexc.GoogleAPICallError, gexc.RetryError):
-            pass  # the `sent` status's echo still covers it (`awaits_platform_proof`)
 
     def _send(self, room_id: str, send: Send, component: str, timed: set[tuple[int, int, int]],
               accepted: dict[tuple[int, int, int], int]) -> Decision | None:
@@ -356,7 +342,7 @@ class ServiceCore:
             # after this. Provably not sent, so a retry is safe.
             result = SendResult(SendOutcome.REFUSED, error_title="send not started within SEND_START_DEADLINE_MS")
         elif (busy := (self.incident and self.incident.hold_until(started))
-                or self._sender_slot(send.number, started)) is not None:
+                or sender_slot(self.sender_window, self.sender_rates, send.number, started)) is not None:
             # The incident switch is on, or its number is at its rate: no call; the room waits.
             return self.store.apply(room_id, lambda s: self.decide(s, SendReturned(
                 send.incarnation, msg.seq, send.attempt, SendOutcome.REFUSED, started, send.cause,
@@ -406,16 +392,6 @@ class ServiceCore:
                                       result.error_code, result.error_title, result.provider_message_id)
         return self.store.apply(room_id, lambda s: self.decide(s, returned_event, self.policy, component))
 
-    def _sender_slot(self, number: str | None, now: int) -> int | None:
-        """None when a send from WhatsApp number `number` may go now (a slot
-        of its per-second window taken; no window kept, or not WhatsApp:
-        `number` None), else when (epoch us) to try again. Raises what
-        Firestore raises (the request answers 503)."""
-        if self.sender_window is None or number is None:
-            return None
-        taken = self.sender_window.take(number, self.sender_rates.get(number, 0), now)
-        return None if taken is None else taken.ready_at_us
-
     def record_invocation(self, function: str, started_us: int, status: int) -> None:
         """Append this request's operation counts to METRICS_LOG_PATH (if set):
         the benchmark's and the cost estimate's source."""
@@ -424,6 +400,33 @@ class ServiceCore:
         self._metrics.write({
             "log_type": METRICS_LOG_TYPE, "function": function, "ts": utc_iso(started_us),
             "duration_ms": (self.now_us() - started_us) / 1000, "http_status": status, **invocation_counts()})
+
+
+def accept_blind(store: RoomStore, room_id: str, timer: ScheduleTimer, deadline_us: int) -> None:
+    """The timer that was to carry an accepted send's acceptance (ack
+    deadline `deadline_us`, epoch us) could not be armed (the request
+    answers 503; its redelivery re-arms the timer without it): write the
+    acceptance into the room instead (the blind write,
+    `RoomStore.record_accepted`), so that the watchdog, which then wakes the
+    attempt, times it out rather than resending a message the platform took
+    (`make chaos`, direct, 2026-11-28: 56 of 98 duplicates followed a failed
+    arm). A failure of this write too leaves the attempt to the `sent`
+    proof's echo (`awaits_platform_proof`)."""
+    try:
+        store.record_accepted(room_id, timer.incarnation, timer.seq, timer.attempt, deadline_us)
+    except (gexc.GoogleAPICallError, gexc.RetryError):
+        pass
+
+
+def sender_slot(window: SenderWindow | None, rates: Mapping[str, int], number: str | None, now: int) -> int | None:
+    """None when a send from WhatsApp number `number` may go now (a slot of
+    its per-second window taken; no window kept, or not WhatsApp: `number`
+    None), else when (epoch us) to try again. `rates`: number -> its rate
+    (messages/s). Raises what Firestore raises (the request answers 503)."""
+    if window is None or number is None:
+        return None
+    taken = window.take(number, rates.get(number, 0), now)
+    return None if taken is None else taken.ready_at_us
 
 
 def start_request() -> int:
