@@ -245,13 +245,15 @@ def test_a_sent_status_repeated_in_one_post_reads_and_writes_its_room_once(monke
 
 def test_a_sent_status_while_the_send_has_no_recorded_outcome_makes_it_time_out_not_resend():
     # The send was accepted but its timer, which would carry the acceptance,
-    # could not be armed (the push answers 503); Pub/Sub's redelivery re-arms
-    # it by the same name, without the acceptance (issue 46). The room holds
-    # the attempt as SENDING; its `sent` status, which this instance did not
-    # settle (the arm failed), proves it, and past its hold it times out.
+    # could not be armed (the push answers 503), and the blind write of the
+    # acceptance that replaces it (`accept_blind`) failed too; Pub/Sub's
+    # redelivery re-arms the timer by the same name, without the acceptance
+    # (issue 46). The room holds the attempt as SENDING; its `sent` status,
+    # which no instance settles, proves it, and past its hold it times out.
     world, service, platforms = three_numbers()
     number = rendezvous_sender("room-s", NUMBERS)
     world.timers.fail_next_arm(times=3)
+    world.store.fail_next_accept()
     body = push_body("room-s", "m1", "15550001", "hi", "p1", world.clock.now_us())
     with pytest.raises(TimerArmFailed):
         service.handle_push(body)
