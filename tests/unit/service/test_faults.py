@@ -889,6 +889,7 @@ class RoomDeliveryMachine(RuleBasedStateMachine):
         if sys.exc_info()[0] is not None:
             return
         self.world.clear_faults()
+        idle_sweep = False  # whether the last step was the scheduled sweep of a drained world
         for _ in range(500):
             while self.unanswered_webhooks:
                 self._deliver_webhook(self.unanswered_webhooks.pop(0))
@@ -898,7 +899,16 @@ class RoomDeliveryMachine(RuleBasedStateMachine):
                 self._deliver_dead_letter(mid)
             self._operators_release_everything()
             if not self._busy():
-                break
+                if idle_sweep:
+                    break
+                # Cloud Scheduler runs the watchdog every minute (infra/scheduler.tf), stored wake-ups or
+                # none: its query for rooms earlier sweeps left idle logs what a sweep that died after
+                # its commit left in their outboxes (shared/outbox.py, `recently_swept`).
+                idle_sweep = True
+                self.world.clock.advance_ms(60_000)
+                self._sweep()
+                continue
+            idle_sweep = False
             pending = self.world.timers.pending()
             wakes = [d["wake_at_us"] + WATCHDOG_GRACE_MS * 1000 + 1000 for d in self.world.store.docs.values()
                      if d.get("wake_at_us") is not None]
@@ -1452,6 +1462,28 @@ def test_found_a_crash_right_after_a_commit_loses_no_log_line():
     enqueued = [e for e in state.world.events.events if e.event is EventType.ENQUEUED and e.room_id == "room-0"]
     assert enqueued and {e.event_id for e in enqueued} == {enqueued[0].event_id} and enqueued[0].event_id
     assert enqueued[0].incarnation
+
+
+def test_found_a_sweep_that_dies_after_its_resend_was_refused_for_good_leaves_the_end_to_the_next_sweep():
+    """Inv. 3 (the log; TestWatchdog, 2026-11-28). Send, then arm: the
+    watchdog's third attempt of m1 is refused, its dead letter commits, and
+    the sweep dies arming that attempt's timer before it logs the end. The
+    room is idle, no wake-up stored, no timer, m1's push long acknowledged
+    (its redelivery a duplicate): only the next scheduled sweep
+    (every minute, stored wake-ups or none) reads it, through its query for
+    rooms earlier sweeps left idle, and logs the end from the room's outbox.
+    Fails on a teardown that swept only for stored wake-ups."""
+    state = replay(WatchdogMachine, """
+        state.crash_at_next(point='before_arm')
+        state.publish(count=1, room='room-1')
+        state.watchdog_sweep()
+        state.pubsub_retries(room='room-1')
+        state.crash_at_next(point='before_arm')
+        state.fail_next_send(kind='transient')
+        state.watchdog_sweep()
+    """)
+    ended = [e for e in state.world.events.events if e.event is EventType.DEAD_LETTERED]
+    assert [(e.component, e.attempt, e.relogged) for e in ended] == [("sweep", 3, True)]
 
 
 def test_found_a_never_seen_dead_letter_copy_is_parked_behind_an_awaited_earlier_message():
