@@ -57,7 +57,10 @@ resource "google_firestore_field" "ttl" {
 # `echoes` (Messenger and Instagram echoes, and WhatsApp `sent` statuses of
 # attempts whose send outcome is not known when whatsapp_sent_proof is on,
 # written blind the same way) are
-# exempt for the same reason. `recent_ids` is no longer written, but rooms
+# exempt for the same reason, and so is `outbox` (shared/outbox.py: the
+# last write's event lines, `{write key: [record, ...]}`, a new key every
+# write, each record holding the room's `incarnation`, a time; read back
+# with the document, never queried). `recent_ids` is no longer written, but rooms
 # stored by an older version keep it (the code updates a room field by
 # field) until TTL deletes them.
 #
@@ -77,12 +80,26 @@ resource "google_firestore_field" "ttl" {
 # recipient, and finds its rooms by an equality query on it), and
 # `in_flight_from` (the WhatsApp phone-number id of the attempt in flight: a
 # handful of values, each index range spread over the rooms' ids; the
-# console counts and lists the rooms per sending number by equality).
+# console counts and lists the rooms per sending number by equality), and
+# `last_receipt` (shared/outbox.py RECEIPT: a hash of the receipt the room's
+# last write applied, or null: random values, no sequential range; a
+# receipt's lookup is one OR query, `in_flight_to == key OR last_receipt ==
+# digest`, each equality served by its field's automatic single-field index,
+# https://firebase.google.com/docs/firestore/query-data/queries#or_queries,
+# so its redelivery finds the idle room whose last write it made), and
+# `swept_at_us` (shared/outbox.py SWEPT: when a watchdog sweep's write left
+# the room idle, epoch us; absent from every other write, so only those
+# rooms are in its index; each sweep asks `swept_at_us >= now -
+# SWEEP_REREAD_S` on its automatic single-field index, shared/swept_rooms.py,
+# so a dead sweep's idle rooms are read again and their lines logged). A time,
+# left unsharded: written at most at the sweep's rate (SWEEP_CONCURRENCY
+# rooms at a time, 64 at most, ~210 writes/s after a regional incident), below the
+# 500 writes/s of a sequential range (tests/infra/test_sequential_indexes.py).
 resource "google_firestore_field" "room_unindexed" {
   for_each = toset([
     "pending", "recent_ids", "ended", "counts", "in_flight", "awaiting", "accepted", "echoes", "held",
     "incarnation", "next_seq", "blocked_reason", "paused_by", "paused_reason", "pace", "next_sequence",
-    "gap_due_us", "write_id", "shard", "wake_at_us", "head_since_us", "paused_at_us",
+    "gap_due_us", "write_id", "shard", "wake_at_us", "head_since_us", "paused_at_us", "outbox",
   ])
   project    = var.project_id
   database   = google_firestore_database.main.name

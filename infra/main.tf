@@ -100,6 +100,7 @@ locals {
     SWEEP_BATCH_SIZE           = tostring(var.sweep_batch_size)
     SWEEP_CONCURRENCY          = tostring(var.sweep_concurrency)
     SWEEP_BUDGET_S             = tostring(var.sweep_budget_s)
+    SWEEP_REREAD_S             = tostring(var.sweep_reread_s)
     INDEX_SHARDS               = tostring(var.index_shards)
     RETENTION_HOURS            = tostring(var.retention_hours)
     WHATSAPP_API_BASE          = var.whatsapp_api_base

@@ -140,6 +140,17 @@ variable "sweep_budget_s" {
   }
 }
 
+variable "sweep_reread_s" {
+  description = "SWEEP_REREAD_S: s back a watchdog sweep looks for rooms earlier sweeps left idle, to read them again and log the lines a dead sweep left (shared/outbox.py); a few sweep intervals."
+  type        = number
+  default     = 180
+
+  validation {
+    condition     = var.sweep_reread_s >= 1
+    error_message = "sweep_reread_s must be at least 1."
+  }
+}
+
 variable "sweep_batch_size" {
   description = "SWEEP_BATCH_SIZE: overdue rooms one query of the watchdog sweep takes up, oldest first; it queries again until none is left or sweep_budget_s is spent."
   type        = number

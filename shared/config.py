@@ -44,6 +44,9 @@ ENV_VARS: dict[str, tuple[str, str]] = {
     "INDEX_SHARDS": ("16", "shards of the rooms' time-valued indexes (wake_at_us, head_since_us, paused_at_us): a room's "
                      "`shard` is a hash of its id modulo this; each shard takes Firestore's 500 writes/s of a "
                      "sequential index (shared/shards.py). Raise only"),
+    "SWEEP_REREAD_S": ("180", "s back a watchdog sweep looks for rooms earlier sweeps left idle (their last write, "
+                       "`swept_at_us`), to read them again: a sweep that died after its commit is not redelivered, "
+                       "and the read logs the lines it left (shared/outbox.py); a few sweep intervals (1 min)"),
     "SWEEP_BUDGET_S": ("45", "s a watchdog sweep works before it leaves the rest for the next one (below the function timeout)"),
     "RETENTION_HOURS": ("48", "hours after its last change that a document's TTL field points to"),
     "WHATSAPP_API_BASE": ("http://127.0.0.1:8090", "base URL of the WhatsApp Cloud API (https://graph.facebook.com)"),
@@ -171,6 +174,7 @@ class Settings:
     sweep_batch_size: int
     sweep_concurrency: int
     sweep_budget_s: int
+    sweep_reread_s: int
     index_shards: int
     retention_hours: int
     whatsapp_api_base: str

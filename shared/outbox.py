@@ -27,18 +27,54 @@ How (no Firestore operation added: the document is written anyway):
   entries about the message it names (`concerning`: the same seq or
   message id), as the redelivery of a request whose process died (a
   duplicate push, status, timer or operator action) does.
-- A blind write the room makes anyway after the lines were logged (the
+- A Messenger or Instagram receipt names only its recipient, and finds
+  its rooms by the recipient of their message in flight (`in_flight_to`):
+  the redelivery of one whose transaction acked the room's last message
+  (the room idle now, `in_flight_to` null) would find no room. So every
+  room write stores the receipt it applied, if any (`RECEIPT`, the digest
+  of its idempotency key, `receipt_digest`; null otherwise: one field of
+  the write made anyway), and the receipt's lookup asks for the rooms
+  sending to its recipient OR whose last write applied this very receipt
+  (`RoomQueries.rooms_for_receipt`: one query, one read when it finds
+  nothing, as before). The store takes the receipt being applied
+  (`applying_receipt`, set by shared/service/statuses.py around the room's
+  transaction) once, for the transaction that applies it (`receipt_of_write`),
+  not for the later ones of its request (a send's outcome). Found again,
+  the room's read logs the entries of that write (`of_receipt`): a receipt
+  names no seq, the write it made is what it concerns (simulation seed 899).
+- The watchdog's sweep is not redelivered: the next sweep (every minute)
+  asks for the rooms whose wake-up is overdue, and a room whose last
+  message a dead sweep ended (idle, `wake_at_us` null) is not among them
+  (simulation seed 57). So a sweep's write that leaves its room idle stores
+  when (`SWEPT`, epoch us, the sweep's start, `swept_of_write`; absent from
+  every other write, shared/store.py deletes it), each sweep asks, in one
+  more query, for the rooms so marked within SWEEP_REREAD_S
+  (`recently_swept`, shared/swept_rooms.py) and reads those it did not take
+  up (shared/service/timers.py, under `sweeping`), and such a read, which
+  decides nothing, logs the entry of the room's last write when a sweep
+  made it (`of_sweep`). A sweep that lived has its lines logged again by
+  each later sweep of the window (a few copies, `relogged`).
+- A blind write the room makes after the lines were logged (the fallback
   acceptance of a WhatsApp send, `RoomStore.record_accepted`) also deletes
-  the entries this request logged (`cleared`), so the common hand-over
-  (an ack, then the next message's send) is not logged twice.
+  the entries this request logged (`cleared`). Since issue 46 an accepted
+  send's acceptance rides on its timer's task instead, so no write follows
+  the hand-over's commit: its entries stay until the room's next
+  transaction, which logs them again (`"relogged": true`; the pipeline
+  keeps one line per (room_id, event_id)).
 
-What it costs: no read or write; the bytes of the lines logged a second
+What it costs: no read or write per message; per sweep run one query
+(one read when it finds nothing, https://cloud.google.com/firestore/pricing:
+43,200 runs a 30-day month, $0.03 per 100,000 reads, about 1.3 cents a
+month) and two reads per room found (its index entry and its read); the bytes of the lines logged a second
 time (those no later write cleared: an enqueue into a busy room, a room's
-last ack; 1.27 a message in `make bench-core`, 2026-11-28), in the sink's
+last ack, a hand-over whose send was accepted; 2.16 a message in
+`make bench-core`, 2026-11-28 04:20 UTC, 1.10 before the acceptance rode on
+the timer), in the sink's
 bucket only by default (infra/analytics.tf keeps the `relogged` lines out
 of the _Default log bucket; `make cost` prices them per
 keep_relogged_events_in_default_bucket), and the entry's bytes in the room document (a few hundred
-bytes per event, inside MAX_ROOM_BYTES' headroom below 1 MiB). Where a room
+bytes per event, and 47 bytes of `RECEIPT` with a digest, 14 with null,
+inside MAX_ROOM_BYTES' headroom below 1 MiB). Where a room
 is allowed that close to Firestore's 1 MiB limit that the entry would cross
 it (MAX_ROOM_BYTES up to 1,048,576 is a valid setting), `fitted` writes it
 without the entry: the write's lines are logged after its commit as before,
@@ -49,14 +85,27 @@ failing).
 Not covered: lines logged outside a room transaction (`sent`,
 `send_unknown`, `send_failed`, `timer_arm_failed`, ...) are logged once,
 after their call, as before; and an entry of a room no later request ever
-reads is never logged again (a room's last transaction, crashed, and never
-redelivered: every caller of baton redelivers an unanswered request, and a
-redelivery reads the room).
+reads is never logged again: a room's last transaction, crashed, and never
+redelivered. Every caller of baton redelivers an unanswered request, and a
+redelivery reads the room: a push, a timer, an operator's action and a
+WhatsApp status name their room; a Messenger or Instagram receipt finds it
+by `in_flight_to` or by `RECEIPT` (above); where a later write of the room
+replaced both, that write's transaction logged the receipt's entry before
+its commit (or the receipt's own request had, after its own). The sweep,
+not redelivered, is followed by the next, which finds a room it left idle
+by `SWEPT` (above); a room it left with a wake-up is read again by that
+wake-up's timer or sweep, and written when its message ends. A
+redelivery that comes after TTL deleted the idle room (RETENTION_HOURS)
+finds nothing; nor does a sweep that comes after SWEEP_REREAD_S (no sweep
+ran for that long), or a dead sweep's idle rooms past the SWEEP_BATCH_SIZE
+oldest the next sweeps' query returns.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+import hashlib
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
@@ -67,6 +116,20 @@ from shared.opcounts import OpCounts, op_counts
 from shared.room import Decision
 
 OUTBOX = "outbox"  # the room document's field
+# The room document's field: `receipt_digest` of the receipt its last write
+# applied (a Messenger or Instagram receipt by recipient), else null.
+# Indexed (Firestore's automatic single-field index, infra/firestore.tf):
+# a receipt's lookup asks for it by equality (`RoomQueries.rooms_for_receipt`).
+RECEIPT = "last_receipt"
+# The room document's field: when (epoch us, the sweep run's start) a
+# watchdog sweep made its last write, if that write left the room idle
+# (`swept_of_write`); ABSENT from every other write (shared/store.py deletes
+# it), so only the few rooms a sweep ended recently are in its automatic
+# single-field index, which the next sweeps ask by range (`recently_swept`,
+# shared/swept_rooms.py).
+SWEPT = "swept_at_us"
+WAKE_FIELD = "wake_at_us"  # the room document's wake-up (shared/room_document.py), null when idle
+RECEIPT_DIGEST_HEX = 32  # of SHA-256: 128 bits, a fixed 33-byte value however long the receipt's key
 ID_CHARS = 12  # of a write key: `w` and 11 hex digits of a uuid4 (44 bits), unique within a room's entries
 
 Sink = Callable[[DeliveryEvent], None]
@@ -86,6 +149,18 @@ class _Request:
 
 
 _logged: ContextVar[_Request | None] = ContextVar("baton_outbox_logged", default=None)
+
+
+@dataclass
+class _Receipt:
+    """The receipt being applied to one room (`applying_receipt`): its
+    digest, and whether a room write has taken it (`receipt_of_write`)."""
+
+    digest: str
+    taken: bool = False
+
+
+_applying: ContextVar[_Receipt | None] = ContextVar("baton_outbox_receipt", default=None)
 
 
 def _request() -> _Request:
@@ -149,10 +224,12 @@ def fitted(path: str, doc: dict[str, Any]) -> dict[str, Any]:
     """`doc` (a room write's fields, with its `outbox` entry) as written:
     unchanged if it fits Firestore's 1 MiB document limit
     (docsize.MAX_DOCUMENT_BYTES, https://cloud.google.com/firestore/quotas#limits),
-    else with an empty outbox. `path`: the document's path, `rooms/{id}`."""
+    else with an empty outbox and no `RECEIPT` (it names the write whose
+    entry a receipt's redelivery logs: there is none). `path`: the
+    document's path, `rooms/{id}`."""
     if docsize.document_size(path, doc) <= docsize.MAX_DOCUMENT_BYTES:
         return doc
-    return {**doc, OUTBOX: {}}
+    return {**doc, OUTBOX: {}, **({RECEIPT: None} if RECEIPT in doc else {})}
 
 
 def _entries(doc: dict[str, Any] | None) -> dict[str, Any]:
@@ -238,3 +315,115 @@ def cleared(room_id: str) -> list[str]:
     """The `outbox` entries (field paths `outbox.{key}`) a write of this
     request to `room_id` may delete: their lines were logged."""
     return [f"{OUTBOX}.{key}" for key in sorted(_here().get(room_id, ()))]
+
+
+# -- receipts by recipient (the module's docstring: a receipt's redelivery finds its idle room)
+
+
+def receipt_digest(idempotency_key: str) -> str:
+    """The value of the room document's `RECEIPT` field for the receipt of
+    this idempotency key (`RecipientReceipt.idempotency_key`: provider,
+    recipient, status, watermark and mids, up to ~300 characters): `r` and
+    RECEIPT_DIGEST_HEX hex digits of its SHA-256, so the stored field and
+    its index entry stay small whatever the receipt's mids."""
+    return "r" + hashlib.sha256(idempotency_key.encode()).hexdigest()[:RECEIPT_DIGEST_HEX]
+
+
+@contextmanager
+def applying_receipt(idempotency_key: str) -> Iterator[str]:
+    """While the receipt of this idempotency key is applied to one room
+    (shared/service/statuses.py, around the room's `apply`): the first room
+    transaction of the block stores its digest (`receipt_of_write`). Yields
+    the digest."""
+    digest = receipt_digest(idempotency_key)
+    token = _applying.set(_Receipt(digest))
+    try:
+        yield digest
+    finally:
+        _applying.reset(token)
+
+
+def receipt_of_write() -> str | None:
+    """The receipt digest a room transaction starting now stores in
+    `RECEIPT` (and whose entry its read logs, `of_receipt`): the receipt's
+    being applied (`applying_receipt`), to its first transaction only (the
+    later ones of the block, a send's outcome after the receipt's ack, did
+    not apply it); None otherwise. The store asks once per transaction, before its
+    attempts, so a retried attempt stores it too."""
+    current = _applying.get()
+    if current is None or current.taken:
+        return None
+    current.taken = True
+    return current.digest
+
+
+def of_receipt(left: dict[str, list[DeliveryEvent]], doc: dict[str, Any] | None, receipt: str | None,
+               write_id_field: str) -> dict[str, list[DeliveryEvent]]:
+    """The entries of `left` a read applying receipt `receipt` (a digest)
+    logs, beside `concerning`'s: the entry of the room's last write, when
+    that write applied this same receipt (the stored `RECEIPT`). A receipt
+    names no seq; what it concerns is the write it made, which its dead
+    process may not have logged. `write_id_field`: the document's write id
+    field (shared/store.py's WRITE_ID), whose `write_key` names the entry."""
+    if receipt is None or doc is None or doc.get(RECEIPT) != receipt:
+        return {}
+    write_id = doc.get(write_id_field)
+    key = write_key(write_id) if isinstance(write_id, str) else None
+    return {key: left[key]} if key in left else {}
+
+
+# -- the watchdog's sweep (the module's docstring: the next sweep finds the idle room a dead sweep ended)
+
+
+@dataclass
+class _Sweep:
+    """The sweep run in progress (`sweeping`): its start, epoch us."""
+
+    at_us: int
+
+
+_sweeping: ContextVar[_Sweep | None] = ContextVar("baton_outbox_sweep", default=None)
+
+
+@contextmanager
+def sweeping(at_us: int) -> Iterator[None]:
+    """While one watchdog sweep runs (shared/service/timers.py
+    `handle_sweep`, started at `at_us`, epoch us): its room writes that
+    leave the room with no wake-up store `SWEPT` (`swept_of_write`), and
+    its reads that decide nothing log the entry of a room's last write
+    when a sweep made it (`of_sweep`). The rescues of a thread pool run in
+    copies of the sweep's context, so they see it too."""
+    token = _sweeping.set(_Sweep(at_us))
+    try:
+        yield
+    finally:
+        _sweeping.reset(token)
+
+
+def swept_of_write(doc: dict[str, Any]) -> int | None:
+    """The `SWEPT` value (epoch us, the sweep's start) of a room write
+    whose fields are `doc`, made now: the sweep's start when a sweep makes
+    it (`sweeping`) and it leaves the room with nothing to wake it
+    (`wake_at_us` null: idle, so no timer, watchdog or redelivery reads it
+    again); None otherwise (the field then absent from the document)."""
+    current = _sweeping.get()
+    if current is None or doc.get(WAKE_FIELD) is not None:
+        return None
+    return current.at_us
+
+
+def of_sweep(left: dict[str, list[DeliveryEvent]], doc: dict[str, Any] | None,
+             write_id_field: str) -> dict[str, list[DeliveryEvent]]:
+    """The entries of `left` a sweep's read that decides nothing logs,
+    beside `concerning`'s: the entry of the room's last write, when a sweep
+    made it (the stored `SWEPT`) and this read is a sweep's (`sweeping`).
+    A sweep is not redelivered: the next one re-reads the rooms earlier
+    sweeps left idle (`RoomQueries`' `recently_swept`,
+    shared/swept_rooms.py) so that a dead one's lines are logged.
+    `write_id_field`: the document's write id field (shared/store.py's
+    WRITE_ID), whose `write_key` names the entry."""
+    if _sweeping.get() is None or doc is None or not isinstance(doc.get(SWEPT), int):
+        return {}
+    write_id = doc.get(write_id_field)
+    key = write_key(write_id) if isinstance(write_id, str) else None
+    return {key: left[key]} if key in left else {}

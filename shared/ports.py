@@ -96,6 +96,14 @@ class RoomStore(Protocol):
         """Rooms whose in-flight message goes to `recipient_key`."""
         ...
 
+    def rooms_for_receipt(self, recipient_key: str, receipt: str) -> list[str]:
+        """Rooms sending to `recipient_key`, or whose last write applied receipt `receipt` (one query)."""
+        ...
+
+    def recently_swept(self, since_us: int, limit: int) -> list[str]:
+        """Rooms whose last write a sweep made at or after `since_us` (epoch us) and left idle (one query)."""
+        ...
+
 
 class Timers(Protocol):
     """The rooms' timers (shared/tasks.py)."""

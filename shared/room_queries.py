@@ -16,8 +16,9 @@ from collections.abc import Callable
 from typing import Any
 
 from google.cloud import firestore
-from google.cloud.firestore_v1.base_query import FieldFilter
+from google.cloud.firestore_v1.base_query import FieldFilter, Or
 
+from shared import outbox
 from shared.firestore_calls import PARALLEL_CALLS, FirestoreCalls
 from shared.room_document import ROOMS
 from shared.shards import SHARD_FIELD, SHARDED_FIELDS, ShardCursor, merge_by_value
@@ -190,6 +191,21 @@ class RoomQueries:
         hold it to its ack timeout); one read at least, even when nothing
         matches, and one per room found."""
         query = self._db.collection(ROOMS).where(filter=FieldFilter("in_flight_to", "==", recipient_key))
+        return [snap.id for snap in self._fs.stream(query.select([]))]
+
+    def rooms_for_receipt(self, recipient_key: str, receipt: str) -> list[str]:
+        """Ids of every room a receipt by recipient (Messenger, Instagram)
+        goes to: those sending to `recipient_key` (`in_flight_to`), OR the
+        one whose last write applied this very receipt (`receipt`, the
+        document's `outbox.RECEIPT`: `outbox.receipt_digest` of its
+        idempotency key), idle or not, whose read logs that write's lines
+        (shared/outbox.py). One query, an OR of two equalities
+        (https://firebase.google.com/docs/firestore/query-data/queries#or_queries),
+        each on its field's automatic single-field index (neither exempt in
+        infra/firestore.tf), streamed to the end; billed as
+        `rooms_sending_to`: one read at least, and one per room found."""
+        query = self._db.collection(ROOMS).where(filter=Or([FieldFilter("in_flight_to", "==", recipient_key),
+                                                            FieldFilter(outbox.RECEIPT, "==", receipt)]))
         return [snap.id for snap in self._fs.stream(query.select([]))]
 
     # -- the operators' queries (shared/operators.py, the `baton` CLI)

@@ -49,6 +49,7 @@ from shared.room import Decision, RoomState
 from shared.room_document import ROOMS, acceptance_key, room_as_read, room_to_doc
 from shared.room_queries import SHARD_QUERY_CONCURRENCY, RoomQueries, SendingNumberQueries
 from shared.shards import SHARD_FIELD, index_shard
+from shared.swept_rooms import SweptRooms
 
 # A fresh id in every room write: after a commit whose answer was lost, the
 # next read shows whether the write that landed was this request's own.
@@ -110,6 +111,7 @@ class RoomStore:
         self._fs = FirestoreCalls(client, self._call)  # counted calls (shared/firestore_calls.py)
         self.records = KeptRecords(self._fs, self._expire_at, clock)
         self.queries = RoomQueries(self._fs, index_shards)
+        self.swept = SweptRooms(self._fs)  # the rooms a sweep left idle (shared/swept_rooms.py)
         # Forwarded to the parts (the class docstring): thin delegations.
         records, queries = self.records, self.queries
         self.keep_rejected = records.keep_rejected
@@ -124,6 +126,8 @@ class RoomStore:
         self.finish_replay = records.finish_replay
         self.overdue_rooms = queries.overdue_rooms
         self.rooms_sending_to = queries.rooms_sending_to
+        self.rooms_for_receipt = queries.rooms_for_receipt
+        self.recently_swept = self.swept.recently_swept
         self.room_doc = queries.room_doc
         self.room_docs = queries.room_docs
         self.list_rooms = queries.list_rooms
@@ -170,6 +174,7 @@ class RoomStore:
         """
         ref = self.room_ref(room_id)
         unconfirmed: tuple[str, Decision, int] | None = None  # a commit whose answer was lost
+        receipt = outbox.receipt_of_write()  # the receipt this transaction applies, if any (shared/outbox.py)
         for attempt in range(self._max_attempts):
             snap = self._fs.get(ref)
             stored = snap.to_dict() if snap.exists else None
@@ -184,7 +189,8 @@ class RoomStore:
             # The outbox (shared/outbox.py): log what an earlier write left, before this commit replaces it.
             left = outbox.left_behind(room_id, stored)
             if decision.state is None:  # a read that decides nothing: only what its own message's lines may be
-                left = outbox.concerning(left, decision.events)
+                left = (outbox.concerning(left, decision.events) | outbox.of_receipt(left, stored, receipt, WRITE_ID)
+                        | outbox.of_sweep(left, stored, WRITE_ID))
             if left and self.outbox_sink is not None:
                 outbox.log_left_behind(room_id, left, self.outbox_sink)
             if decision.state is None:
@@ -195,9 +201,15 @@ class RoomStore:
             decision = outbox.stamped(decision, write_id, state.incarnation)
             doc = {**room_to_doc(state), WRITE_ID: write_id, SHARD_FIELD: index_shard(room_id, self._shards),
                    "expire_at": None if state.holds_messages or state.paused else expire_at,
+                   outbox.RECEIPT: receipt,
                    outbox.OUTBOX: outbox.entry(decision, write_id,
                                                outbox.carried(stored, left) if self.outbox_sink is None else None)}
             doc = outbox.fitted(f"{ROOMS}/{room_id}", doc)  # never past 1 MiB for the outbox's sake
+            swept = outbox.swept_of_write(doc)  # a sweep's write that leaves the room idle (shared/outbox.py)
+            if swept is not None:
+                doc[outbox.SWEPT] = swept
+            elif stored is not None and outbox.SWEPT in stored:
+                doc[outbox.SWEPT] = firestore.DELETE_FIELD  # an update keeps fields it does not name
             batch = self._db.batch()
             if snap.exists:
                 batch.update(ref, doc, option=self._db.write_option(last_update_time=snap.update_time))
@@ -236,6 +248,12 @@ class RoomStore:
         (`AcceptanceRecorded`, its rows of `RULES`) before the event being
         decided; why a transaction racing it is safe: docs/architecture.md,
         "Writes outside the transaction".
+
+        No longer on the normal path (issue 46): the acceptance rides on the
+        attempt's timer (`ScheduleTimer.accepted_deadline_us`). Kept, with
+        its fact rows, for the documents older code wrote during a rolling
+        deploy, and for a send whose decision arms no timer of its attempt
+        (none does today: `ServiceCore._send` falls back to it).
 
         Raises:
             google.api_core.exceptions.GoogleAPICallError: Firestore refused or

@@ -1,7 +1,8 @@
 """Cloud Tasks adapter: the room timers (ack deadlines, send retries, send windows).
 
 A timer is an HTTP task to the `timeout` function, due at the timer's time,
-with the JSON body `{"room_id", "incarnation", "seq", "attempt", "due_at_us"}`. Rooms are spread
+with the JSON body `{"room_id", "incarnation", "seq", "attempt", "due_at_us"}` (and
+`"accepted_deadline_us"` when the timer carries its send's acceptance). Rooms are spread
 over `TASKS_QUEUE_COUNT` queues by a stable hash of the room id, because one
 queue dispatches at most 500 tasks/s
 (https://cloud.google.com/tasks/docs/quotas).
@@ -53,9 +54,15 @@ def task_id(timer: ScheduleTimer | CancelTimer) -> str:
 
 
 def timer_body(timer: ScheduleTimer) -> dict[str, object]:
-    """The JSON body the `timeout` function receives."""
-    return {"room_id": timer.room_id, "incarnation": timer.incarnation, "seq": timer.seq,
-            "attempt": timer.attempt, "due_at_us": timer.due_at_us}
+    """The JSON body the `timeout` function receives. `accepted_deadline_us`
+    (epoch us) is written only when set: a body without it is what older code
+    wrote, and older code reading one with it ignores the extra key
+    (shared/service/timers.py reads the keys it knows)."""
+    body: dict[str, object] = {"room_id": timer.room_id, "incarnation": timer.incarnation, "seq": timer.seq,
+                               "attempt": timer.attempt, "due_at_us": timer.due_at_us}
+    if timer.accepted_deadline_us is not None:
+        body["accepted_deadline_us"] = timer.accepted_deadline_us
+    return body
 
 
 def http_task(name: str, url: str, body: bytes, due_at_us: int, service_account: str,

@@ -51,11 +51,13 @@ class WebhookFormat(StrEnum):
 class Acceptance(StrEnum):
     """How a send the platform accepted is recorded in its room."""
 
-    # One blind write of the outcome (`RoomStore.record_accepted`), applied at
-    # the room's next read (docs/architecture.md, "Writes outside the
-    # transaction"): its statuses name baton's delivery id, so no
-    # transaction is needed (the common case costs one write). Unless its ack
-    # level is `accepted` (then the acceptance acks it: a transaction).
+    # No transaction: its statuses name baton's delivery id. The outcome
+    # rides on the attempt's timer, armed right after the send
+    # (`ScheduleTimer.accepted_deadline_us`, issue 46: no write at all),
+    # applied when the timer fires; older code wrote it blind
+    # (`RoomStore.record_accepted`, applied at the room's next read:
+    # docs/architecture.md, "Writes outside the transaction"). Unless its
+    # ack level is `accepted` (then the acceptance acks it: a transaction).
     BLIND_WRITE = "blind_write"
     # A `SendReturned` through the room's transaction, keeping the platform's
     # message id: its receipts name that id, not baton's delivery id.
@@ -116,8 +118,9 @@ def has_numbers(provider: str) -> bool:
 
 
 def records_acceptance_blind(provider: str) -> bool:
-    """Whether a send `provider` accepted is recorded by one blind write
-    (`Acceptance.BLIND_WRITE`) rather than in the room's transaction."""
+    """Whether a send `provider` accepted is recorded outside the room's
+    transaction (`Acceptance.BLIND_WRITE`: on its attempt's timer, or by one
+    blind write) rather than in it."""
     entry = BY_NAME.get(provider)
     return entry is not None and entry.acceptance is Acceptance.BLIND_WRITE
 

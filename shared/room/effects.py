@@ -34,13 +34,20 @@ class Send:
 
 @dataclass(frozen=True)
 class ScheduleTimer:
-    """Arm a Cloud Tasks timer for (incarnation, seq, attempt) due at `due_at_us`."""
+    """Arm a Cloud Tasks timer for (incarnation, seq, attempt) due at `due_at_us`.
+
+    `accepted_deadline_us` (epoch us), set by the service only: the ack
+    deadline of the attempt's send, which the service saw return ACCEPTED
+    (WhatsApp) before arming this timer; the timer carries it to the room
+    (`TimerFired.accepted_deadline_us`) instead of a blind write of the room.
+    Not part of the task's name (`shared.tasks.task_id`)."""
 
     room_id: str
     incarnation: int
     seq: int
     attempt: int
     due_at_us: int
+    accepted_deadline_us: int | None = None
 
 @dataclass(frozen=True)
 class CancelTimer:

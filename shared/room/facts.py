@@ -1,7 +1,8 @@
 """Fact rules: what a fact written outside the room's transaction does to
 the room, applied by the store adapter before the event being decided
 (docs/architecture.md, "Writes outside the transaction"): a WhatsApp send's
-acceptance (`AcceptanceRecorded`), the platform's own record of a send
+acceptance (`AcceptanceRecorded`: what older code wrote; today it rides on
+the attempt's timer, `accepted`), the platform's own record of a send
 (`EchoRecorded`: an echo, a WhatsApp `sent` status).
 
 A fact changes the in-flight attempt it names, or nothing: it logs no
@@ -18,19 +19,32 @@ from dataclasses import replace
 from shared.room.context import Transition, current
 from shared.room.effects import Decision
 from shared.room.inputs import AcceptanceRecorded, EchoRecorded
-from shared.room.state import Phase
+from shared.room.state import Phase, RoomState
+
+
+def accepted(t: Transition, incarnation: int, seq: int, attempt: int, deadline_us: int) -> RoomState | None:
+    """The room with attempt (incarnation, seq, attempt), in flight and
+    SENDING, made SENT and held to `deadline_us` (epoch us: ACK_TIMEOUT_MS
+    after its send returned), or None if that attempt is not in flight or
+    its outcome is recorded already. The acceptance's one rule, whether it
+    came as a fact (`acceptance_recorded`) or carried by the attempt's
+    timer (timers.py, `TimerFired.accepted_deadline_us`)."""
+    flight = current(t, incarnation, seq, attempt)
+    if flight is None or flight.phase is not Phase.SENDING:
+        return None
+    return replace(t.state, in_flight=replace(flight, phase=Phase.SENT, deadline_us=deadline_us))
 
 
 def acceptance_recorded(t: Transition, fact: AcceptanceRecorded) -> Decision:
     """The in-flight attempt, while SENDING, is SENT, held to the recorded
-    deadline: the rule of `send accepted` for its common case (the write is
-    made only at an ack level other than `accepted`, so nothing acks at
-    once). Any other attempt's acceptance, or this one's once its outcome is
-    recorded, is stale: no change."""
-    flight = current(t, fact.incarnation, fact.seq, fact.attempt)
-    if flight is None or flight.phase is not Phase.SENDING:
-        return Decision(None)
-    return Decision(replace(t.state, in_flight=replace(flight, phase=Phase.SENT, deadline_us=fact.deadline_us)))
+    deadline (`accepted`): the rule of `send accepted` for its common case
+    (the write is made only at an ack level other than `accepted`, so
+    nothing acks at once). Any other attempt's acceptance, or this one's
+    once its outcome is recorded, is stale: no change. Written by code
+    before the acceptance rode on the attempt's timer (a rolling deploy),
+    and by today's service only for a send with no timer of its attempt in
+    its decision (none so far: shared/service/core.py)."""
+    return Decision(accepted(t, fact.incarnation, fact.seq, fact.attempt, fact.deadline_us))
 
 
 def echo_recorded(t: Transition, fact: EchoRecorded) -> Decision:

@@ -183,13 +183,20 @@ class RecipientReceipt:
 
 @dataclass(frozen=True)
 class TimerFired:
-    """A Cloud Tasks timer for (incarnation, seq, attempt), due at `due_at_us`, came."""
+    """A Cloud Tasks timer for (incarnation, seq, attempt), due at `due_at_us`, came.
+
+    `accepted_deadline_us` (epoch us): the ack deadline of the attempt's send,
+    which the service that armed the timer saw accepted (WhatsApp,
+    `ScheduleTimer.accepted_deadline_us`); None: none seen. Not part of the
+    idempotency key (a redelivery's re-arm of the same timer, which carries
+    none, has the same task name)."""
 
     incarnation: int
     seq: int
     attempt: int
     due_at_us: int
     at_us: int
+    accepted_deadline_us: int | None = None
 
     @property
     def idempotency_key(self) -> str:

@@ -211,11 +211,14 @@ def _rules() -> tuple[Rule, ...]:
         Rule(_P.SENDING, "sender at its rate", _NEXT | {_P.PACED},
              "no call made: its WhatsApp number had no free slot this second (WHATSAPP_SENDER_RATE); waits "
              "for the slot as this same attempt (paced), its pair-rate token given back", sender_at_its_rate),
-        Rule(_P.SENDING, "timer", _NEXT,
+        Rule(_P.SENDING, "timer", _NEXT | {_P.SENT},
              "no outcome recorded: wait until the send window (start deadline + send timeout) plus the ack "
              "timeout has passed, then resend as the next attempt (dead-letter after MAX_SEND_ATTEMPTS); "
              "ends as timed out instead if the platform's own record of the attempt came (like every SENDING "
-             "rule, this counts on the send window bounding the call)", timer_sending),
+             "rule, this counts on the send window bounding the call); a timer carrying the attempt's "
+             "acceptance (a WhatsApp send the service saw accepted) makes it sent, held to its deadline, and "
+             "wakes it as sent (an earlier, superseded timer of the attempt: the acceptance is kept, nothing "
+             "else)", timer_sending),
         Rule(_P.SENT, "timer", _NEXT | {_P.SENT},
              "before the ack deadline: a new timer for the rest; after it: ends as timed out, the room moves on",
              timer_sent),
@@ -242,7 +245,9 @@ def _rules() -> tuple[Rule, ...]:
     ]
     for phase in _WAITING:
         # What waking the in-flight attempt may lead to (its timer's row).
-        woken = next(r.then for r in rules if (r.phase, r.kind) == (phase, "timer"))
+        # (SENDING's timer leads to SENT only by the acceptance it carries; the watchdog carries none.)
+        woken = next(r.then for r in rules if (r.phase, r.kind) == (phase, "timer")) \
+            - ({_P.SENT} if phase is _P.SENDING else set())
         rules += [
             Rule(phase, "push", frozenset({phase}), "queued behind the in-flight message; refused (503) when full",
                  enqueue),

@@ -418,8 +418,13 @@ def awaits_platform_proof(state: RoomState, incarnation: int, seq: int, attempt:
     named) would change what the room does: it is the in-flight attempt, no
     such record came yet, and its send outcome is not known to be accepted
     (SENDING: the send may be under way or its outcome lost; UNKNOWN). Only
-    then does WHATSAPP_SENT_PROOF write a `sent` status into the room, so a
-    message whose send returned (the normal path) costs a read, no write.
+    then does WHATSAPP_SENT_PROOF write a `sent` status into the room. A
+    WhatsApp send that returned accepted stays SENDING here until its timer,
+    which carries the acceptance, fires (issue 46): its `sent` status, when
+    no instance settled it (`SentProofRecord`), costs a read and the echo's
+    write, the platform's record that also covers a crash between the send
+    and the arm; a send outcome recorded in a transaction costs a read, no
+    write.
     """
     flight = state.in_flight
     return (flight is not None and state.incarnation == incarnation and flight.message.seq == seq

@@ -19,6 +19,7 @@ from shared.room.context import (
 )
 from shared.room.effects import Decision
 from shared.room.entry import give_up_gap
+from shared.room.facts import accepted
 from shared.room.inputs import (
     TimerFired,
     WatchdogSweep,
@@ -55,9 +56,25 @@ def timer_not_in_flight(t: Transition, ev: TimerFired) -> Decision:
 
 
 def timer_sending(t: Transition, ev: TimerFired) -> Decision:
-    """The timer of an attempt being sent (`wake_sending`)."""
+    """The timer of an attempt being sent (`wake_sending`). A timer that
+    carries its attempt's acceptance (`TimerFired.accepted_deadline_us`:
+    the service saw the send accepted before arming it) first makes the
+    attempt SENT, held to that deadline, as a recorded acceptance does
+    (facts.py, `accepted`), then wakes it as SENT (`wake_sent`). An earlier
+    timer of the attempt (another decision re-armed it: an earlier
+    attempt's ack, a skip) still records the acceptance, and is otherwise
+    ignored: the later timer carries none, and would find the attempt
+    SENDING (resent as possibly sent at its hold time)."""
+    state = None if ev.accepted_deadline_us is None else \
+        accepted(t, ev.incarnation, ev.seq, ev.attempt, ev.accepted_deadline_us)
+    if state is None:
+        flight = _due(t, ev)
+        return flight if isinstance(flight, Decision) else done(t, wake_sending(t, flight, ev.idempotency_key))
+    t.state = state
     flight = _due(t, ev)
-    return flight if isinstance(flight, Decision) else done(t, wake_sending(t, flight, ev.idempotency_key))
+    if isinstance(flight, Decision):  # superseded: ignored, its acceptance kept
+        return done(t, state)
+    return done(t, wake_sent(t, flight, ev.idempotency_key))
 
 
 def timer_sent(t: Transition, ev: TimerFired) -> Decision:

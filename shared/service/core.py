@@ -37,13 +37,37 @@ Must not hold any entry point's parsing (the handler modules do).
         SWEEP_BUDGET_S, the webhook's SENT_PROOF_POST_S).
     pool: builds the sweep's worker pool from a worker count
         (`ThreadPoolExecutor`; the simulation's runs them in its scheduler).
+
+Send, then arm (`ServiceCore._run_effects`): a decision's send call goes
+before its timer tasks are created: the hand-over (an ack's arrival -> the
+next send) waits for no Cloud Tasks call. The room keeps a live wake-up
+(DESIGN.md invariant 8): a send whose outcome cannot be recorded (503) still
+gets its timer; an arm that fails after the send is what it was before (the
+send was made anyway): 503, and the redelivery re-arms (`rearm_if_replay`,
+same task name); a crash between the send and the arm is what one between
+the commit and the arm was: the redelivery re-arms, else the watchdog's sweep
+finds the room at its due time (fixed by the decision, never later for a
+later arm) plus WATCHDOG_GRACE_MS; its ack, if it comes, ends it as usual. An
+ack that beats the arm finds no task to delete (best effort): the task runs
+once and is ignored (invariant 5).
+
+Acceptance on the timer (issue 46): a WhatsApp send accepted at an ack
+level other than `accepted` is recorded by no write of its own: the
+attempt's timer, armed right after the send, carries its ack deadline
+(`ScheduleTimer.accepted_deadline_us`), applied when it fires; the
+attempt is not settled for the `sent` proof (a lost or late timer leaves
+it to the watchdog, and the `sent` status's echo makes that a timeout).
+Fault paths and what reads SENDING meanwhile: docs/architecture.md,
+"Writes outside the transaction". A send whose decision arms no timer of
+its attempt (none does: `shared.room.transition.start` arms, then sends)
+falls back to the blind write (`RoomStore.record_accepted`).
 """
 
 from __future__ import annotations
 
 import time
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Protocol
@@ -66,7 +90,6 @@ from shared.providers.registry import records_acceptance_blind
 from shared.room import (
     CancelTimer,
     Decision,
-    Effect,
     Policy,
     Prepare,
     RoomEvent,
@@ -222,7 +245,9 @@ class ServiceCore:
 
     def _after_commit(self, room_id: str, decision: Decision, component: str) -> None:
         """Log a committed decision's events and run its effects, following
-        send outcomes into further room transactions. Raises `TimerArmFailed`
+        send outcomes into further room transactions. A decision's send goes
+        before its timers are armed (`_run_effects`); preparation requests
+        and timer cancellations run after every send. Raises `TimerArmFailed`
         at the end if a timer could not be armed."""
         work: deque[Decision] = deque([decision])
         arm_failures: list[str] = []
@@ -237,16 +262,9 @@ class ServiceCore:
                     if self.outcomes is not None and (record := outcome_record(ev)) is not None:
                         ended.append(record)
                 outbox.logged(room_id, d.events)  # shared/outbox.py: a later write of this request may clear them
-                for effect in d.effects:
-                    if isinstance(effect, CancelTimer):
-                        cancels.append(effect)  # last: the next message's send does not wait for it
-                        continue
-                    if isinstance(effect, Prepare):
-                        prepares.append(effect)  # after the sends: the head's hand-over does not wait for them
-                        continue
-                    follow_up = self._run_effect(room_id, effect, component, arm_failures)
-                    if follow_up is not None:
-                        work.append(follow_up)
+                cancels += [e for e in d.effects if isinstance(e, CancelTimer)]  # last: no send waits for them
+                prepares += [e for e in d.effects if isinstance(e, Prepare)]  # after the sends: likewise
+                work.extend(self._run_effects(room_id, d, component, arm_failures))
             for prepare in prepares:
                 self._request_preparation(room_id, prepare, component, arm_failures)
             for cancel in cancels:
@@ -256,6 +274,23 @@ class ServiceCore:
                 self.outcomes.publish(ended)  # after the sends: never holds the room, never raises
         if arm_failures:
             raise TimerArmFailed("; ".join(arm_failures))
+
+    def _run_effects(self, room_id: str, decision: Decision, component: str,
+                     arm_failures: list[str]) -> list[Decision]:
+        """Run a committed decision's send, then arm its timers (the module
+        docstring's "Send, then arm"), the timer of a send seen accepted
+        carrying its acceptance ("Acceptance on the timer"); returns the
+        decisions the sends' outcomes committed, to run in turn."""
+        timed = {(e.incarnation, e.seq, e.attempt) for e in decision.effects if isinstance(e, ScheduleTimer)}
+        accepted: dict[tuple[int, int, int], int] = {}  # (incarnation, seq, attempt) -> ack deadline, epoch us
+        try:
+            follow_ups = [f for e in decision.effects if isinstance(e, Send)
+                          and (f := self._send(room_id, e, component, timed, accepted)) is not None]
+        except Exception:  # the send's outcome not recorded (503): its timer is armed all the same
+            self._arm_all(room_id, decision, component, arm_failures, accepted)
+            raise
+        self._arm_all(room_id, decision, component, arm_failures, accepted)
+        return follow_ups
 
     def _request_preparation(self, room_id: str, prepare: Prepare, component: str, arm_failures: list[str]) -> None:
         """Create a prepare task. A failure is logged and, like a timer that
@@ -270,19 +305,35 @@ class ServiceCore:
             self.events.emit(DeliveryEvent(EventType.PREPARE_REQUEST_FAILED, utc_iso(self.now_us()), component, room_id,
                                            seq=prepare.seq, attempt=prepare.attempt, reason=str(exc)[:200]))
 
-    def _run_effect(self, room_id: str, effect: Effect, component: str, arm_failures: list[str]) -> Decision | None:
-        if isinstance(effect, ScheduleTimer):
+    def _arm_all(self, room_id: str, decision: Decision, component: str, arm_failures: list[str],
+                 accepted: dict[tuple[int, int, int], int]) -> None:
+        """Create a decision's timer tasks (each retried, `arm_retry`), each
+        timer of an attempt in `accepted` carrying its ack deadline (epoch
+        us). A failure is logged and added to `arm_failures` (the request
+        answers 503)."""
+        for timer in (e for e in decision.effects if isinstance(e, ScheduleTimer)):
+            if (deadline := accepted.get((timer.incarnation, timer.seq, timer.attempt))) is not None:
+                timer = replace(timer, accepted_deadline_us=deadline)
+            # An attempt whose acceptance rides on its timer is not settled for the `sent` proof: a timer
+            # lost or later than WATCHDOG_GRACE_MS leaves the attempt to the watchdog as `sending`, and
+            # only the `sent` status's echo then times it out rather than resending it (`make chaos`:
+            # 188 duplicates in 10,188 sends with the attempt settled here, Cloud Tasks outages losing tasks).
             try:
-                self.arm_retry(self.timers.schedule)(effect)
+                self.arm_retry(self.timers.schedule)(timer)
             except (gexc.GoogleAPICallError, gexc.RetryError) as exc:
+                if deadline is not None:
+                    accept_blind(self.store, room_id, timer, deadline)
                 arm_failures.append(f"{type(exc).__name__}: {exc}"[:200])
-                self.events.emit(DeliveryEvent(EventType.TIMER_ARM_FAILED, utc_iso(self.now_us()), component, room_id,
-                                               seq=effect.seq, attempt=effect.attempt, reason=str(exc)[:200]))
-            return None
-        assert isinstance(effect, Send)
-        return self._send(room_id, effect, component)
+                self.events.emit(DeliveryEvent(EventType.TIMER_ARM_FAILED, utc_iso(self.now_us()), component,
+                                               room_id, seq=timer.seq, attempt=timer.attempt, reason=str(exc)[:200]))
 
-    def _send(self, room_id: str, send: Send, component: str) -> Decision | None:
+    def _send(self, room_id: str, send: Send, component: str, timed: set[tuple[int, int, int]],
+              accepted: dict[tuple[int, int, int], int]) -> Decision | None:
+        """Make the call of `send` (or refuse it) and record its outcome: in
+        a transaction (the decision returned), or (WhatsApp, accepted) in
+        `accepted` ((incarnation, seq, attempt) -> ack deadline, epoch us)
+        for its timer to carry if the attempt is in `timed`, else blind
+        (`RoomStore.record_accepted`)."""
         msg = send.message
         assert msg.text is not None, "a parked placeholder is never sent"
         started = self.now_us()
@@ -291,7 +342,7 @@ class ServiceCore:
             # after this. Provably not sent, so a retry is safe.
             result = SendResult(SendOutcome.REFUSED, error_title="send not started within SEND_START_DEADLINE_MS")
         elif (busy := (self.incident and self.incident.hold_until(started))
-                or self._sender_slot(send.number, started)) is not None:
+                or sender_slot(self.sender_window, self.sender_rates, send.number, started)) is not None:
             # The incident switch is on, or its number is at its rate: no call; the room waits.
             return self.store.apply(room_id, lambda s: self.decide(s, SendReturned(
                 send.incarnation, msg.seq, send.attempt, SendOutcome.REFUSED, started, send.cause,
@@ -322,51 +373,24 @@ class ServiceCore:
             else:
                 result = CountedSender(sender).send(msg.recipient, msg.text, send.delivery_id, **kind)
         returned = self.now_us()
-        common: dict[str, Any] = dict(seq=msg.seq, attempt=send.attempt, message_id=msg.message_id,
-                                      provider=msg.provider, delivery_id=send.delivery_id, trigger=str(send.trigger))
-        if result.outcome is SendOutcome.ACCEPTED:
-            self.events.emit(DeliveryEvent(
-                EventType.SENT, utc_iso(started), component, room_id,
-                provider_message_id=result.provider_message_id,
-                published_at=utc_iso(msg.published_at_us),
-                publish_to_send_ms=(started - msg.published_at_us) / 1000,
-                trigger_to_send_ms=(started - send.trigger_at_us) / 1000,
-                **common))
-        elif result.outcome is SendOutcome.UNKNOWN:
-            self.events.emit(DeliveryEvent(EventType.SEND_UNKNOWN, utc_iso(started), component, room_id,
-                                           error_code=result.error_code, error_title=result.error_title,
-                                           reason="possibly sent: held until its ack deadline, then resent",
-                                           **common))
-        else:
-            failure = "permanent" if result.permanent else "rate_limited" if result.rate_limited else "transient"
-            self.events.emit(DeliveryEvent(EventType.SEND_FAILED, utc_iso(started), component, room_id,
-                                           error_code=result.error_code, error_title=result.error_title,
-                                           reason=failure, **common))
+        self.events.emit(send_event(room_id, send, result, started, component))
         if result.outcome is SendOutcome.ACCEPTED and records_acceptance_blind(msg.provider) \
                 and self.policy.ack_level(msg.provider) != "accepted":
-            # The common case costs one blind write instead of a transaction
-            # (WhatsApp: Acceptance.BLIND_WRITE, shared/providers/registry.py).
-            # (Messenger and Instagram record the platform's message id in a
-            # transaction: their receipts name it, not our delivery id.)
+            # No transaction (WhatsApp, Acceptance.BLIND_WRITE): the module docstring's "Acceptance on the
+            # timer". (Messenger and Instagram record the platform's message id in a transaction.)
+            attempt = (send.incarnation, msg.seq, send.attempt)
+            if attempt in timed:
+                accepted[attempt] = ack_deadline_us(self.policy, returned)  # not settled: see `_arm_all`
+                return None
             self.store.record_accepted(room_id, send.incarnation, msg.seq, send.attempt,
                                        ack_deadline_us(self.policy, returned))
             # Recorded as accepted: its `sent` status proves nothing more (no read for it here).
-            self.sent_proofs.settle((room_id, send.incarnation, msg.seq, send.attempt))
+            self.sent_proofs.settle((room_id, *attempt))
             return None
         returned_event = SendReturned(send.incarnation, msg.seq, send.attempt, result.outcome,
                                       returned, send.cause, result.permanent, result.rate_limited,
                                       result.error_code, result.error_title, result.provider_message_id)
         return self.store.apply(room_id, lambda s: self.decide(s, returned_event, self.policy, component))
-
-    def _sender_slot(self, number: str | None, now: int) -> int | None:
-        """None when a send from WhatsApp number `number` may go now (a slot
-        of its per-second window taken; no window kept, or not WhatsApp:
-        `number` None), else when (epoch us) to try again. Raises what
-        Firestore raises (the request answers 503)."""
-        if self.sender_window is None or number is None:
-            return None
-        taken = self.sender_window.take(number, self.sender_rates.get(number, 0), now)
-        return None if taken is None else taken.ready_at_us
 
     def record_invocation(self, function: str, started_us: int, status: int) -> None:
         """Append this request's operation counts to METRICS_LOG_PATH (if set):
@@ -378,7 +402,55 @@ class ServiceCore:
             "duration_ms": (self.now_us() - started_us) / 1000, "http_status": status, **invocation_counts()})
 
 
+def accept_blind(store: RoomStore, room_id: str, timer: ScheduleTimer, deadline_us: int) -> None:
+    """The timer that was to carry an accepted send's acceptance (ack
+    deadline `deadline_us`, epoch us) could not be armed (the request
+    answers 503; its redelivery re-arms the timer without it): write the
+    acceptance into the room instead (the blind write,
+    `RoomStore.record_accepted`), so that the watchdog, which then wakes the
+    attempt, times it out rather than resending a message the platform took
+    (`make chaos`, direct, 2026-11-28: 56 of 98 duplicates followed a failed
+    arm). A failure of this write too leaves the attempt to the `sent`
+    proof's echo (`awaits_platform_proof`)."""
+    try:
+        store.record_accepted(room_id, timer.incarnation, timer.seq, timer.attempt, deadline_us)
+    except (gexc.GoogleAPICallError, gexc.RetryError):
+        pass
+
+
+def sender_slot(window: SenderWindow | None, rates: Mapping[str, int], number: str | None, now: int) -> int | None:
+    """None when a send from WhatsApp number `number` may go now (a slot of
+    its per-second window taken; no window kept, or not WhatsApp: `number`
+    None), else when (epoch us) to try again. `rates`: number -> its rate
+    (messages/s). Raises what Firestore raises (the request answers 503)."""
+    if window is None or number is None:
+        return None
+    taken = window.take(number, rates.get(number, 0), now)
+    return None if taken is None else taken.ready_at_us
+
+
 def start_request() -> int:
     """Reset the per-request operation counters; returns the start time (epoch us)."""
     begin_request()
     return now_us()
+
+
+def send_event(room_id: str, send: Send, result: SendResult, started: int, component: str) -> DeliveryEvent:
+    """The log line of a send call that started at `started` (epoch us):
+    `sent`, `send_unknown` or `send_failed` (with the failure's kind)."""
+    msg = send.message
+    common: dict[str, Any] = dict(seq=msg.seq, attempt=send.attempt, message_id=msg.message_id,
+                                  provider=msg.provider, delivery_id=send.delivery_id, trigger=str(send.trigger))
+    if result.outcome is SendOutcome.ACCEPTED:
+        return DeliveryEvent(EventType.SENT, utc_iso(started), component, room_id,
+                             provider_message_id=result.provider_message_id,
+                             published_at=utc_iso(msg.published_at_us),
+                             publish_to_send_ms=(started - msg.published_at_us) / 1000,
+                             trigger_to_send_ms=(started - send.trigger_at_us) / 1000, **common)
+    if result.outcome is SendOutcome.UNKNOWN:
+        return DeliveryEvent(EventType.SEND_UNKNOWN, utc_iso(started), component, room_id,
+                             error_code=result.error_code, error_title=result.error_title,
+                             reason="possibly sent: held until its ack deadline, then resent", **common)
+    failure = "permanent" if result.permanent else "rate_limited" if result.rate_limited else "transient"
+    return DeliveryEvent(EventType.SEND_FAILED, utc_iso(started), component, room_id,
+                         error_code=result.error_code, error_title=result.error_title, reason=failure, **common)

@@ -5,8 +5,12 @@ attempts whose `sent` status could still prove something
 A `sent` status changes what a room does only for an attempt whose send
 outcome is not recorded as accepted (`awaits_platform_proof`). The webhook
 learns that an attempt is past needing it, with no read, from its own
-record: the attempts this instance sent and saw accepted (in direct mode the
-webhook sends a room's next message after its ack), and those whose
+record: the attempts whose acceptance was written into their room (the
+fallback blind write, `RoomStore.record_accepted`; since issue 46 an
+accepted WhatsApp send's acceptance rides on its timer's task instead, and
+that attempt stays unsettled, so that its `sent` status writes the echo
+that makes a watchdog's wake-up of it, after a lost or late timer, time it
+out rather than resend it), those whose
 `delivered`, `read` or `failed` status it has seen (the ack ends the
 message; the room's own rules take it from there), once the webhook has
 applied them itself (WEBHOOK_MODE=direct, `settle_applied`; a queued status
@@ -16,8 +20,7 @@ attempt's start (`due_us`), so that its message's ack, usually a fraction
 of a second behind it, can settle it first; only what is still unsettled
 then costs the read of its room. Another instance's record is not seen:
 with n webhook instances an ack meets its `sent` on the same one about 1/n
-of the time, and the instance that sent a message is the webhook only for
-sends that follow an ack (direct mode).
+of the time.
 
 The same record keeps the acks this instance applied (WEBHOOK_MODE=direct:
 a `delivered` or `read` status whose transaction logged the message's

@@ -11,6 +11,7 @@ import binascii
 import json
 from dataclasses import replace
 
+from shared import outbox
 from shared.events import DeliveryEvent, EventType, utc_iso
 from shared.push import ROOM_ID
 from shared.room import (
@@ -158,20 +159,30 @@ class StatusHandlers:
         return applied
 
     def apply_receipt_events(self, receipts: list[RecipientReceipt], component: str) -> int:
-        """Apply each receipt to the rooms sending to its recipient
-        (`RoomStore.rooms_sending_to`); returns how many room events were
-        applied. Raises what the store raises, after trying every receipt (a
-        redelivery repeats the applied ones, which then change nothing)."""
+        """Apply each receipt to the rooms sending to its recipient, and to
+        the room whose last write applied this same receipt
+        (`RoomStore.rooms_for_receipt`: one query); returns how many room
+        events were applied. Raises what the store raises, after trying
+        every receipt (a redelivery repeats the applied ones, which then
+        change nothing).
+
+        Each room's transaction runs under `outbox.applying_receipt`: its
+        write stores the receipt's digest (the document's `outbox.RECEIPT`),
+        so a redelivery finds the room even when the receipt acked its last
+        message (idle, `in_flight_to` null) and its process died before
+        logging the ack; that read logs the write's lines (shared/outbox.py)."""
         applied, failures = 0, []
         for receipt in receipts:
-            rooms = self.core.store.rooms_sending_to(recipient_key(receipt.provider, receipt.recipient))
+            rooms = self.core.store.rooms_for_receipt(recipient_key(receipt.provider, receipt.recipient),
+                                                      outbox.receipt_digest(receipt.idempotency_key))
             if not rooms:
                 self.core.events.emit(DeliveryEvent(EventType.STATUS_UNKNOWN, utc_iso(receipt.at_us), component, None,
                                                provider=receipt.provider, status=receipt.status,
                                                reason="no room has a message in flight to this recipient"))
             for room_id in rooms:
                 try:
-                    self.core.apply(room_id, receipt, component)
+                    with outbox.applying_receipt(receipt.idempotency_key):
+                        self.core.apply(room_id, receipt, component)
                     applied += 1
                 except Exception as exc:  # noqa: BLE001 - one room's trouble stops no other room's receipt
                     _log_room_failure(component, room_id, exc)

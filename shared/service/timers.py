@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextvars
 import json
 
+from shared import outbox
 from shared.events import EventType
 from shared.push import ROOM_ID
 from shared.room import (
@@ -33,12 +34,16 @@ class TimerHandlers:
         without limit, infra/tasks.tf). A body that is not a timer can never
         become one, so it is answered 200 (`result: dropped`, with the reason)
         and logged as an error rather than retried forever; if it was meant
-        for a real room, that room's stored wake-up brings the watchdog."""
+        for a real room, that room's stored wake-up brings the watchdog.
+        `accepted_deadline_us` (epoch us), if the body has it, is the
+        acceptance of the attempt's send the arming instance saw."""
         arrived = self.core.now_us()
         try:
             t = json.loads(body)
             room_id = str(t["room_id"])
-            event = TimerFired(int(t["incarnation"]), int(t["seq"]), int(t["attempt"]), int(t["due_at_us"]), arrived)
+            accepted = t.get("accepted_deadline_us")  # absent in a body older code wrote
+            event = TimerFired(int(t["incarnation"]), int(t["seq"]), int(t["attempt"]), int(t["due_at_us"]), arrived,
+                               None if accepted is None else int(accepted))
             if not ROOM_ID.fullmatch(room_id):
                 raise ValueError(f"bad room id {room_id[:80]!r}")
         except (ValueError, KeyError, TypeError, AttributeError, OverflowError) as exc:
@@ -62,12 +67,25 @@ class TimerHandlers:
         (`overdue`: rooms taken up; `left`: taken up but not reached in the
         budget). Any error of one room (Firestore's, a timer not armed, a
         document `room_as_read` cannot read) is logged (ERROR, with the room
-        and the reason) and counted as `failed`; the other rooms go on."""
+        and the reason) and counted as `failed`; the other rooms go on.
+
+        Then, in the same budget, it reads again the rooms earlier sweeps
+        left idle within SWEEP_REREAD_S (s; `RoomStore.recently_swept`: one
+        query, at most SWEEP_BATCH_SIZE rooms, those this sweep did not take
+        up; `reread` counts them): a sweep is not redelivered, and one that
+        died after ending a room's last message left that end's log line in
+        the room's outbox, which this read logs (shared/outbox.py,
+        `of_sweep`). The sweep's room writes run under `outbox.sweeping`."""
+        with outbox.sweeping(self.core.now_us()):
+            return self._sweep()
+
+    def _sweep(self) -> Reply:
+        """`handle_sweep` within `outbox.sweeping`."""
         started = self.core.monotonic()
         budget_end = started + self.core.settings.sweep_budget_s
         seen: set[str] = set()
         cursor = ShardCursor()  # each query starts after the rooms the last one gave, rescued or not
-        counts = {"overdue": 0, "rescued": 0, "failed": 0, "left": 0}
+        counts = {"overdue": 0, "rescued": 0, "failed": 0, "left": 0, "reread": 0}
 
         def rescue(room_id: str) -> str:
             if self.core.monotonic() >= budget_end:
@@ -84,6 +102,16 @@ class TimerHandlers:
 
         pool = self.core.pool(self.core.settings.sweep_concurrency) \
             if self.core.settings.sweep_concurrency > 1 else None
+
+        def rescue_all(batch: list[str]) -> list[str]:
+            if pool is None:
+                return [rescue(r) for r in batch]
+            # Each rescue in a copy of this request's context, taken here (a
+            # worker thread's own context has neither the request's operation
+            # counts nor `outbox.sweeping`): its operations count for the request.
+            copies = [contextvars.copy_context() for _ in batch]
+            return list(pool.map(lambda rc: rc[1].run(rescue, rc[0]), zip(batch, copies, strict=True)))
+
         try:
             while self.core.monotonic() < budget_end:
                 before = self.core.now_us() - self.core.policy.watchdog_grace_ms * 1000
@@ -94,13 +122,16 @@ class TimerHandlers:
                 batch = [r for r in page if r not in seen]
                 seen.update(batch)
                 counts["overdue"] += len(batch)
-                if pool is None:
-                    results = [rescue(r) for r in batch]
-                else:
-                    # Each rescue in a copy of this request's context: its operations count for the request.
-                    results = list(pool.map(lambda r: contextvars.copy_context().run(rescue, r), batch))
-                for result in results:
+                for result in rescue_all(batch):
                     if result in counts:
+                        counts[result] += 1
+            if self.core.monotonic() < budget_end:
+                since = self.core.now_us() - self.core.settings.sweep_reread_s * 1_000_000
+                again = [r for r in self.core.store.recently_swept(since, self.core.settings.sweep_batch_size)
+                         if r not in seen]
+                counts["reread"] += len(again)
+                for result in rescue_all(again):
+                    if result in ("failed", "left", "rescued"):
                         counts[result] += 1
         finally:
             if pool is not None:

@@ -51,7 +51,10 @@ def test_a_delayed_message_enters_its_room_at_its_time_behind_what_came_meanwhil
 
 
 def test_a_cancelled_scheduled_message_never_enters_and_ends_as_skipped(stack, room_id):
-    publish(room_id, "doomed", delay_s="4")
+    # 10 s: room for the listing and the cancel (each a CLI process: seconds
+    # on a loaded 2-core machine; 4 s was once too short there).
+    published = time.time()
+    publish(room_id, "doomed", delay_s="10")
     wait_for(lambda: [m for m in baton(stack, "scheduled", "list", "--room", room_id)
                       if m["message_id"] == "doomed"], what="the message listed as waiting")
     result = baton(stack, "scheduled", "cancel", room_id, "doomed", "--reason", "campaign withdrawn")
@@ -59,7 +62,7 @@ def test_a_cancelled_scheduled_message_never_enters_and_ends_as_skipped(stack, r
     skipped = wait_for(lambda: [e for e in events_of(stack, room_id, "doomed") if e["event"] == "skipped"],
                        timeout_s=30, what="the cancelled message's end")
     assert skipped[0]["actor"] == "tester" and "campaign withdrawn" in skipped[0]["reason"]
-    time.sleep(1.0)
+    time.sleep(max(1.0, published + 10 + 1.5 - time.time()))  # past its time: it would have entered by now
     assert not [e for e in events_of(stack, room_id, "doomed") if e["event"] == "enqueued"]
 
 

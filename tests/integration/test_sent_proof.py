@@ -59,24 +59,34 @@ def test_without_the_switch_the_same_sent_status_changes_nothing_and_the_message
     wait_for(lambda: len(platform_sends(stack, room_id)) == 2, 10, "the second send")
 
 
-def test_a_sent_status_of_a_send_that_returned_accepted_writes_nothing(stack, store, room_id, fake_config):
-    # The normal path costs another webhook instance one read of the room and
-    # no write, and the instance that saw the send accepted nothing.
+def test_a_send_that_returned_accepted_writes_nothing_and_its_sent_status_one_echo(stack, store, room_id,
+                                                                                    fake_config):
+    # Issue 46: the acceptance rides on the attempt's ack timer (the task's
+    # body), so the room is not written after the send; the `sent` status
+    # then costs the first instance that checks it one read and one echo
+    # write (the platform's record, for a timer lost or late), and any other
+    # instance, or a redelivery, one read and no write.
     fake_config({"silent_recipients": ["15551110033"]})
     svc = service(stack, store, whatsapp_sent_proof="on", send_start_deadline_ms=10_000)
+    armed = []
+    schedule = svc.timers.schedule
+    svc.timers.schedule = lambda timer: (armed.append(timer), schedule(timer))[1]
     attrs = {"room_id": room_id, "provider": "whatsapp", "recipient": "15551110033", "message_id": "m1"}
     assert svc.handle_push(push_body(attrs, b'{"type":"text","text":"hi"}', "5302")).status == 200
+    assert [t.accepted_deadline_us is not None for t in armed] == [True]  # the acceptance, in the task
     ref = store.room_ref(room_id)
     before = ref.get()
-    assert before.to_dict()["accepted"]  # the send's blind-written acceptance
+    assert not before.to_dict().get("accepted")  # no acceptance written into the room
+    assert store.load_room(room_id).in_flight.phase == "sending"
     body = status_body(platform_sends(stack, room_id)[0]["callback"], "sent")
     counts = begin_request()  # what the entry point does: this request's counters
     assert svc.handle_status_webhook(body, sign(body, SECRET)).status == 200
-    assert (counts.firestore_reads, counts.firestore_writes) == (0, 0)
+    assert (counts.firestore_reads, counts.firestore_writes) == (1, 1)
+    echoed = ref.get()
+    assert len(echoed.to_dict().get("echoes") or {}) == 1
+    assert store.load_room(room_id).in_flight.phase == "sending"  # the echo changes no phase
     other = service(stack, store, whatsapp_sent_proof="on", send_start_deadline_ms=10_000)
     counts = begin_request()
     assert other.handle_status_webhook(body, sign(body, SECRET)).status == 200
     assert (counts.firestore_reads, counts.firestore_writes) == (1, 0)
-    after = ref.get()
-    assert after.update_time == before.update_time
-    assert not after.to_dict().get("echoes")
+    assert ref.get().update_time == echoed.update_time

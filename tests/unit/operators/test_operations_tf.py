@@ -62,7 +62,8 @@ def lines() -> list[dict[str, Any]]:
     settings = dataclasses.replace(config.load(), max_send_attempts=1, event_log_path="", metrics_log_path="",
                                    webhook_mode="direct")
     store, platform, log = FakeRoomStore(clock), FakePlatform(clock, settings.send_timeout_ms), Lines()
-    svc = DeliveryService(ServiceCore(settings, policy_from_settings(settings), store, FakeTimers(clock),
+    timers = FakeTimers(clock)
+    svc = DeliveryService(ServiceCore(settings, policy_from_settings(settings), store, timers,
                                       {"whatsapp": platform}, log))  # type: ignore[arg-type]
 
     def flight(room: str) -> Any:
@@ -75,6 +76,10 @@ def lines() -> list[dict[str, Any]]:
     f = flight("a")
     svc.apply("a", StatusUpdate(store.load_room("a").incarnation, 1, 1, "delivered", f.started_at_us,
                                 f.started_at_us + 80_000, "wamid.1"), "webhook")
+    # m2's timer carries its acceptance (issue 46): fired early, it records it (sent, re-armed).
+    t = next(a.timer for a in timers.tasks if (a.timer.room_id, a.timer.seq) == ("a", 2))
+    svc.apply("a", TimerFired(t.incarnation, 2, 1, t.due_at_us, flight("a").started_at_us, t.accepted_deadline_us),
+              "timeout")
     svc.apply("a", WatchdogSweep(far), "sweep")  # overdue: rescued, then timed out
     # failed (room b): a permanent refusal.
     platform.fail_next_send("permanent")

@@ -265,9 +265,11 @@ def test_each_room_query_counts_what_firestore_bills():
     queries = RoomQueries(calls, index_shards=4)
     assert counted(lambda: queries.overdue_rooms(T0, limit=8)) == (4 * 2, 0)  # 2 a shard (limit 8 / 4 shards)
     assert counted(lambda: queries.rooms_sending_to("whatsapp:15550001")) == (3, 0)
+    assert counted(lambda: queries.rooms_for_receipt("messenger:PSID", "r0")) == (3, 0)  # one OR query
     assert counted(lambda: queries.list_rooms("parked", 10)) == (3, 0)
     db.rows = []
     assert counted(lambda: queries.list_rooms("parked", 10)) == (1, 0)  # nothing found: one read
+    assert counted(lambda: queries.rooms_for_receipt("messenger:PSID", "r0")) == (1, 0)  # as rooms_sending_to
     assert counted(lambda: queries.count_in_flight("whatsapp")) == (1, 0)
     assert counted(lambda: SendingNumberQueries(calls).count_sending_from(["1001", "1002"])) == (2, 0)
 

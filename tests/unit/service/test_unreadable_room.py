@@ -94,6 +94,8 @@ def test_a_full_batch_of_unreadable_rooms_does_not_hide_the_healthy_room_behind_
     assert reply.status == 200, reply.body
     assert (reply.body["overdue"], reply.body["failed"], reply.body["rescued"]) == (len(bad) + 1, len(bad), 1)
     assert [e.room_id for e in world.events.events if e.event == "watchdog_rescued"] == ["room-ok"]
-    assert world.store.load_room("room-ok").counts == {"timed_out": 1}  # its lost timeout, done by the watchdog
+    # Its lost timer carried its acceptance (issue 46) and no `sent` status came: the watchdog finds it
+    # SENDING past its hold time and resends it as possibly sent.
+    assert world.store.load_room("room-ok").in_flight.attempt == 2
     out = capsys.readouterr().out
     assert all(out.count(f"room {room} left overdue") == 1 for room in bad), out

@@ -205,6 +205,7 @@ class FakeRoomStore:
         self._contend: list[Meanwhile | None] = []
         self._accept_fault: str | None = None
         self._carried: dict[str, Any] | None = None
+        self._receipt: str | None = None
         # Called with the room id between each transaction attempt's read
         # (and decide) and its commit: the simulation yields to its other
         # invocations there, so their commits make this one's precondition fail.
@@ -215,6 +216,16 @@ class FakeRoomStore:
         # before the outbox (nothing left read back, no-op reads log nothing).
         self.left_behind = outbox.left_behind
         self.concerning = outbox.concerning
+        self.of_receipt = outbox.of_receipt
+        self.of_sweep = outbox.of_sweep
+        # Whether a receipt's lookup also finds the room whose last write
+        # applied it (`rooms_for_receipt`); a test sets it False for the code
+        # before (by `in_flight_to` only).
+        self.finds_by_receipt = True
+        # Whether a sweep's write that leaves its room idle stores
+        # `outbox.SWEPT` (so `recently_swept` finds it); a test sets it
+        # False for the code before.
+        self.marks_swept = True
 
     # -- faults
 
@@ -262,12 +273,16 @@ class FakeRoomStore:
         write_id = f"{self._write_prefix}{_b36(self._write_ids)}"
         # As the real store: no expiry while the room holds a message or is paused.
         holds = decision.state.holds_messages or decision.state.paused
-        carried = self._carried
-        self._carried = None
+        carried, receipt = self._carried, self._receipt
+        self._carried = self._receipt = None
         self.docs[room_id] = _copy({**room_to_doc(decision.state), WRITE_ID: write_id,
                                     SHARD_FIELD: index_shard(room_id, self.index_shards),
                                     "expire_at": None if holds else self._clock.now_us() + self.retention_ms * 1000,
+                                    outbox.RECEIPT: receipt,
                                     outbox.OUTBOX: outbox.entry(decision, write_id, carried)})
+        swept = outbox.swept_of_write(self.docs[room_id]) if self.marks_swept else None
+        if swept is not None:  # as the real store: absent from every other write
+            self.docs[room_id][outbox.SWEPT] = swept
         self.versions[room_id] = self.versions.get(room_id, 0) + 1
         for effect in decision.dead_letters:
             self.dead_letters[f"{effect.room_id}:{effect.incarnation}:{effect.message.seq}"] = effect
@@ -277,6 +292,7 @@ class FakeRoomStore:
     def apply(self, room_id: str, decide_fn: Callable[[RoomState], Decision]) -> Decision:
         """Run `decide_fn` on the room's state and commit its decision (see the class)."""
         unconfirmed: tuple[str, Decision] | None = None
+        receipt = outbox.receipt_of_write()  # the receipt this transaction applies, if any (as the real store)
         for _ in range(self.max_attempts):
             if unconfirmed is not None and (self.docs.get(room_id) or {}).get(WRITE_ID) == unconfirmed[0]:
                 return unconfirmed[1]  # our own commit landed: its decision stands
@@ -285,7 +301,8 @@ class FakeRoomStore:
             stored = self.docs.get(room_id)
             left = self.left_behind(room_id, stored)  # the outbox, as the real store (shared/outbox.py)
             if decision.state is None:
-                left = self.concerning(left, decision.events)
+                left = (self.concerning(left, decision.events) | self.of_receipt(left, stored, receipt, WRITE_ID)
+                        | self.of_sweep(left, stored, WRITE_ID))
             if left and self.outbox_sink is not None:
                 outbox.log_left_behind(room_id, left, self.outbox_sink)
             if decision.state is None:
@@ -307,6 +324,7 @@ class FakeRoomStore:
             # Its events' ids name the id `_write` gives this write (its counter's next value).
             decision = outbox.stamped(decision, f"{self._write_prefix}{_b36(self._write_ids + 1)}",
                                       decision.state.incarnation)
+            self._receipt = receipt  # as `_carried`: what `_write` stores beside the decision
             write_id = self._write(room_id, decision)
             if fault is None:
                 return decision
@@ -418,6 +436,21 @@ class FakeRoomStore:
     def rooms_sending_to(self, recipient_key: str) -> list[str]:
         """Every room whose `in_flight_to` is `recipient_key`."""
         return sorted(r for r, d in self.docs.items() if d.get("in_flight_to") == recipient_key)
+
+    def rooms_for_receipt(self, recipient_key: str, receipt: str) -> list[str]:
+        """As `RoomQueries.rooms_for_receipt` (one OR query): every room whose
+        `in_flight_to` is `recipient_key` or whose `outbox.RECEIPT` is
+        `receipt` (a digest), by id."""
+        return sorted(r for r, d in self.docs.items() if d.get("in_flight_to") == recipient_key
+                      or (self.finds_by_receipt and d.get(outbox.RECEIPT) == receipt))
+
+    def recently_swept(self, since_us: int, limit: int) -> list[str]:
+        """As `SweptRooms.recently_swept` (one range query): at most `limit`
+        rooms whose `outbox.SWEPT` is at or after `since_us` (epoch us),
+        oldest first, ties by id."""
+        found = sorted((d[outbox.SWEPT], r) for r, d in self.docs.items()
+                       if isinstance(d.get(outbox.SWEPT), int) and d[outbox.SWEPT] >= since_us)
+        return [r for _, r in found[:limit]]
 
     # -- TTL and reading
 

@@ -7,7 +7,10 @@ timer task creates and dispatches per queue (`shared.tasks.queue_index`),
 invocations per function, event-log bytes, and each request's Firestore
 reads and writes (shared/opcounts.py): the room store's as the real
 `RoomStore` counts them (one read per transaction and per `read_room`, one
-write per committed change and per blind write), and the send window's by
+write per committed change and per blind write: a `sent` proof's echo; a
+WhatsApp send's acceptance rides on its timer since issue 46, so the
+acceptance's blind write is counted only if the service still makes it,
+`MeteredStore.record_accepted`), and the send window's by
 the real `SenderWindow` over an in-memory client (memfirestore.py), which
 counts its own.
 """

@@ -144,8 +144,11 @@ def _order_and_flight(world: World, plan, room_calls: list[Call], events: list,
     exercised["device order: a producer sequence after its gap was given up"] += len(late)
     redriven |= late
     taken = sorted((c for c in room_calls if c.taken), key=lambda c: c.taken_us or 0)
+    # The life of the room each message was first sent in, whatever its call's
+    # outcome: a message refused (131047) in one life and sent again after TTL
+    # deleted the room is the same documented case as one delivered twice.
     first_life: dict[str, int] = {}
-    for c in taken:
+    for c in sorted(room_calls, key=lambda c: c.started_us):
         first_life.setdefault(c.text, c.incarnation)
     highest: Call | None = None
     for c in taken:

@@ -147,16 +147,35 @@ def logged_ends(world: World, exercised: Counter[str]) -> list[Finding]:
     (255 of 2,000 seeds were excused as a known gap); the outbox
     (shared/outbox.py) keeps them with the room until a later transaction
     logs them. Judged from the room's own record (`ended`) against the log
-    lines of its current life."""
+    lines of its current life, and for each earlier life TTL ended (the
+    room's `world.ended_before`, its deletions `world.deleted`), against the
+    lines logged during that life: the outbox went with the document, so
+    an end not logged before its room's deletion never is (seed 57: a
+    sweep that died after ending an idle room's last message)."""
     found = []
+    once = logged_once(world)
     for plan in world.rooms:
+        deletions = sorted(t for t, r in world.deleted if r == plan.room_id)
+        ends = [e for e in once if e.event.room_id == plan.room_id and str(e.event.event) in TERMINAL]
+        # The earlier lives: [0, d1), [d1, d2), ...; an end of theirs (seq, message id)
+        # counts as logged once per life that logged it.
+        lives = list(zip([0, *deletions], deletions, strict=False))
+        logged_in: Counter[tuple[int | None, str | None]] = Counter()
+        for start, end in lives:
+            logged_in.update({(e.event.seq, e.event.message_id) for e in ends if start <= e.at_us < end})
+        for ended in world.ended_before.get(plan.room_id, []):
+            exercised[LOGGED_ENDS] += 1
+            key = (ended.seq, ended.message_id)
+            if logged_in[key] > 0:
+                logged_in[key] -= 1
+                continue
+            found.append(Finding(LOGGED_ENDS, plan.room_id, f"#{ended.seq} {ended.message_id} ended "
+                                 f"{ended.outcome} in a life TTL ended; no end logged in it"))
         state = world.room_state(plan.room_id)
         if state is None:
             continue
-        deletions = [t for t, r in world.deleted if r == plan.room_id]
         since = max(deletions, default=0)
-        ended_logged = {e.event.seq for e in logged_once(world)
-                        if e.event.room_id == plan.room_id and e.at_us >= since and str(e.event.event) in TERMINAL}
+        ended_logged = {e.event.seq for e in ends if e.at_us >= since}
         for ended in state.ended:
             exercised[LOGGED_ENDS] += 1
             if ended.seq not in ended_logged:

@@ -114,6 +114,14 @@ def record_claims(world: World) -> tuple[list[Claim], list[Claim]]:
     return claims, cancels
 
 
+# The deployed queues retry a task without limit (infra/tasks.tf: max_attempts
+# = -1); the simulation gives up after MAX_TRIES, except that a 503 (a room
+# full: MAX_QUEUED_MESSAGES, a transient error) is retried ten times longer,
+# as long as a room may stay full behind a rate-limited head (seed 502: a
+# scheduled message given up after 60 tries while its room was full for 330 s).
+BACKPRESSURE_TRIES = 600
+
+
 def run_task(world: World, task: SimTask, function: str, label: str, dup_kind: str,
              handler: Callable[[], Any], tries: int = 1) -> None:
     """Cloud Tasks runs `task` at (or after) its time (the dispatch delay):
@@ -134,7 +142,7 @@ def run_task(world: World, task: SimTask, function: str, label: str, dup_kind: s
                     again = f"{label[:-1]}, again)" if label.endswith(")") else f"{label} (again)"
                     world.invoke(function, (task.room_id,), again, handler, lambda _s: None,
                                  world.faults.rng.randint(0, 5_000_000))
-            elif tries < MAX_TRIES:
+            elif tries < MAX_TRIES or (status == 503 and tries < BACKPRESSURE_TRIES):
                 run_task(world, task, function, label, dup_kind, handler, tries + 1)
 
         world.invoke(function, (task.room_id,), label, handler, answered)
