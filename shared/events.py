@@ -35,7 +35,7 @@ import re
 import sys
 import threading
 from contextvars import ContextVar, Token
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, fields
 from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
@@ -213,11 +213,17 @@ class DeliveryEvent:
     event_id: str | None = None
     relogged: bool | None = None
 
+    def field_values(self) -> dict[str, Any]:
+        """Every field by name, in their order: `dataclasses.asdict`'s
+        answer (the values are scalars, which it would copy as themselves)
+        at a fraction of its CPU, taken on every event line and outbox record."""
+        return {name: getattr(self, name) for name in _EVENT_FIELD_NAMES}
+
     def to_record(self) -> dict[str, Any]:
         """The JSON object written for this event (see the module docstring):
         the fields that do not apply (None) are left out."""
         # `room_id` stays even when null: the line's subject (none: a status of an unknown delivery, ...).
-        body = {k: v for k, v in asdict(self).items() if v is not None or k == "room_id"}
+        body = {k: v for k, v in self.field_values().items() if v is not None or k == "room_id"}
         body["event"] = str(self.event)
         if self.incarnation is None and self.delivery_id is not None:
             body["incarnation"] = incarnation_of(self.delivery_id)
@@ -234,6 +240,8 @@ class DeliveryEvent:
             **body,
         }
 
+
+_EVENT_FIELD_NAMES = tuple(f.name for f in fields(DeliveryEvent))
 
 # Field name -> JSON type, for readers that declare the schema (pipeline/).
 EVENT_FIELDS: dict[str, str] = {

@@ -107,7 +107,7 @@ import hashlib
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from shared import docsize
@@ -205,7 +205,7 @@ def stamped(decision: Decision, write_id: str | None, incarnation: int) -> Decis
 
 def _record(event: DeliveryEvent) -> dict[str, Any]:
     """The stored form of an event: its set fields only (the id is the entry's key and the index)."""
-    body = {k: v for k, v in asdict(event).items() if v is not None and k != "event_id"}
+    body = {k: v for k, v in event.field_values().items() if v is not None and k != "event_id"}
     body["event"] = str(event.event)
     return body
 

@@ -68,6 +68,26 @@ def session_without_retries() -> requests.Session:
     return session
 
 
+def environment_read_once(session: requests.Session, url: str) -> requests.Session:
+    """`session`, for calls to `url`'s host only, with what requests reads
+    from the environment on every call (`trust_env`: the proxies for the
+    host, a CA bundle, a ~/.netrc login) read now instead, and kept.
+
+    Why: those reads (os.environ scanned for `*_proxy`, two file checks for
+    a .netrc) took about 0.17 ms of CPU per send call on the bench machine,
+    a send call per message; a function's environment does not change while
+    it runs, so what they find does not either. The same settings then
+    apply as requests would merge them (`Session.merge_environment_settings`,
+    `prepare_request`)."""
+    found = session.merge_environment_settings(url, {}, None, None, None)
+    session.proxies.update(found["proxies"])
+    session.verify = found["verify"]
+    if session.auth is None:
+        session.auth = requests.utils.get_netrc_auth(url)
+    session.trust_env = False
+    return session
+
+
 class GraphApiClient:
     """One Graph API messaging endpoint (`{api_base}/{api_version}/{node_id}/messages`)
     and the rules every platform on it shares: a send call's budget and how
@@ -104,7 +124,7 @@ class GraphApiClient:
         self._node_url = f"{api_base.rstrip('/')}/{api_version}/{node_id}"
         self._url = f"{self._node_url}/messages"
         self._budget_s = timeout_ms / 1000
-        self._session = session_without_retries()
+        self._session = environment_read_once(session_without_retries(), self._node_url)  # the platform's host only
         self._session.headers["Authorization"] = f"Bearer {access_token}"
 
     @staticmethod

@@ -1,0 +1,52 @@
+"""An event's field values (shared/events.py `DeliveryEvent.field_values`,
+taken for every event line and outbox record) are `dataclasses.asdict`'s, in
+its order, and the line and the record are what they were with it."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, fields
+
+from shared import outbox
+from shared.events import _SEVERITY, LOG_TYPE, SCHEMA_VERSION, DeliveryEvent, EventType, incarnation_of
+
+EVENTS = [
+    DeliveryEvent(EventType.SENT, "2026-11-28T07:00:00.123456Z", "enqueue", "room-1", seq=1, attempt=2,
+                  message_id="m-1", provider="whatsapp", delivery_id="a.b.1.c.2", trigger="ack", published_at="x",
+                  publish_to_send_ms=12.5, trigger_to_send_ms=0.0, incarnation=5, event_id="w0123.0"),
+    DeliveryEvent(EventType.ACKED, "2026-11-28T07:00:01.000000Z", "webhook", "room-é", seq=3, attempt=1,
+                  status="read", send_to_ack_ms=84.2, relogged=True, error_code=0, error_title=""),
+    DeliveryEvent(EventType.STATUS_UNKNOWN, "2026-11-28T07:00:02.000000Z", "webhook", None, reason="no such delivery",
+                  delivery_id="a.b.1.zz.2"),
+    *(DeliveryEvent(kind, "2026-11-28T07:00:03.000000Z", "timeout", "r", seq=9, actor="ops", reason="why")
+      for kind in EventType),
+]
+
+
+def test_field_values_are_asdict_in_its_order():
+    for event in EVENTS:
+        assert list(event.field_values().items()) == list(asdict(event).items())
+        assert list(event.field_values()) == [f.name for f in fields(DeliveryEvent)]
+
+
+def old_record(event: DeliveryEvent) -> dict:
+    """`to_record` as it was written with `asdict`."""
+    body = {k: v for k, v in asdict(event).items() if v is not None or k == "room_id"}
+    body["event"] = str(event.event)
+    if event.incarnation is None and event.delivery_id is not None:
+        body["incarnation"] = incarnation_of(event.delivery_id)
+    label = f"{event.event} {event.room_id}"
+    if event.seq is not None:
+        label += f"#{event.seq}.{event.attempt}" if event.attempt else f"#{event.seq}"
+    if event.reason:
+        label += f" ({event.reason})"
+    return {"severity": _SEVERITY.get(event.event, "INFO"), "message": label, "log_type": LOG_TYPE,
+            "schema_version": SCHEMA_VERSION, **body}
+
+
+def test_the_line_and_the_outbox_record_are_asdict_s():
+    for event in EVENTS:
+        assert list(event.to_record().items()) == list(old_record(event).items())
+        stored = outbox._record(event)
+        assert list(stored.items()) == list({**{k: v for k, v in asdict(event).items()
+                                                if v is not None and k != "event_id"},
+                                             "event": str(event.event)}.items())
