@@ -61,19 +61,7 @@ def value_size(value: Any) -> int:
 
 def fields_size(fields: dict[str, Any]) -> int:
     """Bytes of a map's (or a document's) fields: names + values."""
-    total = 0
-    for name, v in fields.items():
-        total += (len(name) if name.isascii() else len(name.encode("utf-8"))) + 1
-        t = type(v)
-        if t is str:
-            total += (len(v) if v.isascii() else len(v.encode("utf-8"))) + 1
-        elif t is int or t is float:
-            total += 8
-        elif v is None or t is bool:
-            total += 1
-        else:
-            total += value_size(v)
-    return total
+    return sum(string_size(name) + value_size(v) for name, v in fields.items())
 
 
 def document_size(path: str, fields: dict[str, Any]) -> int:
