@@ -88,6 +88,7 @@ def invocation_counts() -> dict[str, Any]:
     benchmarks and the cost estimate read these keys)."""
     c = op_counts()
     return {"firestore_reads": c.firestore_reads, "firestore_writes": c.firestore_writes,
-            "tasks_created": c.tasks_created, "send_calls": c.send_calls, "status_publishes": c.status_publishes,
+            "tasks_created": c.tasks_created, "tasks_deleted": c.tasks_deleted, "send_calls": c.send_calls,
+            "status_publishes": c.status_publishes,
             "window_reads": c.window_reads, "window_writes": c.window_writes,
             "proof_reads": c.proof_reads, "proof_writes": c.proof_writes, "window_slots": c.window_slots}

@@ -164,7 +164,10 @@ class KeptRecords:
             if doc.get("ended_at") is not None:
                 return "ended_before", doc
             try:
-                self._fs.update(ref, {"ended_at": self._now(), "expire_at": self._expire_at()}, since=snap)
+                # Kept as long as the cancellation asked (a cancel ends its message before its time, and a
+                # copy that comes at its time must still find the mark), and the retention past now.
+                kept = max(filter(None, (doc.get("expire_at"), self._expire_at())))
+                self._fs.update(ref, {"ended_at": self._now(), "expire_at": kept}, since=snap)
             except gexc.FailedPrecondition:
                 continue
             return "ended_now", doc

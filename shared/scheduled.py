@@ -18,12 +18,13 @@ is, and the message takes its place behind what the room holds then.
   hops of `MAX_HOP_S`; a hop that comes early is held again.
 - Each hold is recorded (`scheduled_cancels/{hash of room and message id}`: room,
   time, hop, task name; one write per scheduled message and hop). Cancel
-  (`baton scheduled cancel`) marks that record cancelled and deletes the task
-  by its recorded name, with no listing (the emulator does not implement
-  DeleteTask; the mark alone suffices). Whatever brings a scheduled message
-  in at its time (its task, or Pub/Sub redelivering the original push)
-  checks the mark first, and the first to find it ends the message as
-  `skipped`, once.
+  (`baton scheduled cancel`) marks that record cancelled, ends the held
+  message as `skipped` (a deleted task never comes, so nothing else would),
+  then deletes the task by its recorded name, with no listing. Whatever
+  brings a scheduled message in at its time (its task, had the delete
+  failed, or Pub/Sub redelivering the original push) checks the mark first,
+  and the first to find it ends the message as `skipped`, once; a later one
+  is logged a duplicate.
 - A hop task that comes early (Cloud Tasks' clock ahead of the function's)
   is held again under a name of its own (`-r{arrival ms}`): under the
   running task's name, the real service would refuse it as ALREADY_EXISTS,

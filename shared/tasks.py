@@ -205,9 +205,10 @@ class TimerScheduler:
 
         Best effort, never raises: a task that already ran or was deleted
         (NOT_FOUND), a refusal or an outage leave the timer to fire and be
-        ignored, as before. The local emulator does not implement DeleteTask
-        (UNIMPLEMENTED): the first such answer turns deletion off for this
-        process. One DeleteTask call is one Cloud Tasks operation, the same
+        ignored, as before. An emulator without DeleteTask (gcloud-tasks-emulator
+        as published; the local stack adds it: tools/local/tasks_emulator.py)
+        answers UNIMPLEMENTED: the first such answer turns deletion off for
+        this process. One DeleteTask call is one Cloud Tasks operation, the same
         price as the dispatch it saves (https://cloud.google.com/tasks/pricing).
         """
         if TimerScheduler._delete_unimplemented:

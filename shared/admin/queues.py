@@ -7,7 +7,6 @@ with its `Admin` and `Args`.
 
 from __future__ import annotations
 
-import time
 from collections import Counter
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
@@ -77,7 +76,11 @@ def scheduled_cancel(admin: Admin, args: Args, actor: str) -> dict[str, Any]:
     recorded = admin.operators.store.cancel_scheduled(room_id, message_id, actor, reason)
     # A copy let in already (`entered_at`): too late; its task may be retrying a full room, so it stays.
     task = None if (recorded or {}).get("entered_at") is not None else (recorded or {}).get("task")
+    # A held message ends now, before its task is deleted: a deleted task brings nothing at its time, and
+    # a cancel that dies between the two leaves the task to come, find the end and be logged a duplicate.
+    now_us = admin.operators.now_us()
+    ended = admin.operators.service.end_cancelled_scheduled(room_id, message_id, now_us) if task else "not_held"
     deleted = admin.scheduled_factory().delete(task) if task else False
-    was_waiting = recorded is not None and (recorded.get("deliver_at_us") or 0) > time.time_ns() // 1000
+    was_waiting = recorded is not None and (recorded.get("deliver_at_us") or 0) > now_us
     return {"room_id": room_id, "message_id": message_id, "was_waiting": was_waiting, "task": task,
-            "task_deleted": deleted, "actor": actor}
+            "ended_now": ended == "ended_now", "task_deleted": deleted, "actor": actor}

@@ -107,6 +107,10 @@ class DeliveryService:
         """`enqueue`: a Pub/Sub push (`EnqueueHandlers.handle_push`)."""
         return self.enqueue.handle_push(body, scheduled_entry)
 
+    def end_cancelled_scheduled(self, room_id: str, message_id: str, at_us: int) -> str:
+        """A cancelled scheduled message's end, by the cancel (`ScheduledEntry.end_cancelled`)."""
+        return self.enqueue.scheduled.end_cancelled(room_id, message_id, None, at_us, "admin")
+
     def handle_dead_letter(self, body: bytes) -> Reply:
         """`deadletter`: a dead-letter topic's push (`EnqueueHandlers.handle_dead_letter`)."""
         return self.enqueue.handle_dead_letter(body)

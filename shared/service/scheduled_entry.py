@@ -50,19 +50,34 @@ class ScheduledEntry:
                                            reason=f"enters its room at {utc_iso(due)}"
                                                   + (f" (next hop {utc_iso(hop)})" if hop < due else "")))
             return Reply(200, {"result": "scheduled", "deliver_at": utc_iso(due)})
-        verdict, cancel = self.core.store.claim_cancelled_end(parsed.room_id, e.message_id)
-        if verdict == "not_cancelled" or cancel is None:
+        verdict = self.end_cancelled(parsed.room_id, e.message_id, e.provider, arrived, "enqueue")
+        if verdict == "not_cancelled":
             return None
-        if verdict == "ended_now":
-            # Ends unsent, as an operator's skip does.
-            ended = DeliveryEvent(EventType.SKIPPED, utc_iso(arrived), "enqueue", parsed.room_id,
-                                  message_id=e.message_id, provider=e.provider, actor=cancel.get("actor"),
-                                  reason=f"{CANCELLED_REASON} before its time: {cancel.get('reason')}"[:300])
-            self.core.events.emit(ended)
-            if self.core.outcomes is not None and (record := outcome_record(ended)) is not None:
-                self.core.outcomes.publish([record])  # `cancelled`: claimed once (`ended_now`)
-        else:
+        if verdict != "ended_now":
             self.core.events.emit(DeliveryEvent(EventType.DUPLICATE_IGNORED, utc_iso(arrived), "enqueue", parsed.room_id,
                                            message_id=e.message_id, provider=e.provider,
                                            reason="a cancelled scheduled message that has ended already"))
         return Reply(200, {"result": "cancelled"})
+
+    def end_cancelled(self, room_id: str, message_id: str, provider: str | None, at_us: int, component: str) -> str:
+        """End room `room_id`'s cancelled scheduled message `message_id` as
+        `skipped` (with the operator and reason of its cancellation), unsent,
+        unless it has ended already: one conditional write
+        (`claim_cancelled_end`). Called when a copy of it comes at its time,
+        and by the cancel itself (shared/admin/queues.py), whose deleted task
+        would otherwise leave nothing to bring it. `at_us`: epoch us of the
+        end. Returns the claim's verdict: `ended_now` (this call logged the
+        end and published its outcome), `not_cancelled`, or another (ended
+        before). Raises what the store raises."""
+        verdict, cancel = self.core.store.claim_cancelled_end(room_id, message_id)
+        if verdict == "not_cancelled" or cancel is None:
+            return "not_cancelled"
+        if verdict == "ended_now":
+            # Ends unsent, as an operator's skip does.
+            ended = DeliveryEvent(EventType.SKIPPED, utc_iso(at_us), component, room_id,
+                                  message_id=message_id, provider=provider, actor=cancel.get("actor"),
+                                  reason=f"{CANCELLED_REASON} before its time: {cancel.get('reason')}"[:300])
+            self.core.events.emit(ended)
+            if self.core.outcomes is not None and (record := outcome_record(ended)) is not None:
+                self.core.outcomes.publish([record])  # `cancelled`: claimed once (`ended_now`)
+        return verdict

@@ -157,23 +157,32 @@ def test_a_timer_reaches_the_timeout_function(stack, room_id):
     assert (events[0]["seq"], events[0]["attempt"]) == (3, 2)
 
 
-def test_cancelling_a_timer_on_the_emulator_is_harmless_and_the_timer_still_fires(stack, room_id, monkeypatch):
-    """The emulator answers DeleteTask UNIMPLEMENTED: `cancel` says so (False),
-    raises nothing, stops trying, and the timer fires and is ignored as any
-    stale timer (on the real service it would be deleted)."""
+def test_a_cancelled_timer_is_deleted_and_never_fires_and_the_others_still_do(stack, room_id, monkeypatch):
+    """The local Cloud Tasks stand-in answers DeleteTask as the real service
+    does (tools/local/tasks_emulator.py): a cancelled timer's task is
+    deleted and never calls `timeout`; a second delete of it, or of a task
+    that ran, is NOT_FOUND (`cancel` says False); the timers beside it,
+    cancelled meanwhile or not, fire as before."""
     from shared.room import CancelTimer
     from shared.tasks import TimerScheduler, make_client
 
     monkeypatch.setattr(TimerScheduler, "_delete_unimplemented", False)
     settings = dataclasses.replace(stack_settings(), timeout_url=stack.url("timeout"), tasks_queue_count=4)
     scheduler = TimerScheduler(make_client(settings), settings)
-    due = time.time_ns() // 1000 + 300_000
-    scheduler.schedule(ScheduleTimer(room_id, 12345, 4, 1, due))
-    assert scheduler.cancel(CancelTimer(room_id, 12345, 4, 1, due)) is False
-    assert TimerScheduler._delete_unimplemented
-    events = wait_for(lambda: [e for e in room_events(stack, room_id) if e["event"] == "timeout_ignored"],
-                      what="the timer's call of `timeout`")
-    assert (events[0]["seq"], events[0]["attempt"]) == (4, 1)
+    due = time.time_ns() // 1000 + 1_500_000
+    for seq in range(1, 9):
+        scheduler.schedule(ScheduleTimer(room_id, 12345, seq, 1, due))
+    cancelled = {seq for seq in range(1, 9) if seq % 2}
+    assert all(scheduler.cancel(CancelTimer(room_id, 12345, seq, 1, due)) for seq in sorted(cancelled))
+    assert scheduler.cancel(CancelTimer(room_id, 12345, 1, 1, due)) is False  # deleted already: NOT_FOUND
+    assert not TimerScheduler._delete_unimplemented
+    def fired() -> set[int]:
+        return {e["seq"] for e in room_events(stack, room_id) if e["event"] == "timeout_ignored"}
+
+    wait_for(lambda: len(fired()) >= 4, what="the timers not cancelled")
+    time.sleep(1.0)  # the emulator's loop runs every 0.1 s: a deleted task would have come by now
+    assert fired() == {2, 4, 6, 8}
+    assert scheduler.cancel(CancelTimer(room_id, 12345, 2, 1, due)) is False  # it ran: NOT_FOUND
 
 
 def test_a_task_that_is_not_a_timer_is_dropped_with_its_reason_not_retried_forever(stack):

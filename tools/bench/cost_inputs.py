@@ -136,7 +136,7 @@ def derive(counts: dict[str, Any], events_path: Path | None, invocations_path: P
         inputs["functions"] = {
             fn: {op: statistics.mean(r.get(key, 0) for r in rows) for op, key in (
                 ("reads", "firestore_reads"), ("writes", "firestore_writes"), ("tasks", "tasks_created"),
-                ("sends", "send_calls"), ("publishes", "status_publishes"))}
+                ("deletes", "tasks_deleted"), ("sends", "send_calls"), ("publishes", "status_publishes"))}
             for fn, rows in sorted(by_function.items())}
     return inputs
 

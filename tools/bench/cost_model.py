@@ -48,17 +48,15 @@ def billed_seconds_per_second(rate: float, seconds: float, concurrency: int) -> 
 
 
 def cost(inputs: dict[str, Any], deploy: dict[str, Any], rate: float,
-         levers: frozenset[str] = frozenset(), in_code: frozenset[str] = frozenset({"delete_timer_on_ack"})
-         ) -> dict[str, Any]:
+         levers: frozenset[str] = frozenset()) -> dict[str, Any]:
     """Cost of one million ended messages at `rate` msgs/s: {"items": [(name,
     quantity per message, unit, USD per million)], "total": USD per million,
     "compute_s": billed instance-seconds per message}. `levers` applies
-    changes the model can price (cost_report.py LEVERS). `in_code` are levers the code has
-    made but the emulators cannot show, always applied: `delete_timer_on_ack`
-    (shared/tasks.py deletes an ended attempt's timer; the Cloud Tasks
-    emulator does not implement DeleteTask, so the measured counts still hold
-    the timers that fire for nothing)."""
-    levers = levers | in_code
+    changes the model can price (cost_report.py LEVERS). The Cloud Tasks
+    operations are the measured creates, deletes (an acked attempt's timer,
+    shared/tasks.py; the local stand-in answers DeleteTask as the service
+    does: tools/local/tasks_emulator.py) and dispatches (`timeout`
+    invocations)."""
     c = dict(inputs["counts"])
     ev = dict(inputs.get("events", {}))
     fns = {fn: dict(ops) for fn, ops in inputs.get("functions", {}).items()}
@@ -71,25 +69,10 @@ def cost(inputs: dict[str, Any], deploy: dict[str, Any], rate: float,
     reads, writes = c.get("firestore_reads_per_message", 0), c.get("firestore_writes_per_message", 0)
     tasks_created = c.get("tasks_created_per_message", 0)
     publishes = c.get("status_publishes_per_message", 0)
-    deletes = 0.0
-    stale = ev.get("timeout_ignored_per_message", 0.0)
+    deletes = c.get("tasks_deleted_per_message", 0.0)
+    stale = ev.get("timeout_ignored_per_message", 0.0)  # timers that came after their attempt ended
     events_per_message = ev.get("per_message", 0.0)
 
-    if "delete_timer_on_ack" in levers:
-        # Each timer that fires on an already-ended message (timeout_ignored)
-        # is deleted by the ack that ended it instead: one DeleteTask call in
-        # the ack's invocation, one timeout invocation, its read and its log
-        # line fewer. The dispatch it saves and the call it adds are both one
-        # Cloud Tasks operation.
-        timeout_reads = fns.get("timeout", {}).get("reads", 1.0)
-        inv["timeout"] = max(0.0, inv.get("timeout", 0) - stale)
-        reads -= stale * timeout_reads
-        deletes = stale
-        events_per_message -= stale
-        for fn in ("webhook", "status"):
-            if inv.get(fn):
-                share = stale / sum(inv.get(f, 0) for f in ("webhook", "status"))
-                fns.setdefault(fn, {})["deletes"] = fns.get(fn, {}).get("deletes", 0) + share
     if "sender_window_off" in levers:
         # WHATSAPP_SENDER_RATE=0: no slot reads or writes (their compute and
         # the rare waits' timers are left in: under 1% of the total).
@@ -109,8 +92,7 @@ def cost(inputs: dict[str, Any], deploy: dict[str, Any], rate: float,
             hook["writes"] = max(0.0, hook.get("writes", 0) - c.get("proof_writes_per_message", 0) / inv["webhook"])
     routine = ev.get("routine_statuses_per_message", 0.0)
     if "quiet_ignored_events" in levers:
-        events_per_message -= ev.get("status_ignored_per_message", 0) + (
-            0 if "delete_timer_on_ack" in levers else stale)
+        events_per_message -= ev.get("status_ignored_per_message", 0) + stale
         routine = 0.0  # not written at all
     if "keep_routine_statuses" in levers:
         keep_routine = True

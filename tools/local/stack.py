@@ -5,7 +5,9 @@ groups, on free ports chosen at start (so parallel runs never collide):
 
 - the Firestore emulator and the Pub/Sub emulator (gcloud, Java 17);
 - gcloud-tasks-emulator, from its own virtualenv `.venv-tasks` (it pins
-  protobuf<5, which the current Google clients cannot share);
+  protobuf<5, which the current Google clients cannot share), with the
+  DeleteTask it lacks added (tools/local/tasks_emulator.py), so acked
+  attempts' timers are deleted as in the cloud;
 - the fake platform (tools/sim/fake_platform/: the WhatsApp, Messenger and
   Instagram wire formats, with injected faults);
 - `enqueue`, `deadletter`, `webhook`, `status`, `timeout`, `sweep`,
@@ -234,8 +236,10 @@ class Stack:
                                   f"--project={PROJECT}", "--quiet"])
         self._spawn("pubsub", ["gcloud", "beta", "emulators", "pubsub", "start", f"--host-port=127.0.0.1:{p['pubsub']}",
                                f"--project={PROJECT}", "--quiet"])
-        tasks_bin = ROOT / ".venv-tasks" / "bin" / "gcloud-tasks-emulator"
-        self._spawn("tasks", [str(tasks_bin), "start", "-p", str(p["tasks"]), "-q"])
+        # gcloud-tasks-emulator with the DeleteTask it lacks (tools/local/tasks_emulator.py).
+        tasks_python = ROOT / ".venv-tasks" / "bin" / "python"
+        self._spawn("tasks", [str(tasks_python), str(ROOT / "tools" / "local" / "tasks_emulator.py"), "start",
+                              "-p", str(p["tasks"]), "-q"])
         py = sys.executable
         self._spawn("fake", [py, "-m", "tools.sim.fake_platform", "--port", str(p["fake"]),
                              "--webhook-url", f"http://127.0.0.1:{p['webhook']}/",

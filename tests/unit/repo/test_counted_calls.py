@@ -386,6 +386,6 @@ def test_a_push_that_sends_counts_one_send_call_and_the_invocation_record_carrie
     core.record_invocation("enqueue", clock.now_us(), 200)
     record = json.loads((tmp_path / "metrics.jsonl").read_text().splitlines()[-1])
     assert [k for k in record if k not in ("log_type", "function", "ts", "duration_ms", "http_status")] == [
-        "firestore_reads", "firestore_writes", "tasks_created", "send_calls", "status_publishes",
+        "firestore_reads", "firestore_writes", "tasks_created", "tasks_deleted", "send_calls", "status_publishes",
         "window_reads", "window_writes", "proof_reads", "proof_writes", "window_slots"]
     assert record["send_calls"] == 1

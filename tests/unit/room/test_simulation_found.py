@@ -202,7 +202,7 @@ def test_a_cancel_after_the_message_came_leaves_its_task_so_a_full_room_still_ge
     world.clock.advance_ms(11_000)
     verdict, _ = world.store.claim_cancelled_end("room-s", "promo-1")  # its task comes: let in
     assert verdict == "not_cancelled"
-    admin = types.SimpleNamespace(operators=types.SimpleNamespace(store=world.store),
+    admin = types.SimpleNamespace(operators=types.SimpleNamespace(store=world.store, now_us=world.clock.now_us),
                                   scheduled_factory=lambda: service.scheduled)
     answer = scheduled_cancel(admin, Args({"room_id": "room-s", "message_id": "promo-1", "reason": "late"}), "ops")
     assert answer["task_deleted"] is False and client.deleted == [], answer

@@ -88,6 +88,39 @@ def test_cancel_deletes_the_task_by_the_name_its_hold_recorded():
     assert recorded["task"] in {name.rsplit("/", 1)[-1] for name in client.created}
 
 
+def test_a_cancel_that_deletes_the_task_ends_the_message_itself_once_and_first():
+    """On the real service a deleted task never comes, so nothing would end
+    the cancelled message (the emulator, lacking DeleteTask, used to run it
+    anyway and hid this): the cancel ends it as `skipped` with the
+    operator's name, publishes its outcome once, then deletes the task. A
+    copy that comes later (the task, had its delete failed, or a redelivered
+    push) is a duplicate: one end, no send."""
+    import types
+
+    from shared.admin.actions import Args, scheduled_cancel
+
+    world, service, client = setup()
+    body = push(world, "m1", 3600)
+    assert service.handle_push(body).body["result"] == "scheduled"
+    order: list[str] = []
+    ended_by = service.end_cancelled_scheduled
+    hold = types.SimpleNamespace(delete=lambda task: order.append("delete") or service.scheduled.delete(task))
+    admin = types.SimpleNamespace(
+        operators=types.SimpleNamespace(store=world.store, now_us=world.clock.now_us,
+                                        service=types.SimpleNamespace(end_cancelled_scheduled=lambda *a: (
+                                            order.append("end"), ended_by(*a))[1])),
+        scheduled_factory=lambda: hold)
+    answer = scheduled_cancel(admin, Args({"room_id": "room-s", "message_id": "m1", "reason": "withdrawn"}), "ops")
+    assert answer["ended_now"] and answer["task_deleted"] and answer["was_waiting"], answer
+    assert order == ["end", "delete"]
+    skipped = [e for e in world.events.events if e.message_id == "m1" and e.event == "skipped"]
+    assert len(skipped) == 1 and skipped[0].actor == "ops" and "withdrawn" in (skipped[0].reason or "")
+    world.clock.advance_ms(3_601_000)
+    assert service.handle_push(body).body["result"] == "cancelled"  # Pub/Sub redelivers the push after its time
+    assert kinds(world, "m1").count("skipped") == 1 and "enqueued" not in kinds(world, "m1")
+    assert world.platform.calls == []
+
+
 def test_a_hop_task_that_comes_early_is_held_again_not_dropped():
     world, service, client = setup()
     body = push(world, "m1", 10)

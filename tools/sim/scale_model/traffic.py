@@ -131,6 +131,8 @@ class Traffic:
         self.world.serve("webhook").handle_status_webhook(raw, sign(raw, self.secret))
 
     def _on_timer(self, task: object) -> None:
+        if task.deleted:  # type: ignore[attr-defined]  # an ack deleted it (DeleteTask): it never runs
+            return
         self._invocation("timeout")
         queue = f"queue-{queue_index(task.timer.room_id, self.world.settings.tasks_queue_count)}"  # type: ignore[attr-defined]
         self.world.meter.count("task dispatches per queue", queue, 1, self.world.clock.now_us())

@@ -36,8 +36,10 @@ def scheduled(world: World, calls: dict[str, list[Call]], exercised: Counter[str
     """Scheduled messages (`deliver_at`): none reaches the platform before
     its time (ENTER_AT_ONCE_MS early at most); one whose room's record was
     cancelled before anything brought it in (its first claim found the
-    cancel) never reaches it; one that entered its room before the cancel
-    is not also ended `skipped` by a later copy (nothing ended twice)."""
+    cancel) never reaches it and ends once, `skipped` (its cancel ends it
+    when it deletes its task, which then never comes); one that entered its
+    room before the cancel is not also ended `skipped` by a later copy
+    (nothing ended twice)."""
     found: list[Finding] = []
     logged = [e.event for e in logged_once(world)]
     for plan in world.rooms:
@@ -60,6 +62,12 @@ def scheduled(world: World, calls: dict[str, list[Call]], exercised: Counter[str
                     found.append(Finding("scheduled: cancelled before its time, never sent", plan.room_id,
                                          f"{msg.message_id} cancelled before anything brought it in, yet taken at "
                                          f"{ms(world, mine[0].taken_us)}"))
+                skips = [e for e in logged if e.room_id == plan.room_id and e.message_id == msg.message_id
+                         and str(e.event) == EventType.SKIPPED]
+                if len(skips) != 1:
+                    found.append(Finding("scheduled: cancelled before its time, never sent", plan.room_id,
+                                         f"{msg.message_id} cancelled before anything brought it in, ended "
+                                         f"`skipped` {len(skips)} times (once expected)"))
             elif claims:
                 exercised["nothing ended twice"] += 1
                 skips = [e for e in logged if e.room_id == plan.room_id and e.message_id == msg.message_id

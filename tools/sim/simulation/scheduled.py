@@ -151,10 +151,10 @@ def run_task(world: World, task: SimTask, function: str, label: str, dup_kind: s
 
 
 def cancel_scheduled(world: World, room_id: str, message_id: str) -> None:
-    """`baton scheduled cancel` (shared/admin/actions.py `scheduled_cancel`):
-    mark the record cancelled, then delete its task by the recorded name,
-    unless a copy was let in already (too late: the task stays); again
-    every 2 s until answered."""
+    """`baton scheduled cancel` (shared/admin/queues.py `scheduled_cancel`):
+    mark the record cancelled; unless a copy was let in already (too late:
+    the task stays), end the message (`skipped`) and then delete its task
+    by the recorded name; again every 2 s until answered."""
     from shared.service import Reply
     from tools.sim.simulation.world import MAX_TRIES
 
@@ -164,6 +164,8 @@ def cancel_scheduled(world: World, room_id: str, message_id: str) -> None:
     def act() -> Reply:
         recorded = store.cancel_scheduled(room_id, message_id, "simulation", "campaign called off")
         task = None if (recorded or {}).get("entered_at") is not None else (recorded or {}).get("task")
+        if task:
+            world.service.end_cancelled_scheduled(room_id, message_id, world.sched.now_us())
         deleted = world.scheduled_hold.delete(task) if task else False
         return Reply(200, {"task": task, "task_deleted": deleted})
 
