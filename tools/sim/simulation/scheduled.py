@@ -151,23 +151,25 @@ def run_task(world: World, task: SimTask, function: str, label: str, dup_kind: s
 
 
 def cancel_scheduled(world: World, room_id: str, message_id: str) -> None:
-    """`baton scheduled cancel` (shared/admin/queues.py `scheduled_cancel`):
-    mark the record cancelled; unless a copy was let in already (too late:
-    the task stays), end the message (`skipped`) and then delete its task
-    by the recorded name; again every 2 s until answered."""
+    """`baton scheduled cancel`: the admin action itself (shared/admin/queues.py
+    `scheduled_cancel`) over the world's store, service, clock and scheduled
+    hold; again every 2 s until answered."""
+    import types
+
+    from shared.admin.actions import Args
+    from shared.admin.queues import scheduled_cancel
     from shared.service import Reply
     from tools.sim.simulation.world import MAX_TRIES
 
     world.faults.count("operator scheduled cancel")
-    store = world.store_port
+    args = {"room_id": room_id, "message_id": message_id, "reason": "campaign called off"}
 
     def act() -> Reply:
-        recorded = store.cancel_scheduled(room_id, message_id, "simulation", "campaign called off")
-        task = None if (recorded or {}).get("entered_at") is not None else (recorded or {}).get("task")
-        if task:
-            world.service.end_cancelled_scheduled(room_id, message_id, world.sched.now_us())
-        deleted = world.scheduled_hold.delete(task) if task else False
-        return Reply(200, {"task": task, "task_deleted": deleted})
+        # Built at each try: a restart between tries gives the world a new service.
+        admin = types.SimpleNamespace(
+            operators=types.SimpleNamespace(store=world.store_port, service=world.service, now_us=world.sched.now_us),
+            scheduled_factory=lambda: world.scheduled_hold)
+        return Reply(200, scheduled_cancel(admin, Args(args), "simulation"))  # type: ignore[arg-type]
 
     def answered(status: int | None, tries: int = 1) -> None:
         if (status is None or not 200 <= status < 300) and tries < MAX_TRIES:
