@@ -107,7 +107,12 @@ def sender_at_its_rate(t: Transition, ev: SendReturned) -> Decision:
         return flight
     assert ev.sender_busy_until_us is not None
     state = t.state
-    ready = max(ev.sender_busy_until_us, ev.at_us)
+    # Not before the millisecond after the send's: a timer's name holds its attempt and due ms
+    # (shared/tasks.py:task_id), and the timer that woke this attempt was due at or before the send
+    # began. A wait due within that ms would be armed under the name of the task running now, which
+    # Cloud Tasks refuses for about an hour as a duplicate: no wake-up, the room left to the watchdog
+    # (`make scale-model`, 2026-11-28: 9 rooms, once a refused send's own ack timer no longer woke them).
+    ready = max(ev.sender_busy_until_us, (ev.at_us // 1000 + 1) * 1000)
     log(t, EventType.PACED, flight.message, attempt=flight.attempt,
         reason=f"sender {flight.message.sender or 'default'} at its rate: "
                f"next slot in {(ready - t.now_us) / 1000:.0f} ms")

@@ -8,6 +8,7 @@ from __future__ import annotations
 import base64
 import dataclasses
 import json
+from dataclasses import replace
 
 import pytest
 
@@ -27,6 +28,7 @@ from shared.room import (
 )
 from shared.room_document import room_as_read, room_to_doc
 from shared.senders import SenderSpec, parse_senders, rendezvous_sender
+from shared.tasks import task_id
 from tests.unit.room.steps import stepper
 
 T0 = 1_700_000_000_000_000
@@ -137,6 +139,26 @@ def test_a_send_whose_number_is_at_its_rate_waits_as_this_same_attempt():
     again = [e for e in effects if isinstance(e, Send)]
     assert [(e.message.seq, e.attempt) for e in again] == [(1, send.attempt)]
     assert again[0].delivery_id != send.delivery_id  # a new start time in the delivery id
+
+
+def test_a_wait_for_a_slot_free_within_the_ms_of_the_timer_that_woke_it_is_due_in_a_later_ms():
+    """A timer's task name holds its due ms (shared/tasks.py): a wait due
+    in the same ms as the timer that woke the attempt would reuse that
+    running task's name, which Cloud Tasks refuses, and the room would wait
+    for the watchdog (`make scale-model`: 9 rooms stuck PACED)."""
+    state, d = step(RoomState("r1"), enqueue("m1", default_sender="1001"))
+    send = next(e for e in d.effects if isinstance(e, Send))
+    paced_at = T0 + 400_000_250  # the first wait, due 250 us into a millisecond
+    d = decide(state, SendReturned(state.incarnation, 1, send.attempt, SendOutcome.REFUSED, T0 + 1000, "c",
+                                   sender_busy_until_us=paced_at), POLICY, "test")
+    state, d = step(d.state, TimerFired(d.state.incarnation, 1, send.attempt, paced_at, paced_at))
+    again = next(e for e in d.effects if isinstance(e, Send))
+    # At its slot the number is busy again, its next slot 102 us later: within the same ms.
+    d = decide(state, SendReturned(state.incarnation, 1, again.attempt, SendOutcome.REFUSED, paced_at, "c",
+                                   sender_busy_until_us=paced_at + 102), POLICY, "test")
+    [timer] = [e for e in d.effects if isinstance(e, ScheduleTimer)]
+    assert timer.due_at_us == (paced_at // 1000 + 1) * 1000
+    assert task_id(timer) != task_id(replace(timer, due_at_us=paced_at))
 
 
 def test_a_busy_number_gives_back_the_pair_rate_token_it_did_not_use():
