@@ -66,18 +66,27 @@ class ScheduledEntry:
         (`claim_cancelled_end`). Called when a copy of it comes at its time,
         and by the cancel itself (shared/admin/queues.py), whose deleted task
         would otherwise leave nothing to bring it. `at_us`: epoch us of the
-        end. Returns the claim's verdict: `ended_now` (this call logged the
-        end and published its outcome), `not_cancelled`, or another (ended
-        before). Raises what the store raises."""
+        end. Returns the claim's verdict: `ended_now` (this call ended it),
+        `not_cancelled`, or `ended_before`. Raises what the store raises.
+
+        The `skipped` line and the outcome go out after the claim, so a
+        process that dies between the two would lose them: every call that
+        finds the message ended (`ended_before`: a task run again, a push
+        redelivered, the task a cancel that died before deleting it left)
+        logs the line again, `relogged`, with the same `event_id`
+        (`cancelled.{message_id}`: readers of the log keep one line per room
+        and event id, docs/event-log.md), and publishes the outcome again
+        (outcomes are at least once). Simulation seed 13 (2026-11-28): a copy
+        died after its claim, and the cancelled message never ended in the log."""
         verdict, cancel = self.core.store.claim_cancelled_end(room_id, message_id)
         if verdict == "not_cancelled" or cancel is None:
             return "not_cancelled"
-        if verdict == "ended_now":
-            # Ends unsent, as an operator's skip does.
-            ended = DeliveryEvent(EventType.SKIPPED, utc_iso(at_us), component, room_id,
-                                  message_id=message_id, provider=provider, actor=cancel.get("actor"),
-                                  reason=f"{CANCELLED_REASON} before its time: {cancel.get('reason')}"[:300])
-            self.core.events.emit(ended)
-            if self.core.outcomes is not None and (record := outcome_record(ended)) is not None:
-                self.core.outcomes.publish([record])  # `cancelled`: claimed once (`ended_now`)
+        # Ends unsent, as an operator's skip does.
+        ended = DeliveryEvent(EventType.SKIPPED, utc_iso(at_us), component, room_id,
+                              message_id=message_id, provider=provider, actor=cancel.get("actor"),
+                              reason=f"{CANCELLED_REASON} before its time: {cancel.get('reason')}"[:300],
+                              event_id=f"cancelled.{message_id}", relogged=True if verdict != "ended_now" else None)
+        self.core.events.emit(ended)
+        if self.core.outcomes is not None and (record := outcome_record(ended)) is not None:
+            self.core.outcomes.publish([record])
         return verdict

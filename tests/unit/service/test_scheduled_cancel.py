@@ -63,7 +63,35 @@ def setup():
 
 
 def kinds(world: World, mid: str) -> list[str]:
-    return [str(e.event) for e in world.events.events if e.message_id == mid]
+    """The message's lines as the log's readers keep them: one per (room, `event_id`)."""
+    seen: set[tuple[str | None, str]] = set()
+    kept = []
+    for e in world.events.events:
+        if e.message_id != mid or (e.event_id is not None and (e.room_id, e.event_id) in seen):
+            continue
+        seen.add((e.room_id, e.event_id or ""))
+        kept.append(str(e.event))
+    return kept
+
+
+def test_a_copy_after_a_cancel_whose_process_died_after_its_claim_logs_the_end():
+    """The claim (`claim_cancelled_end`) landed and the process died before
+    its `skipped` line (simulation seed 13, 2026-11-28): the next copy finds
+    the message ended and logs the line again, `relogged`, with the event id
+    every copy uses, and publishes the outcome. Before: `duplicate_ignored`
+    only, and the message never ended in the log."""
+    world, service, client = setup()
+    body = push(world, "m1", 10)
+    service.handle_push(body)
+    world.store.cancel_scheduled("room-s", "m1", "ops", "withdrawn")
+    assert world.store.claim_cancelled_end("room-s", "m1")[0] == "ended_now"  # ... and the process died here
+    assert "skipped" not in kinds(world, "m1")
+    world.clock.advance_ms(11_000)
+    assert service.handle_push(body, scheduled_entry=True).body["result"] == "cancelled"  # its task comes
+    [line] = [e for e in world.events.events if e.message_id == "m1" and e.event == "skipped"]
+    assert (line.relogged, line.event_id, line.actor) == (True, "cancelled.m1", "ops")
+    assert service.handle_push(body).body["result"] == "cancelled"  # a redelivered push: the same line again
+    assert kinds(world, "m1").count("skipped") == 1 and world.platform.calls == []
 
 
 def test_a_cancelled_message_redelivered_after_its_time_is_not_sent_and_ends_once():
