@@ -51,6 +51,15 @@ later arm) plus WATCHDOG_GRACE_MS; its ack, if it comes, ends it as usual. An
 ack that beats the arm finds no task to delete (best effort): the task runs
 once and is ignored (invariant 5).
 
+A send provably not made (REFUSED: its number at its rate, the incident
+switch, the start deadline passed, the platform's refusal) whose outcome a
+committed write recorded arms no timer of its own: that write's decision
+(PACED until the slot, BACKOFF, the end) arms the room's next wake-up, and
+the attempt's timer would only fire to be ignored. `make scale-model` at the
+users' burst (2026-11-28): 0.19 of 1.38 task creates a message were these
+timers, one per send that waited for a slot of its number. A refusal whose
+write fails raises, and the attempt's timer is armed as before.
+
 Acceptance on the timer (issue 46): a WhatsApp send accepted at an ack
 level other than `accepted` is recorded by no write of its own: the
 attempt's timer, armed right after the send, carries its ack deadline
@@ -67,7 +76,7 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Set
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Protocol
@@ -283,13 +292,14 @@ class ServiceCore:
         decisions the sends' outcomes committed, to run in turn."""
         timed = {(e.incarnation, e.seq, e.attempt) for e in decision.effects if isinstance(e, ScheduleTimer)}
         accepted: dict[tuple[int, int, int], int] = {}  # (incarnation, seq, attempt) -> ack deadline, epoch us
+        not_sent: set[tuple[int, int, int]] = set()  # refused, and recorded: no timer (the module docstring)
         try:
             follow_ups = [f for e in decision.effects if isinstance(e, Send)
-                          and (f := self._send(room_id, e, component, timed, accepted)) is not None]
+                          and (f := self._send(room_id, e, component, timed, accepted, not_sent)) is not None]
         except Exception:  # the send's outcome not recorded (503): its timer is armed all the same
             self._arm_all(room_id, decision, component, arm_failures, accepted)
             raise
-        self._arm_all(room_id, decision, component, arm_failures, accepted)
+        self._arm_all(room_id, decision, component, arm_failures, accepted, not_sent)
         return follow_ups
 
     def _request_preparation(self, room_id: str, prepare: Prepare, component: str, arm_failures: list[str]) -> None:
@@ -306,12 +316,13 @@ class ServiceCore:
                                            seq=prepare.seq, attempt=prepare.attempt, reason=str(exc)[:200]))
 
     def _arm_all(self, room_id: str, decision: Decision, component: str, arm_failures: list[str],
-                 accepted: dict[tuple[int, int, int], int]) -> None:
-        """Create a decision's timer tasks (each retried, `arm_retry`), each
-        timer of an attempt in `accepted` carrying its ack deadline (epoch
-        us). A failure is logged and added to `arm_failures` (the request
-        answers 503)."""
-        for timer in (e for e in decision.effects if isinstance(e, ScheduleTimer)):
+                 accepted: dict[tuple[int, int, int], int], not_sent: Set[tuple[int, int, int]] = frozenset()) -> None:
+        """Create a decision's timer tasks (each retried, `arm_retry`) but
+        those of `not_sent` (`_send`), each of an attempt in `accepted`
+        carrying its ack deadline (epoch us). A failure is logged and added
+        to `arm_failures` (the request answers 503)."""
+        for timer in (e for e in decision.effects if isinstance(e, ScheduleTimer)
+                      and (e.incarnation, e.seq, e.attempt) not in not_sent):
             if (deadline := accepted.get((timer.incarnation, timer.seq, timer.attempt))) is not None:
                 timer = replace(timer, accepted_deadline_us=deadline)
             # An attempt whose acceptance rides on its timer is not settled for the `sent` proof: a timer
@@ -328,12 +339,14 @@ class ServiceCore:
                                                room_id, seq=timer.seq, attempt=timer.attempt, reason=str(exc)[:200]))
 
     def _send(self, room_id: str, send: Send, component: str, timed: set[tuple[int, int, int]],
-              accepted: dict[tuple[int, int, int], int]) -> Decision | None:
+              accepted: dict[tuple[int, int, int], int], not_sent: set[tuple[int, int, int]]) -> Decision | None:
         """Make the call of `send` (or refuse it) and record its outcome: in
         a transaction (the decision returned), or (WhatsApp, accepted) in
         `accepted` ((incarnation, seq, attempt) -> ack deadline, epoch us)
         for its timer to carry if the attempt is in `timed`, else blind
-        (`RoomStore.record_accepted`)."""
+        (`RoomStore.record_accepted`). A REFUSED send whose outcome a write
+        recorded adds its attempt to `not_sent` (no timer: module docstring)."""
+        attempt = (send.incarnation, send.message.seq, send.attempt)
         msg = send.message
         assert msg.text is not None, "a parked placeholder is never sent"
         started = self.now_us()
@@ -344,9 +357,9 @@ class ServiceCore:
         elif (busy := (self.incident and self.incident.hold_until(started))
                 or sender_slot(self.sender_window, self.sender_rates, send.number, started)) is not None:
             # The incident switch is on, or its number is at its rate: no call; the room waits.
-            return self.store.apply(room_id, lambda s: self.decide(s, SendReturned(
+            return _note_refused(attempt, not_sent, self.store.apply(room_id, lambda s: self.decide(s, SendReturned(
                 send.incarnation, msg.seq, send.attempt, SendOutcome.REFUSED, started, send.cause,
-                sender_busy_until_us=busy), self.policy, component))
+                sender_busy_until_us=busy), self.policy, component)))
         else:
             sender = self.senders.get(f"{msg.provider}:{send.number}") or self.senders[msg.provider]
             # Prepared: by the platform's media id; else by link (the platform fetches it). A media id is
@@ -378,7 +391,6 @@ class ServiceCore:
                 and self.policy.ack_level(msg.provider) != "accepted":
             # No transaction (WhatsApp, Acceptance.BLIND_WRITE): the module docstring's "Acceptance on the
             # timer". (Messenger and Instagram record the platform's message id in a transaction.)
-            attempt = (send.incarnation, msg.seq, send.attempt)
             if attempt in timed:
                 accepted[attempt] = ack_deadline_us(self.policy, returned)  # not settled: see `_arm_all`
                 return None
@@ -390,7 +402,8 @@ class ServiceCore:
         returned_event = SendReturned(send.incarnation, msg.seq, send.attempt, result.outcome,
                                       returned, send.cause, result.permanent, result.rate_limited,
                                       result.error_code, result.error_title, result.provider_message_id)
-        return self.store.apply(room_id, lambda s: self.decide(s, returned_event, self.policy, component))
+        recorded = self.store.apply(room_id, lambda s: self.decide(s, returned_event, self.policy, component))
+        return _note_refused(attempt, not_sent, recorded) if result.outcome is SendOutcome.REFUSED else recorded
 
     def record_invocation(self, function: str, started_us: int, status: int) -> None:
         """Append this request's operation counts to METRICS_LOG_PATH (if set):
@@ -416,6 +429,17 @@ def accept_blind(store: RoomStore, room_id: str, timer: ScheduleTimer, deadline_
         store.record_accepted(room_id, timer.incarnation, timer.seq, timer.attempt, deadline_us)
     except (gexc.GoogleAPICallError, gexc.RetryError):
         pass
+
+
+def _note_refused(attempt: tuple[int, int, int], not_sent: set[tuple[int, int, int]], recorded: Decision) -> Decision:
+    """`recorded`, the decision on a REFUSED send (provably not made); if it
+    wrote the room, `attempt` joins `not_sent`: that write's decision arms
+    the room's next wake-up (PACED, BACKOFF, an end), so the attempt's own
+    timer is not armed (the module docstring). A decision that wrote
+    nothing (the attempt was stale) leaves the attempt's timer armed."""
+    if recorded.state is not None:
+        not_sent.add(attempt)
+    return recorded
 
 
 def sender_slot(window: SenderWindow | None, rates: Mapping[str, int], number: str | None, now: int) -> int | None:

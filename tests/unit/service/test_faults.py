@@ -1287,10 +1287,13 @@ def test_bug1_scenario_slow_send_is_held_the_whole_ack_timeout_after_it_returned
 
 def test_bug2_scenario_retry_timer_not_armed_after_a_transient_send_failure():
     """Inv. 8. m1's send fails transiently; its retry timer cannot be armed
-    (3 tries): the push answers 503, and its redelivery re-arms the timer."""
+    (3 tries): the push answers 503, and its redelivery re-arms the timer.
+    The retry timer is the request's first arm: a send provably not made
+    arms no timer of its own once its outcome is written
+    (shared/service/core.py)."""
     state = replay(Bug2Machine, """
         state.fail_next_send(kind='transient')
-        state.fail_next_timer_arm(skip=1, times=3)
+        state.fail_next_timer_arm(skip=0, times=3)
         state.publish(room='room-0')
         state.pubsub_retries(room='room-0')
     """)
@@ -1465,20 +1468,23 @@ def test_found_a_crash_right_after_a_commit_loses_no_log_line():
 
 
 def test_found_a_sweep_that_dies_after_its_resend_was_refused_for_good_leaves_the_end_to_the_next_sweep():
-    """Inv. 3 (the log; TestWatchdog, 2026-11-28). Send, then arm: the
-    watchdog's third attempt of m1 is refused, its dead letter commits, and
-    the sweep dies arming that attempt's timer before it logs the end. The
-    room is idle, no wake-up stored, no timer, m1's push long acknowledged
-    (its redelivery a duplicate): only the next scheduled sweep
-    (every minute, stored wake-ups or none) reads it, through its query for
-    rooms earlier sweeps left idle, and logs the end from the room's outbox.
-    Fails on a teardown that swept only for stored wake-ups."""
+    """Inv. 3 (the log; TestWatchdog, 2026-11-28). The watchdog's third
+    attempt of m1 is refused, its dead letter commits, and the sweep dies
+    right after that commit, before it logs the end. (Found as a death
+    arming the refused attempt's timer, which comes after the commit in
+    "Send, then arm"; such a send arms no timer now, shared/service/core.py,
+    so the death is injected at the commit.) The room is idle, no wake-up
+    stored, no timer, m1's push long acknowledged (its redelivery a
+    duplicate): only the next scheduled sweep (every minute, stored
+    wake-ups or none) reads it, through its query for rooms earlier sweeps
+    left idle, and logs the end from the room's outbox. Fails on a teardown
+    that swept only for stored wake-ups."""
     state = replay(WatchdogMachine, """
         state.crash_at_next(point='before_arm')
         state.publish(count=1, room='room-1')
         state.watchdog_sweep()
         state.pubsub_retries(room='room-1')
-        state.crash_at_next(point='before_arm')
+        state.world.platform.during_next_send(lambda call, s=state: s.world.store.crash_after_next_commit())
         state.fail_next_send(kind='transient')
         state.watchdog_sweep()
     """)

@@ -9,6 +9,9 @@ from __future__ import annotations
 import dataclasses
 import json
 
+import pytest
+from google.api_core import exceptions as gexc
+
 from shared.providers.whatsapp import sign
 from shared.room import Phase, make_delivery_id, policy_from_settings
 from shared.sender_window import SlotTaken
@@ -65,6 +68,37 @@ def test_a_number_at_its_rate_makes_the_room_wait_without_a_call():
     state = world.store.load_room(room)
     assert state.in_flight.phase is Phase.PACED and state.in_flight.attempt == 1
     assert any(e.event == "paced" and "at its rate" in (e.reason or "") for e in world.events.events)
+    # One task: the wake-up at the slot. The attempt's ack timer, armed before this change, would fire
+    # only to be ignored (`make scale-model`: 0.19 of 1.38 task creates a message at the users' burst).
+    assert [(t.timer.attempt, t.timer.due_at_us) for t in world.timers.tasks] == [(1, now + 400_000)]
+
+
+class BusyThenTheWriteFails(BusyOnce):
+    """A sender window whose first take finds no slot, and the room's
+    write that records the wait then fails (Firestore unavailable)."""
+
+    def __init__(self, world: World) -> None:
+        super().__init__()
+        self.world = world
+
+    def take(self, number: str, rate: int, now_us: int) -> SlotTaken | None:
+        self.world.store.fail_next_commit()
+        return super().take(number, rate, now_us)
+
+
+def test_a_wait_for_the_number_whose_write_fails_keeps_the_attempts_timer():
+    world, service, platforms = three_numbers()
+    window = BusyThenTheWriteFails(world)
+    service.core.sender_window = window  # type: ignore[assignment]
+    room = "room-busy"
+    now = world.clock.now_us()
+    with pytest.raises(gexc.ServiceUnavailable):  # the entry point answers 503: Pub/Sub redelivers
+        service.handle_push(push_body(room, "m1", "15550001", "hi", "p1", now))
+    assert sum(len(p.calls) for p in platforms.values()) == 0
+    state = world.store.load_room(room)
+    assert state.in_flight.phase is Phase.SENDING  # the wait was not recorded
+    # The room's wake-up is the attempt's timer, armed as the decision asked: the redelivery or the timer goes on.
+    assert [(t.timer.attempt, t.timer.due_at_us) for t in world.timers.tasks] == [(1, state.in_flight.due_at_us)]
 
 
 def whatsapp_status(delivery_id: str, number: str) -> bytes:

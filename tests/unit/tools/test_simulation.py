@@ -252,28 +252,28 @@ def test_a_bad_revision_of_the_status_function_is_replayed_from_the_error_queue(
 
 
 def test_an_end_whose_line_died_with_its_process_is_logged_from_the_outbox() -> None:
-    """Seed 44 (issue 43's scenario; its seed moves whenever a change adds or
+    """Seed 68 (issue 43's scenario; its seed moves whenever a change adds or
     removes a port call, since the seeds' faults are drawn per call: 26, 3,
-    35, 26 and 44 this session, each rescanned over seeds 1-120) crashes processes
+    35, 26, 44 and 68, each rescanned over seeds 1-120) crashes processes
     between a room's commit and its log lines (the simulation excused such
     seeds as a known gap: 255 of 2,000). The room's outbox
     (shared/outbox.py) keeps the lines and a later read of the room logs
     them: nothing found. With the outbox never read back (the code before
     it), the check fails on each lost end (two)."""
-    result = run_seed(44)
+    result = run_seed(68)
     assert not result.findings, report_failure(result)
-    before = run_seed(44, store_options={"left_behind": lambda room_id, doc: {}})
+    before = run_seed(68, store_options={"left_behind": lambda room_id, doc: {}})
     lost = [f for f in before.findings if f.invariant == "every committed end logged"]
     assert len(lost) == 2, lost
 
 
 def test_a_redelivery_that_decides_nothing_logs_what_its_dead_process_left() -> None:
-    """Seed 10 (moved with the seeds' faults as the test above; rescanned over seeds 1-120): an end
+    """Seed 16 (moved with the seeds' faults as the test above; rescanned over seeds 1-120): an end
     committed by a process that died, and a redelivery that is a read
     deciding nothing with no later write in the room. A no-op read logs the entries about the
     message it names (`outbox.concerning`: same seq or message id); with
     no-op reads logging nothing, that end stays unlogged."""
-    assert not run_seed(10).findings
-    before = run_seed(10, store_options={"concerning": lambda left, events: {}})
+    assert not run_seed(16).findings
+    before = run_seed(16, store_options={"concerning": lambda left, events: {}})
     lost = [f for f in before.findings if f.invariant == "every committed end logged"]
     assert len(lost) == 1, lost
