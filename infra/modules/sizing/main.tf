@@ -23,7 +23,10 @@ locals {
     deadletter = 0.01
     sweep      = 0.0
   }
-  timer_tasks_per_message  = 1.1
+  # Timer task creates (every one a create, most also a dispatch): `make
+  # scale-model` at the users' burst counts 1.18 a message (2026-11-28: an ack
+  # timer per send, a wake-up per send that waits for its number's slot).
+  timer_tasks_per_message  = 1.2
   index_writes_per_message = 3.0
   # Seconds one request of each function takes on the cloud path (a
   # Firestore commit of 20-60 ms, a platform send of 100-300 ms), rounded up.
@@ -37,7 +40,11 @@ locals {
 
   # Cloud Tasks: 500 dispatches/s per queue, 1,000 queues per project and
   # region (https://cloud.google.com/tasks/docs/quotas); baton has one more
-  # queue, the scheduled messages'.
+  # queue, the scheduled messages'. Creates count too: a queue taking 500
+  # created or dispatched tasks/s is "high-TPS" and a cold one should not
+  # pass 500 ops/s without a ramp (500/50/5,
+  # https://cloud.google.com/tasks/docs/manage-cloud-task-scaling); a timer
+  # queue's creates are its busier side, as some timers are deleted unrun.
   queue_dispatch_limit = 500
   queues_per_region    = 1000
   # Firestore: 500 writes/s to a range of a sequential index
@@ -127,7 +134,7 @@ locals {
     } if local.per_message[f] > 0 },
     {
       "timer queues" = {
-        unit     = "dispatches/s", per_message = local.timer_tasks_per_message, at_target = local.target * local.timer_tasks_per_message,
+        unit     = "task creates/s", per_message = local.timer_tasks_per_message, at_target = local.target * local.timer_tasks_per_message,
         capacity = local.tasks_queue_count * local.queue_dispatch_limit, limit = "${local.tasks_queue_count} queues x 500/s"
       }
       "prepare queues" = {
@@ -188,7 +195,7 @@ resource "terraform_data" "checks" {
     }
     precondition {
       condition     = local.dispatches_per_timer_queue <= local.queue_dispatch_limit
-      error_message = "At the target the timer queues would dispatch ${ceil(local.dispatches_per_timer_queue)} tasks/s each, above Cloud Tasks' 500 per queue: raise tasks_queue_count to at least ${ceil(local.target * local.timer_tasks_per_message / local.queue_dispatch_limit)} (or leave it unset to derive it)."
+      error_message = "At the target the timer queues would create ${ceil(local.dispatches_per_timer_queue)} tasks/s each, above Cloud Tasks' 500 per queue: raise tasks_queue_count to at least ${ceil(local.target * local.timer_tasks_per_message / local.queue_dispatch_limit)} (or leave it unset to derive it)."
     }
     precondition {
       condition     = local.dispatches_per_prepare_queue <= local.queue_dispatch_limit

@@ -31,6 +31,11 @@ DOCUMENT_WRITES = Limit(
 QUEUE_DISPATCHES = Limit(
     "Cloud Tasks dispatches per queue", 500, 10,
     "https://cloud.google.com/tasks/docs/quotas")
+# Creates: a queue past 500 created or dispatched tasks/s is high-TPS, and a
+# cold one should ramp past 500 ops/s (500/50/5).
+QUEUE_CREATES = Limit(
+    "Cloud Tasks creates per queue", 500, 10,
+    "https://cloud.google.com/tasks/docs/manage-cloud-task-scaling")
 # Cloud Run: a service's instance limit may be set up to 1000 without a quota
 # increase; each instance serves function_threads requests at once.
 MAX_INSTANCES = Limit(
