@@ -47,7 +47,10 @@ def task_id(timer: ScheduleTimer | CancelTimer) -> str:
     """Task id of a timer: `{hash16}-{seq}-{attempt}-{due_ms}`, the hash over
     the room id and its incarnation (letters, digits, `-` only, as Cloud Tasks
     requires). Every timer the room arms has a new due time or attempt, so a
-    name is never reused: the real service keeps a used name for up to an hour
+    name is never reused (a wait that would fall in the ms of the attempt's
+    current wake-up, or of the timer that woke it, is moved to the next ms:
+    shared/room/context.py `wait_until`, flight.py `sender_at_its_rate`):
+    the real service keeps a used name for up to an hour
     (https://cloud.google.com/tasks/docs/reference/rest/v2/projects.locations.queues.tasks/create)."""
     digest = _room_hash(f"{timer.room_id}#{timer.incarnation}")[:16]
     return f"{digest}-{timer.seq}-{timer.attempt}-{timer.due_at_us // 1000}"

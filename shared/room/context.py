@@ -77,7 +77,15 @@ def put(t: Transition, state: RoomState, msg: QueuedMessage, index: int | None) 
 
 
 def wait_until(t: Transition, state: RoomState, flight: InFlight, wake_us: int, **changes: Any) -> RoomState:
-    """Keep waiting: the attempt's wake-up moves to `wake_us` (a new timer)."""
+    """Keep waiting: the attempt's wake-up moves to `wake_us` (a new timer),
+    or to the next ms when `wake_us` is in the ms of its current wake-up: a
+    timer's name holds its attempt and due ms (shared/tasks.py:task_id), and
+    the task of the current one exists (most often it is the one running,
+    delivered early: Cloud Tasks' clock runs ahead of the function's).
+    Armed again under that name, Cloud Tasks would refuse it as a duplicate
+    for about an hour, and the room would wait for the watchdog."""
+    if wake_us // 1000 == flight.due_at_us // 1000:
+        wake_us = (wake_us // 1000 + 1) * 1000
     flight = replace(flight, due_at_us=wake_us, **changes)
     if wake_us > t.now_us:
         log(t, EventType.TIMER_REARMED, flight.message, attempt=flight.attempt, reason=str(flight.phase))

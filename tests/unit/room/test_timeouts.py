@@ -15,6 +15,7 @@ from shared.room import (
     TimerFired,
     decide,
 )
+from shared.tasks import task_id
 
 T0 = 1_700_000_000_000_000
 MS = 1000
@@ -36,4 +37,26 @@ def test_a_timer_before_the_deadline_rearms_for_the_rest_and_the_message_times_o
     assert [str(e.event) for e in d.events] == ["timer_rearmed"]
     state = d.state
     d = decide(state, TimerFired(state.incarnation, 1, 1, returned + 3000 * MS, returned + 3000 * MS), POLICY, "t")
+    assert [str(e.event) for e in d.events] == ["timed_out"]
+
+
+def test_a_timer_delivered_early_is_armed_again_under_a_new_name():
+    """Cloud Tasks' clock may run ahead of the function's: a timer comes
+    300 us before its due time, and the rule waits for the rest. The wait
+    is due in the next ms, so its task name (`task_id`: attempt and due ms)
+    is not the running task's, which Cloud Tasks would refuse as a
+    duplicate for about an hour (the room then waits for the watchdog)."""
+    state = decide(RoomState("r"), Enqueue("m1", "whatsapp", "15550001", "hi", T0, T0), POLICY, "t").state
+    returned = T0 + 45 * MS
+    state = decide(state, SendReturned(state.incarnation, 1, 1, SendOutcome.ACCEPTED, returned, "c"), POLICY, "t").state
+    first = T0 + 3000 * MS
+    state = decide(state, TimerFired(state.incarnation, 1, 1, first, first), POLICY, "t").state
+    deadline = returned + 3000 * MS
+    assert state.in_flight.due_at_us == deadline  # re-armed for the rest of its hold
+    firing = ScheduleTimer("r", state.incarnation, 1, 1, deadline)
+    d = decide(state, TimerFired(state.incarnation, 1, 1, deadline, deadline - 300), POLICY, "t")
+    [again] = [e for e in d.effects if isinstance(e, ScheduleTimer)]
+    assert task_id(again) != task_id(firing)
+    assert again.due_at_us == (deadline // MS + 1) * MS
+    d = decide(d.state, TimerFired(state.incarnation, 1, 1, again.due_at_us, again.due_at_us), POLICY, "t")
     assert [str(e.event) for e in d.events] == ["timed_out"]
