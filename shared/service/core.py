@@ -263,6 +263,7 @@ class ServiceCore:
         cancels: list[CancelTimer] = []
         prepares: list[Prepare] = []
         ended: list[dict[str, Any]] = []  # the outcomes these committed decisions produced
+        unarmed: set[tuple[int, int, int, int]] = set()  # timers not armed for a refused send (`_run_effects`)
         try:
             while work:
                 d = work.popleft()
@@ -273,23 +274,22 @@ class ServiceCore:
                 outbox.logged(room_id, d.events)  # shared/outbox.py: a later write of this request may clear them
                 cancels += [e for e in d.effects if isinstance(e, CancelTimer)]  # last: no send waits for them
                 prepares += [e for e in d.effects if isinstance(e, Prepare)]  # after the sends: likewise
-                work.extend(self._run_effects(room_id, d, component, arm_failures))
+                work.extend(self._run_effects(room_id, d, component, arm_failures, unarmed))
             for prepare in prepares:
                 self._request_preparation(room_id, prepare, component, arm_failures)
-            for cancel in cancels:
-                self.timers.cancel(cancel)
+            for cancel in (c for c in cancels if (c.incarnation, c.seq, c.attempt, c.due_at_us) not in unarmed):
+                self.timers.cancel(cancel)  # a timer never armed is not deleted (a DeleteTask answered NOT_FOUND)
         finally:  # a later step that raises (a send's outcome not recorded) keeps the committed ends
             if ended and self.outcomes is not None:
                 self.outcomes.publish(ended)  # after the sends: never holds the room, never raises
         if arm_failures:
             raise TimerArmFailed("; ".join(arm_failures))
 
-    def _run_effects(self, room_id: str, decision: Decision, component: str,
-                     arm_failures: list[str]) -> list[Decision]:
-        """Run a committed decision's send, then arm its timers (the module
-        docstring's "Send, then arm"), the timer of a send seen accepted
-        carrying its acceptance ("Acceptance on the timer"); returns the
-        decisions the sends' outcomes committed, to run in turn."""
+    def _run_effects(self, room_id: str, decision: Decision, component: str, arm_failures: list[str],
+                     unarmed: set[tuple[int, int, int, int]]) -> list[Decision]:
+        """Send, then arm (module docstring), carrying an acceptance seen; a
+        refused send's timer goes to `unarmed` ((incarnation, seq, attempt,
+        due us)) instead. Returns the decisions the sends' outcomes committed."""
         timed = {(e.incarnation, e.seq, e.attempt) for e in decision.effects if isinstance(e, ScheduleTimer)}
         accepted: dict[tuple[int, int, int], int] = {}  # (incarnation, seq, attempt) -> ack deadline, epoch us
         not_sent: set[tuple[int, int, int]] = set()  # refused, and recorded: no timer (the module docstring)
@@ -300,6 +300,8 @@ class ServiceCore:
             self._arm_all(room_id, decision, component, arm_failures, accepted)
             raise
         self._arm_all(room_id, decision, component, arm_failures, accepted, not_sent)
+        unarmed.update((e.incarnation, e.seq, e.attempt, e.due_at_us) for e in decision.effects
+                       if isinstance(e, ScheduleTimer) and (e.incarnation, e.seq, e.attempt) in not_sent)
         return follow_ups
 
     def _request_preparation(self, room_id: str, prepare: Prepare, component: str, arm_failures: list[str]) -> None:

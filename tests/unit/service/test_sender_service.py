@@ -13,11 +13,11 @@ import pytest
 from google.api_core import exceptions as gexc
 
 from shared.providers.whatsapp import sign
-from shared.room import Phase, make_delivery_id, policy_from_settings
+from shared.room import CancelTimer, Phase, make_delivery_id, policy_from_settings
 from shared.sender_window import SlotTaken
 from shared.senders import rendezvous_sender
 from shared.service import DeliveryService, ServiceCore
-from tests.fakes import FakePlatform
+from tests.fakes import FakePlatform, FakeTimers, SimClock
 from tests.unit.service.test_faults import SECRET, SEND_TIMEOUT_MS, Knobs, World, push_body, seams
 
 NUMBERS = ("1001", "1002", "1003")
@@ -34,8 +34,23 @@ class BusyOnce:
         return SlotTaken(now_us + 400_000) if len(self.takes) == 1 else None
 
 
-def three_numbers(window: object = None) -> tuple[World, DeliveryService, dict[str, FakePlatform]]:
+class DeletesRecorded(FakeTimers):
+    """The fake Cloud Tasks, keeping every DeleteTask asked for."""
+
+    def __init__(self, clock: SimClock) -> None:
+        super().__init__(clock)
+        self.deletes: list[CancelTimer] = []
+
+    def cancel(self, timer: CancelTimer) -> bool:
+        self.deletes.append(timer)
+        return super().cancel(timer)
+
+
+def three_numbers(window: object = None, timers: type[FakeTimers] | None = None,
+                  ) -> tuple[World, DeliveryService, dict[str, FakePlatform]]:
     world = World(Knobs())
+    if timers is not None:
+        world.timers = timers(world.clock)
     world.settings = dataclasses.replace(world.settings, whatsapp_senders="1001:75,1002:75,1003:5")
     world.policy = policy_from_settings(world.settings)  # the rules fix each attempt's number from it
     platforms = {n: FakePlatform(world.clock, SEND_TIMEOUT_MS) for n in NUMBERS}
@@ -99,6 +114,19 @@ def test_a_wait_for_the_number_whose_write_fails_keeps_the_attempts_timer():
     assert state.in_flight.phase is Phase.SENDING  # the wait was not recorded
     # The room's wake-up is the attempt's timer, armed as the decision asked: the redelivery or the timer goes on.
     assert [(t.timer.attempt, t.timer.due_at_us) for t in world.timers.tasks] == [(1, state.in_flight.due_at_us)]
+
+
+def test_a_send_refused_for_good_arms_no_timer_and_deletes_none():
+    """The platform refuses the send for good (131026): the message ends
+    `failed` in the write that records it. The attempt's timer is not armed,
+    so the end's request to delete it is not sent either (a DeleteTask
+    answered NOT_FOUND is still a billed operation)."""
+    world, service, platforms = three_numbers(timers=DeletesRecorded)
+    room = "room-r"
+    platforms[rendezvous_sender(room, NUMBERS)].fail_next_send("permanent")
+    assert service.handle_push(push_body(room, "m1", "15550001", "hi", "p1", world.clock.now_us())).status == 200
+    assert world.store.load_room(room).counts == {"failed": 1}
+    assert world.timers.tasks == [] and world.timers.deletes == []  # type: ignore[attr-defined]
 
 
 def whatsapp_status(delivery_id: str, number: str) -> bytes:
