@@ -178,11 +178,15 @@ class DeliveryEvent:
     - `event_id`: `"{write id}.{index}"`, unique per room, on the events a
       room transaction decided (shared/outbox.py): such an event may be
       logged twice (once after the commit, once more by a later transaction
-      that found it in the room's outbox); readers keep one line per
-      (`room_id`, `event_id`). Null on the other events.
+      that found it in the room's outbox); `"cancelled.{message_id}"` on
+      the `skipped` line of a scheduled message cancelled before its time,
+      logged again by each later copy of it (shared/service/scheduled_entry.py);
+      readers keep one line per (`room_id`, `event_id`). Null on the other
+      events.
     - `relogged`: true on a line a later transaction of the room logs for
       an earlier write it found in the room's outbox (`outbox.log_left_behind`,
-      also on a redelivery's read), which its own process may have logged
+      also on a redelivery's read), or a later copy of a cancelled scheduled
+      message logs for its end (`end_cancelled`), which its own process may have logged
       already: a second copy most often, the only one when that process died
       between its commit and its log lines. infra/analytics.tf keeps these
       lines out of the _Default log bucket by default (the sink's bucket has

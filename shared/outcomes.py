@@ -5,9 +5,12 @@ callbacks or a job platform's run results tell theirs. One Pub/Sub message
 per message end, on OUTCOMES_TOPIC, ordering key = the room id, published
 only for the end events a committed room transaction produced
 (`ServiceCore._after_commit`) or a claimed cancellation
-(`claim_cancelled_end`, answered `ended_now` once): a redelivered timer,
-status or push is answered by the room as a duplicate (`timeout_ignored`,
-`status_ignored`, `duplicate_ignored`), which publishes nothing.
+(`claim_cancelled_end`): a redelivered timer, status or push is answered
+by the room as a duplicate (`timeout_ignored`, `status_ignored`,
+`duplicate_ignored`), which publishes nothing, but for a cancelled
+scheduled message: every copy of it that finds it ended publishes its
+outcome again, with the same `outcome_id` (the call that ended it may have
+died before its publish; shared/service/scheduled_entry.py).
 
 Wire format (data, UTF-8 JSON; attributes `outcome`, `room_id`, `provider`,
 `message_id`, `outcome_id`)::

@@ -77,7 +77,7 @@ def scheduled_cancel(admin: Admin, args: Args, actor: str) -> dict[str, Any]:
     # A copy let in already (`entered_at`): too late; its task may be retrying a full room, so it stays.
     task = None if (recorded or {}).get("entered_at") is not None else (recorded or {}).get("task")
     # A held message ends now, before its task is deleted: a deleted task brings nothing at its time, and
-    # a cancel that dies between the two leaves the task to come, find the end and be logged a duplicate.
+    # a cancel that dies between the two leaves the task to come, find the end and log it again (relogged).
     now_us = admin.operators.now_us()
     ended = admin.operators.service.end_cancelled_scheduled(room_id, message_id, now_us) if task else "not_held"
     deleted = admin.scheduled_factory().delete(task) if task else False

@@ -37,8 +37,9 @@ class ScheduledEntry:
         - Its time has come: the cancellation is checked whatever brought it
           (its task, or Pub/Sub redelivering the original push): one read.
           The first to find it cancelled ends it (`skipped`, with the
-          operator and reason); any later copy is answered `cancelled` and
-          logged as a duplicate.
+          operator and reason); any later copy is answered `cancelled`,
+          logged as a duplicate, and logs that `skipped` line again
+          (`end_cancelled`).
         """
         e, due = parsed.event, parsed.deliver_at_us
         assert due is not None and self.core.scheduled is not None

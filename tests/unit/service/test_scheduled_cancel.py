@@ -74,6 +74,11 @@ def kinds(world: World, mid: str) -> list[str]:
     return kept
 
 
+def first_hand_skips(world: World, mid: str) -> int:
+    """`skipped` lines of the message logged by the call that ended it (not `relogged`)."""
+    return sum(1 for e in world.events.events if e.message_id == mid and e.event == "skipped" and not e.relogged)
+
+
 def test_a_copy_after_a_cancel_whose_process_died_after_its_claim_logs_the_end():
     """The claim (`claim_cancelled_end`) landed and the process died before
     its `skipped` line (simulation seed 13, 2026-11-28): the next copy finds
@@ -104,6 +109,7 @@ def test_a_cancelled_message_redelivered_after_its_time_is_not_sent_and_ends_onc
     second = service.handle_push(body, scheduled_entry=True)  # then its task comes
     assert (first.body["result"], second.body["result"]) == ("cancelled", "cancelled")
     assert kinds(world, "m1").count("skipped") == 1 and "enqueued" not in kinds(world, "m1")
+    assert first_hand_skips(world, "m1") == 1  # the second copy's line is the first's, relogged
     assert world.platform.calls == []
 
 
@@ -120,9 +126,9 @@ def test_a_cancel_that_deletes_the_task_ends_the_message_itself_once_and_first()
     """On the real service a deleted task never comes, so nothing would end
     the cancelled message (the emulator, lacking DeleteTask, used to run it
     anyway and hid this): the cancel ends it as `skipped` with the
-    operator's name, publishes its outcome once, then deletes the task. A
+    operator's name, publishes its outcome, then deletes the task. A
     copy that comes later (the task, had its delete failed, or a redelivered
-    push) is a duplicate: one end, no send."""
+    push) logs the same line again (`relogged`): one end, no send."""
     import types
 
     from shared.admin.actions import Args, scheduled_cancel
@@ -146,6 +152,7 @@ def test_a_cancel_that_deletes_the_task_ends_the_message_itself_once_and_first()
     world.clock.advance_ms(3_601_000)
     assert service.handle_push(body).body["result"] == "cancelled"  # Pub/Sub redelivers the push after its time
     assert kinds(world, "m1").count("skipped") == 1 and "enqueued" not in kinds(world, "m1")
+    assert first_hand_skips(world, "m1") == 1
     assert world.platform.calls == []
 
 

@@ -58,7 +58,7 @@ CASE_NOTES = {
 LIMITS = {
     "function": "requests in flight: `max_instances` x `function_threads`; `max_instances` up to 1,000 "
                 "([Cloud Run](https://cloud.google.com/run/docs/configuring/max-instances))",
-    "queues": "500 dispatches/s per queue, 1,000 queues per region ([Cloud Tasks](https://cloud.google.com/tasks/docs/quotas))",
+    "queues": "500 dispatches/s per queue, 1,000 queues per region ([Cloud Tasks](https://cloud.google.com/tasks/docs/quotas)); past 500 created or dispatched/s a queue needs a ramp ([scaling](https://cloud.google.com/tasks/docs/manage-cloud-task-scaling))",
     "index": "500 writes/s per sequential index range "
              "([shard timestamps](https://cloud.google.com/firestore/docs/solutions/shard-timestamp))",
     "whatsapp": "the numbers' rates less the send window's guard (x 1/1.05), sized at most 70% busy; 80 msg/s per "
